@@ -1,0 +1,169 @@
+"""Per-event retrieval-quality measures: pure functions, no I/O, no project imports.
+
+Grades use the TREC DL / UMBRELA 0-3 scale. A passage is relevant when its grade is at
+least `MeasureParams.relevant_grade`.
+
+Unjudged passages (grade `None`, e.g. the judge failed on one passage or the budget ran out)
+follow trec_eval's convention: they count as non-relevant (in n_n, gain 0) and never as
+relevant; they are not distractors for Harm@K (nobody knows they are on topic) and are left
+out of the ideal ranking. `judged_at_k` in the result says how much of the top K was judged,
+so a consumer can discount an event whose grades are mostly missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BUCKETS",
+    "HISTOGRAM_MEASURES",
+    "MEASURE_KEYS",
+    "MeasureParams",
+    "compute",
+]
+
+# Every key `compute` returns, in a stable order.
+MEASURE_KEYS = (
+    "t",
+    "ndcg",
+    "f_e",
+    "harm",
+    "precision",
+    "hit",
+    "rr",
+    "k_over_np",
+    "f",
+    "recall",
+    "judged_at_k",
+)
+
+# Measures exported as Prometheus histograms (and kept per day for drift reports).
+HISTOGRAM_MEASURES = ("t", "ndcg", "f_e", "harm", "precision", "hit", "rr", "k_over_np")
+
+_UNIT = tuple(round(i / 20, 2) for i in range(21))  # 0, 0.05, ..., 1.0
+# Fixed upper bounds ("le") per histogram measure. They are a storage contract: changing them
+# breaks stored per-day distributions, so add a new measure rather than edit one.
+BUCKETS: dict[str, tuple[float, ...]] = {
+    "t": (-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0,
+          15.0, 20.0, 30.0, 50.0),
+    "ndcg": _UNIT,
+    "f_e": _UNIT,
+    "harm": _UNIT,
+    "precision": _UNIT,
+    "hit": (0.0, 1.0),
+    "rr": (0.0, 0.1, 0.125, 0.143, 0.167, 0.2, 0.25, 0.334, 0.5, 1.0),
+    "k_over_np": (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+}
+
+MAX_PASSAGES = 200
+_DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(MAX_PASSAGES))  # rank i+1
+_GAINS = {"exponential": (0.0, 1.0, 3.0, 7.0), "linear": (0.0, 1.0, 2.0, 3.0)}
+
+
+@dataclass(frozen=True)
+class MeasureParams:
+    """Parameters of the measures (RAGMON_RELEVANT_GRADE, _T_ALPHA, _F_ALPHA, ...)."""
+
+    relevant_grade: int = 2
+    t_alpha: float = 0.5
+    f_alpha: float = 0.5
+    ndcg_gain: str = "exponential"
+    harm_grades: frozenset[int] = field(default_factory=lambda: frozenset({1}))
+
+    def __post_init__(self) -> None:
+        if self.relevant_grade not in (1, 2, 3):
+            raise ValueError(f"relevant_grade must be 1, 2 or 3, got {self.relevant_grade!r}")
+        for name in ("t_alpha", "f_alpha"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        if self.ndcg_gain not in _GAINS:
+            raise ValueError(f"ndcg_gain must be exponential or linear, got {self.ndcg_gain!r}")
+        if not self.harm_grades or not set(self.harm_grades) <= {0, 1, 2, 3}:
+            raise ValueError(f"harm_grades must be grades 0-3, got {set(self.harm_grades)!r}")
+
+
+DEFAULT_PARAMS = MeasureParams()
+
+
+def compute(
+    grades: Sequence[int | None],
+    k: int,
+    params: MeasureParams = DEFAULT_PARAMS,
+    relevant_total: int | None = None,
+) -> dict[str, float | None]:
+    """All measures of one ranked list of grades (best first) cut at K.
+
+    Returns a dict with every key of `MEASURE_KEYS`; a measure that is undefined for this
+    event is `None` (F_e and K/N̂_p need 2K passages; F and recall need `relevant_total`).
+    """
+    m = len(grades)
+    if type(k) is not int or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if m < k:
+        raise ValueError(f"need at least k={k} grades, got {m}")
+    if m > MAX_PASSAGES:
+        raise ValueError(f"at most {MAX_PASSAGES} grades, got {m}")
+    if relevant_total is not None and (type(relevant_total) is not int or relevant_total < 0):
+        raise ValueError(f"relevant_total must be an integer >= 0, got {relevant_total!r}")
+    for g in grades:
+        if g is not None and g not in (0, 1, 2, 3):
+            raise ValueError(f"grades must be 0, 1, 2, 3 or None, got {g!r}")
+
+    rel = params.relevant_grade
+    gain = _GAINS[params.ndcg_gain]
+    harm_grades = params.harm_grades
+
+    n_p = n_harm = judged = 0
+    first_rel = 0
+    dcg = 0.0
+    for i in range(k):
+        g = grades[i]
+        if g is None:
+            continue
+        judged += 1
+        if g:
+            dcg += gain[g] * _DISCOUNT[i]
+        if g >= rel:
+            n_p += 1
+            if not first_rel:
+                first_rel = i + 1
+        if g in harm_grades:
+            n_harm += 1
+
+    ideal = sorted((g for g in grades if g), reverse=True)
+    idcg = 0.0
+    for i, g in enumerate(ideal[:k]):
+        idcg += gain[g] * _DISCOUNT[i]
+
+    a_t = params.t_alpha
+    a_f = params.f_alpha
+    out: dict[str, float | None] = {
+        "t": (1.0 - a_t) * n_p - a_t * (k - n_p) / k,
+        "ndcg": dcg / idcg if idcg > 0 else 0.0,
+        "f_e": None,
+        "harm": n_harm / k,
+        "precision": n_p / k,
+        "hit": 1.0 if n_p else 0.0,
+        "rr": 1.0 / first_rel if first_rel else 0.0,
+        "k_over_np": None,
+        "f": None,
+        "recall": None,
+        "judged_at_k": judged / k,
+    }
+    if m >= 2 * k:
+        np_hat = 0
+        for g in grades[: 2 * k]:
+            if g is not None and g >= rel:
+                np_hat += 1
+        denom = a_f * k + (1.0 - a_f) * np_hat
+        out["f_e"] = n_p / denom if denom > 0 else 0.0
+        if np_hat:
+            out["k_over_np"] = k / np_hat
+    if relevant_total is not None:
+        denom = a_f * k + (1.0 - a_f) * relevant_total
+        out["f"] = n_p / denom if denom > 0 else 0.0
+        out["recall"] = n_p / relevant_total if relevant_total else None
+    return out

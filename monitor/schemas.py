@@ -1,0 +1,146 @@
+"""The wire contract: the event a RAG app sends and the answers it gets (DESIGN.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+MAX_K = 100
+MAX_PASSAGES = 200
+MAX_BATCH = 1000
+MAX_EVENT_AGE = timedelta(days=35)
+MAX_CLOCK_SKEW = timedelta(minutes=10)
+LABEL_KEYS = ("app", "index", "retriever", "segment")
+LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
+Status = Literal["queued", "done", "failed", "sampled_out"]
+
+
+class Passage(BaseModel):
+    """One retrieved passage, in the app's rank order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256, description="The app's id of the passage.")
+    text: str = Field(min_length=1, max_length=32768, description="The passage text as retrieved.")
+    score: float | None = Field(default=None, description="The retriever's score (optional).")
+    grade: int | None = Field(
+        default=None,
+        ge=0,
+        le=3,
+        description="A known 0-3 grade (golden set, user feedback), used instead of the judge.",
+    )
+
+
+class Labels(BaseModel):
+    """Prometheus labels of the event; a missing key becomes `default`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    app: LabelValue = "default"
+    index: LabelValue = "default"
+    retriever: LabelValue = "default"
+    segment: LabelValue = Field(
+        default="default",
+        description="A query class (intent, customer tier): aggregates hide which class collapsed.",
+    )
+
+
+class RetrievalEvent(BaseModel):
+    """One production retrieval: the query and its ranked passages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="Optional; a client-made UUID makes retries idempotent.",
+    )
+    query: str = Field(min_length=1, max_length=8192)
+    k: int = Field(ge=1, le=MAX_K, description="How many passages went into the LLM prompt.")
+    passages: list[Passage] = Field(
+        min_length=1,
+        max_length=MAX_PASSAGES,
+        description="Ranked best first; k <= len <= 200; send 2k so F_e can be computed.",
+    )
+    relevant_total: int | None = Field(
+        default=None, ge=0, description="The true number of relevant passages, when known."
+    )
+    labels: Labels = Field(default_factory=Labels)
+    timestamp: datetime | None = Field(
+        default=None,
+        description="RFC 3339; when the retrieval happened (default: receipt); at most 35 days old.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RetrievalEvent:
+        if len(self.passages) < self.k:
+            raise ValueError(f"passages: need at least k={self.k} passages, got {len(self.passages)}")
+        if self.timestamp is not None:
+            ts = self.timestamp
+            if ts.tzinfo is None:
+                raise ValueError("timestamp: needs a timezone offset (RFC 3339), e.g. ...Z")
+            now = datetime.now(UTC)
+            if ts < now - MAX_EVENT_AGE:
+                raise ValueError("timestamp: older than 35 days")
+            if ts > now + MAX_CLOCK_SKEW:
+                raise ValueError("timestamp: in the future")
+        return self
+
+
+class RetrievalBatch(BaseModel):
+    """Up to 1000 events; a bad item rejects the whole batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    events: list[RetrievalEvent] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Accepted(BaseModel):
+    event_id: str
+    status: Status
+
+
+class BatchAccepted(BaseModel):
+    results: list[Accepted]
+
+
+class Measures(BaseModel):
+    t: float | None = None
+    ndcg: float | None = None
+    f_e: float | None = None
+    harm: float | None = None
+    precision: float | None = None
+    hit: float | None = None
+    rr: float | None = None
+    k_over_np: float | None = None
+    f: float | None = None
+    recall: float | None = None
+    judged_at_k: float | None = None
+
+
+class RetrievalResult(BaseModel):
+    """What `GET /v1/retrievals/{event_id}` answers."""
+
+    event_id: str
+    status: Status
+    k: int | None = None
+    labels: dict[str, str] | None = None
+    grades: list[int | None] | None = None
+    grade_source: list[str | None] | None = None
+    measures: Measures | None = None
+    error: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorResponse(BaseModel):
+    detail: list[ErrorDetail] | str

@@ -1,0 +1,253 @@
+"""One validated settings object, read from the environment (and an optional `.env` file).
+
+Every process (API, worker, demo, report) builds a `Settings` once at start-up with
+`Settings.from_env()` and passes it down. A bad value raises `SettingsError` naming the
+variable, so the process stops before it serves anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+DEFAULT_JUDGE_MODEL = "gpt-4o-mini"
+
+# USD per million tokens (input, output). Override with RAGMON_PRICES='{"model": [in, out]}'.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing or invalid; the message names the variable."""
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("must be true or false")
+
+
+def _number(lo: float | None = None, hi: float | None = None, kind: type = float) -> Callable:
+    def parse(raw: str) -> float:
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            raise ValueError(f"must be {'an integer' if kind is int else 'a number'}") from None
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+            raise ValueError(f"must be in {bounds}")
+        return value
+
+    return parse
+
+
+def _choice(*options: str) -> Callable:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def _grades(raw: str) -> frozenset[int]:
+    try:
+        grades = frozenset(int(part) for part in raw.split(",") if part.strip())
+    except ValueError:
+        raise ValueError("must be a comma-separated list of grades 0-3, e.g. 0,1") from None
+    if not grades or not grades <= {0, 1, 2, 3}:
+        raise ValueError("must be a non-empty comma-separated list of grades 0-3, e.g. 0,1")
+    return grades
+
+
+def _api_keys(raw: str) -> tuple[str, ...]:
+    keys = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for key in keys:
+        secret = key.split(":", 1)[0]
+        if len(secret) < 16:
+            raise ValueError("each key must be at least 16 characters (format: key or key:app)")
+    return keys
+
+
+def _prices(raw: str) -> dict[str, tuple[float, float]]:
+    try:
+        data = json.loads(raw)
+        prices = {str(m): (float(p[0]), float(p[1])) for m, p in data.items()}
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
+        raise ValueError('must be JSON like {"model": [usd_per_M_input, usd_per_M_output]}') from None
+    return {**DEFAULT_PRICES, **prices}
+
+
+def _text(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable; field metadata maps each field to its environment variable."""
+
+    redis_url: str | None = field(default=None, metadata={"env": "REDIS_URL", "parse": _text})
+    api_keys: tuple[str, ...] = field(
+        default=(), metadata={"env": "RAGMON_API_KEYS", "parse": _api_keys}
+    )
+    metrics_api_keys: tuple[str, ...] = field(
+        default=(), metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": _api_keys}
+    )
+    judge: str = field(
+        default="openai", metadata={"env": "RAGMON_JUDGE", "parse": _choice("openai", "lexical")}
+    )
+    openai_api_key: str | None = field(
+        default=None, metadata={"env": "OPENAI_API_KEY", "parse": _text}
+    )
+    openai_base_url: str | None = field(
+        default=None, metadata={"env": "OPENAI_BASE_URL", "parse": _text}
+    )
+    judge_model: str = field(
+        default=DEFAULT_JUDGE_MODEL, metadata={"env": "RAGMON_JUDGE_MODEL", "parse": str.strip}
+    )
+    judge_mode: str = field(
+        default="pointwise",
+        metadata={"env": "RAGMON_JUDGE_MODE", "parse": _choice("pointwise", "listwise")},
+    )
+    judge_concurrency: int = field(
+        default=64,
+        metadata={"env": "RAGMON_JUDGE_CONCURRENCY", "parse": _number(1, 1024, int)},
+    )
+    judge_rpm: int = field(
+        default=0, metadata={"env": "RAGMON_JUDGE_RPM", "parse": _number(0, None, int)}
+    )
+    judge_tpm: int = field(
+        default=0, metadata={"env": "RAGMON_JUDGE_TPM", "parse": _number(0, None, int)}
+    )
+    judge_timeout_s: float = field(
+        default=30.0, metadata={"env": "RAGMON_JUDGE_TIMEOUT", "parse": _number(0.1, 600)}
+    )
+    judge_max_retries: int = field(
+        default=6, metadata={"env": "RAGMON_JUDGE_MAX_RETRIES", "parse": _number(0, 100, int)}
+    )
+    prices: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: dict(DEFAULT_PRICES),
+        metadata={"env": "RAGMON_PRICES", "parse": _prices},
+    )
+    sample_rate: float = field(
+        default=1.0, metadata={"env": "RAGMON_SAMPLE_RATE", "parse": _number(0.0, 1.0)}
+    )
+    daily_budget_usd: float = field(
+        default=0.0, metadata={"env": "RAGMON_DAILY_BUDGET_USD", "parse": _number(0.0)}
+    )
+    relevant_grade: int = field(
+        default=2, metadata={"env": "RAGMON_RELEVANT_GRADE", "parse": _number(1, 3, int)}
+    )
+    t_alpha: float = field(
+        default=0.5, metadata={"env": "RAGMON_T_ALPHA", "parse": _number(0.0, 1.0)}
+    )
+    f_alpha: float = field(
+        default=0.5, metadata={"env": "RAGMON_F_ALPHA", "parse": _number(0.0, 1.0)}
+    )
+    ndcg_gain: str = field(
+        default="exponential",
+        metadata={"env": "RAGMON_NDCG_GAIN", "parse": _choice("exponential", "linear")},
+    )
+    harm_grades: frozenset[int] = field(
+        default=frozenset({1}), metadata={"env": "RAGMON_HARM_GRADES", "parse": _grades}
+    )
+    max_series: int = field(
+        default=500, metadata={"env": "RAGMON_MAX_SERIES", "parse": _number(1, 100_000, int)}
+    )
+    result_ttl_days: float = field(
+        default=35.0, metadata={"env": "RAGMON_RESULT_TTL_DAYS", "parse": _number(0.01, 3650)}
+    )
+    cache_ttl_days: float = field(
+        default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": _number(0.0, 3650)}
+    )
+    store_text: bool = field(
+        default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": _bool}
+    )
+    queue_limit: int = field(
+        default=100_000, metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": _number(1, None, int)}
+    )
+    max_body_bytes: int = field(
+        default=32 * 1024 * 1024,
+        metadata={"env": "RAGMON_MAX_BODY_BYTES", "parse": _number(1024, None, int)},
+    )
+    job_batch_size: int = field(
+        default=16, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
+    )
+    report_webhook: str | None = field(
+        default=None, metadata={"env": "RAGMON_REPORT_WEBHOOK", "parse": _text}
+    )
+    report_keep: int = field(
+        default=12, metadata={"env": "RAGMON_REPORT_KEEP", "parse": _number(1, 1000, int)}
+    )
+    report_dir: str = field(
+        default="reports", metadata={"env": "RAGMON_REPORT_DIR", "parse": str.strip}
+    )
+    queue_name: str = field(
+        default="ragmon", metadata={"env": "RAGMON_QUEUE", "parse": str.strip}
+    )
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, dotenv: str | Path | None = ".env"
+    ) -> Settings:
+        """Read settings from `environ` (default `os.environ`), then a `.env` file for unset ones."""
+        env = dict(read_dotenv(dotenv)) if dotenv else {}
+        env.update(os.environ if environ is None else environ)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = f.metadata["env"]
+            raw = env.get(name)
+            if raw is None or (raw.strip() == "" and f.default is not None):
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](raw)
+            except ValueError as exc:
+                raise SettingsError(f"{name}={raw!r}: {exc}") from None
+        return cls(**values)
+
+    def env_names(self) -> dict[str, str]:
+        """Map field name → environment variable (for docs and the deploy checks)."""
+        return {f.name: f.metadata["env"] for f in fields(self)}
+
+    @property
+    def judge_configured(self) -> bool:
+        """True when an OpenAI-compatible endpoint is configured (a key or a base URL)."""
+        return bool(self.openai_api_key or self.openai_base_url)
+
+
+def read_dotenv(path: str | Path) -> dict[str, str]:
+    """Parse a minimal `.env` file (KEY=VALUE lines, # comments, optional quotes)."""
+    p = Path(path)
+    if not p.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for line in p.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key.strip().removeprefix("export ").strip()] = value
+    return out
+
+
+def env_variables() -> list[str]:
+    """Every environment variable ragmon reads, in declaration order."""
+    return [f.metadata["env"] for f in fields(Settings)]

@@ -1,0 +1,49 @@
+"""Shared fixtures: a real Redis server per test session, flushed around each test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from monitor.settings import Settings
+from tests.support.redis_server import RedisServer
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-dl"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    yield redis_server.url
+    client.flushall()
+    client.close()
+
+
+@pytest.fixture
+def settings(redis_url: str) -> Settings:
+    """Settings for a test: a fresh Redis, the lexical judge, no .env file."""
+    return Settings.from_env({"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical"}, dotenv=None)
+
+
+@pytest.fixture(scope="session")
+def trec_dl() -> Path:
+    """The shared TREC DL data; tests that need it skip with a message when it is absent."""
+    if not (SHARED_DATA / "trec-dl-top20.jsonl").is_file():
+        pytest.skip(f"shared TREC DL data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("RAGMON_TEST", "1")
