@@ -79,7 +79,9 @@ class RetrievalEvent(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> RetrievalEvent:
         if len(self.passages) < self.k:
-            raise ValueError(f"passages: need at least k={self.k} passages, got {len(self.passages)}")
+            raise ValueError(
+                f"passages: need at least k={self.k} passages, got {len(self.passages)}"
+            )
         if self.timestamp is not None:
             ts = self.timestamp
             if ts.tzinfo is None:

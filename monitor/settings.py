@@ -89,7 +89,9 @@ def _prices(raw: str) -> dict[str, tuple[float, float]]:
         data = json.loads(raw)
         prices = {str(m): (float(p[0]), float(p[1])) for m, p in data.items()}
     except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-        raise ValueError('must be JSON like {"model": [usd_per_M_input, usd_per_M_output]}') from None
+        raise ValueError(
+            'must be JSON like {"model": [usd_per_M_input, usd_per_M_output]}'
+        ) from None
     return {**DEFAULT_PRICES, **prices}
 
 
@@ -175,9 +177,7 @@ class Settings:
     cache_ttl_days: float = field(
         default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": _number(0.0, 3650)}
     )
-    store_text: bool = field(
-        default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": _bool}
-    )
+    store_text: bool = field(default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": _bool})
     queue_limit: int = field(
         default=100_000, metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": _number(1, None, int)}
     )
@@ -197,9 +197,7 @@ class Settings:
     report_dir: str = field(
         default="reports", metadata={"env": "RAGMON_REPORT_DIR", "parse": str.strip}
     )
-    queue_name: str = field(
-        default="ragmon", metadata={"env": "RAGMON_QUEUE", "parse": str.strip}
-    )
+    queue_name: str = field(default="ragmon", metadata={"env": "RAGMON_QUEUE", "parse": str.strip})
 
     @classmethod
     def from_env(

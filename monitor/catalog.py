@@ -1,0 +1,137 @@
+"""Every Prometheus metric ragmon exports: name, type, labels and help, written once.
+
+`/metrics`, the README table (`ragmon metrics --markdown`), the dashboards' and alerts' name
+checks all read this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+
+SERIES_LABELS = ("app", "index", "retriever", "segment")
+
+LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+               3600.0, 7200.0, 21600.0, 86400.0)  # fmt: skip
+JUDGE_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One exported metric family. `name` has no `_total` suffix for counters."""
+
+    name: str
+    type: str  # counter | gauge | histogram
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The short name the store uses (`ragmon_` stripped)."""
+        return self.name.removeprefix("ragmon_")
+
+
+_QUALITY_HELP = {
+    "t": "T (Schwartz et al.): (1-a)*relevant - a*non-relevant/K in the top K; higher is better.",
+    "ndcg": "nDCG@K: graded, rank-discounted gain of the top K against the ideal order of the "
+    "judged pool; 1 is perfect.",
+    "f_e": "F_e: F-measure of the top K with the number of relevant passages estimated from the "
+    "top 2K; needs 2K passages.",
+    "harm": "Harm@K: share of the top K that are distractors (on-topic passages that do not "
+    "answer); lower is better.",
+    "precision": "P@K: share of the top K that are relevant.",
+    "hit": "Hit@K: 1 when at least one relevant passage is in the top K.",
+    "rr": "RR@K: 1 / rank of the first relevant passage in the top K, 0 if none.",
+    "k_over_np": "K / estimated number of relevant passages: below 1 trust T, well above 1 trust "
+    "nDCG.",
+}
+
+QUALITY: tuple[Metric, ...] = tuple(
+    Metric(f"ragmon_retrieval_{m}", "histogram", _QUALITY_HELP[m], SERIES_LABELS, BUCKETS[m])
+    for m in HISTOGRAM_MEASURES
+)
+
+OPERATIONS: tuple[Metric, ...] = (
+    Metric("ragmon_events_received", "counter", "Events accepted by the API (202 or sampled out)."),
+    Metric(
+        "ragmon_events_rejected",
+        "counter",
+        "Requests refused by the API, by reason (invalid, too_large, backpressure, "
+        "unauthorized, forbidden).",
+        ("reason",),
+    ),
+    Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
+    Metric("ragmon_events_labeled", "counter", "Events judged and measured (each counted once)."),
+    Metric(
+        "ragmon_events_failed",
+        "counter",
+        "Events that could not be judged after all retries, by reason.",
+        ("reason",),
+    ),
+    Metric("ragmon_queue_depth", "gauge", "Jobs waiting in the RQ queue."),
+    Metric(
+        "ragmon_labeling_lag_seconds",
+        "histogram",
+        "Time from receipt by the API to the event's measures stored.",
+        (),
+        LAG_BUCKETS,
+    ),
+    Metric(
+        "ragmon_judge_requests",
+        "counter",
+        "Calls to the judge, by model and outcome (ok, or the failure reason).",
+        ("model", "outcome"),
+    ),
+    Metric(
+        "ragmon_judge_tokens",
+        "counter",
+        "Tokens used by the judge, by model and type (input, output).",
+        ("model", "type"),
+    ),
+    Metric("ragmon_judge_cost_usd", "counter", "Judge spend in USD, by model.", ("model",)),
+    Metric(
+        "ragmon_judge_latency_seconds",
+        "histogram",
+        "Latency of one judge call, by model.",
+        ("model",),
+        JUDGE_LATENCY_BUCKETS,
+    ),
+    Metric("ragmon_judge_cache_hits", "counter", "Passages graded from the judgment cache."),
+    Metric("ragmon_judge_cache_misses", "counter", "Passages the judgment cache did not have."),
+    Metric(
+        "ragmon_grades", "counter", "Grades given (judge, cache or known), by grade.", ("grade",)
+    ),
+    Metric(
+        "ragmon_judge_budget_exhausted",
+        "gauge",
+        "1 while today's judge spend is at RAGMON_DAILY_BUDGET_USD (events are stored, not "
+        "judged).",
+    ),
+)
+
+ALL: tuple[Metric, ...] = QUALITY + OPERATIONS
+BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
+
+
+def exposed_names() -> set[str]:
+    """Every sample name that can appear in `/metrics` (with _total, _bucket, ... suffixes)."""
+    names: set[str] = set()
+    for m in ALL:
+        if m.type == "counter":
+            names |= {f"{m.name}_total", f"{m.name}_created"}
+        elif m.type == "histogram":
+            names |= {f"{m.name}_bucket", f"{m.name}_sum", f"{m.name}_count"}
+        else:
+            names.add(m.name)
+    return names
+
+
+def markdown_table() -> str:
+    """The README's metrics table, generated from this catalog."""
+    rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
+    for m in ALL:
+        name = f"{m.name}_total" if m.type == "counter" else m.name
+        rows.append(f"| `{name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.help} |")
+    return "\n".join(rows)

@@ -1,0 +1,32 @@
+"""The judge interface: one async method that grades passages for a query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class JudgeError(Exception):
+    """The judge could not grade; `reason` is a short metric label (e.g. `timeout`, `http_500`).
+
+    `retryable` says whether waiting and trying again may help (rate limits, outages), as
+    opposed to a request the provider refuses for good.
+    """
+
+    def __init__(self, reason: str, message: str = "", retryable: bool = False) -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+        self.retryable = retryable
+
+
+class Judge(Protocol):
+    """Grades each passage's relevance to the query on the 0-3 TREC DL / UMBRELA scale."""
+
+    #: The `model` label of the judge's metrics and the judgment cache's namespace.
+    model: str
+    #: Bumped whenever the prompt or the grading rule changes, so cached grades are not reused.
+    prompt_version: str
+
+    async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
+        """One grade per `(passage_id, text)`, in order; raises `JudgeError` on failure."""
+        ...
