@@ -73,7 +73,7 @@ class RetrievalEvent(BaseModel):
     labels: Labels = Field(default_factory=Labels)
     timestamp: datetime | None = Field(
         default=None,
-        description="RFC 3339; when the retrieval happened (default: receipt); at most 35 days old.",
+        description="RFC 3339; when the retrieval happened (default: receipt); <= 35 days old.",
     )
 
     @model_validator(mode="after")

@@ -203,7 +203,7 @@ class Settings:
     def from_env(
         cls, environ: Mapping[str, str] | None = None, dotenv: str | Path | None = ".env"
     ) -> Settings:
-        """Read settings from `environ` (default `os.environ`), then a `.env` file for unset ones."""
+        """Read settings from `environ` (default `os.environ`), then `.env` for unset ones."""
         env = dict(read_dotenv(dotenv)) if dotenv else {}
         env.update(os.environ if environ is None else environ)
         values: dict[str, Any] = {}
