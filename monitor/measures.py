@@ -77,8 +77,15 @@ BUCKETS: dict[str, tuple[float, ...]] = {
 }
 
 MAX_PASSAGES = 200
-_DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(MAX_PASSAGES))  # rank i+1
+# Discount of rank i + 1 (DCG's 1 / log2(rank + 1)), precomputed for every possible rank.
+_DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(MAX_PASSAGES))
 _GAINS = {"exponential": (0.0, 1.0, 3.0, 7.0), "linear": (0.0, 1.0, 2.0, 3.0)}
+_VALID_GRADES = frozenset({0, 1, 2, 3, None})
+_VALID_TYPES = frozenset({int, type(None)})
+
+
+def _is_grade(value: object) -> bool:
+    return value is None or (type(value) is int and 0 <= value <= 3)
 
 
 @dataclass(frozen=True)
@@ -92,19 +99,47 @@ class MeasureParams:
     harm_grades: frozenset[int] = field(default_factory=lambda: frozenset({1}))
 
     def __post_init__(self) -> None:
-        if self.relevant_grade not in (1, 2, 3):
+        if type(self.relevant_grade) is not int or self.relevant_grade not in (1, 2, 3):
             raise ValueError(f"relevant_grade must be 1, 2 or 3, got {self.relevant_grade!r}")
         for name in ("t_alpha", "f_alpha"):
             value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0.0 <= value <= 1.0
+            ):
+                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if self.ndcg_gain not in _GAINS:
             raise ValueError(f"ndcg_gain must be exponential or linear, got {self.ndcg_gain!r}")
-        if not self.harm_grades or not set(self.harm_grades) <= {0, 1, 2, 3}:
-            raise ValueError(f"harm_grades must be grades 0-3, got {set(self.harm_grades)!r}")
+        try:
+            harm = frozenset(self.harm_grades)
+        except TypeError:
+            harm = frozenset({None})  # not iterable: rejected just below
+        if not harm or not all(type(g) is int and 0 <= g <= 3 for g in harm):
+            raise ValueError(
+                f"harm_grades must be a non-empty set of grades 0-3, got {self.harm_grades!r}"
+            )
+        object.__setattr__(self, "harm_grades", harm)
 
 
 DEFAULT_PARAMS = MeasureParams()
+
+
+def _validate(grades: Sequence[int | None], k: int, relevant_total: int | None) -> None:
+    m = len(grades)
+    if type(k) is not int or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if m < k:
+        raise ValueError(f"need at least k={k} grades, got {m}")
+    if m > MAX_PASSAGES:
+        raise ValueError(f"at most {MAX_PASSAGES} grades, got {m}")
+    if relevant_total is not None and (type(relevant_total) is not int or relevant_total < 0):
+        raise ValueError(f"relevant_total must be an integer >= 0 or None, got {relevant_total!r}")
+    # Fast path in C; the slow loop only runs to name the first bad grade.
+    if not (_VALID_GRADES.issuperset(grades) and _VALID_TYPES.issuperset(map(type, grades))):
+        for i, g in enumerate(grades):
+            if not _is_grade(g):
+                raise ValueError(f"grades[{i}] must be 0, 1, 2, 3 or None, got {g!r}")
 
 
 def compute(
@@ -116,27 +151,22 @@ def compute(
     """All measures of one ranked list of grades (best first) cut at K.
 
     Returns a dict with every key of `MEASURE_KEYS`; a measure that is undefined for this
-    event is `None` (F_e and K/N̂_p need 2K passages; F and recall need `relevant_total`).
+    event is `None` (F_e and K/N̂_p need 2K passages; F and recall need `relevant_total`,
+    and recall is undefined when it is 0). A `relevant_total` below the number of relevant
+    passages among the grades contradicts them; the larger of the two is used as N_p.
+
+    Cost: one O(K) loop plus O(M) counting passes in C; no sort (grades take four values,
+    so the ideal ranking is built from their counts).
     """
-    m = len(grades)
-    if type(k) is not int or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if m < k:
-        raise ValueError(f"need at least k={k} grades, got {m}")
-    if m > MAX_PASSAGES:
-        raise ValueError(f"at most {MAX_PASSAGES} grades, got {m}")
-    if relevant_total is not None and (type(relevant_total) is not int or relevant_total < 0):
-        raise ValueError(f"relevant_total must be an integer >= 0, got {relevant_total!r}")
-    for g in grades:
-        if g is not None and g not in (0, 1, 2, 3):
-            raise ValueError(f"grades must be 0, 1, 2, 3 or None, got {g!r}")
+    if not isinstance(grades, list | tuple):
+        grades = list(grades)
+    _validate(grades, k, relevant_total)
 
     rel = params.relevant_grade
     gain = _GAINS[params.ndcg_gain]
     harm_grades = params.harm_grades
 
-    n_p = n_harm = judged = 0
-    first_rel = 0
+    n_p = n_harm = judged = first_rel = 0
     dcg = 0.0
     for i in range(k):
         g = grades[i]
@@ -145,17 +175,19 @@ def compute(
         judged += 1
         if g:
             dcg += gain[g] * _DISCOUNT[i]
-        if g >= rel:
-            n_p += 1
-            if not first_rel:
-                first_rel = i + 1
+            if g >= rel:
+                n_p += 1
+                if not first_rel:
+                    first_rel = i + 1
         if g in harm_grades:
             n_harm += 1
 
-    ideal = sorted((g for g in grades if g), reverse=True)
+    # Ideal ranking: the judged pool sorted by grade, built from counts (zeros add nothing).
+    ideal = [gain[3]] * grades.count(3) + [gain[2]] * grades.count(2)
+    ideal += [gain[1]] * grades.count(1)
     idcg = 0.0
-    for i, g in enumerate(ideal[:k]):
-        idcg += gain[g] * _DISCOUNT[i]
+    for i, x in enumerate(ideal[:k]):
+        idcg += x * _DISCOUNT[i]
 
     a_t = params.t_alpha
     a_f = params.f_alpha
@@ -172,17 +204,18 @@ def compute(
         "recall": None,
         "judged_at_k": judged / k,
     }
-    if m >= 2 * k:
+    if len(grades) >= 2 * k:
+        head = grades[: 2 * k]
         np_hat = 0
-        for g in grades[: 2 * k]:
-            if g is not None and g >= rel:
-                np_hat += 1
+        for g in range(rel, 4):
+            np_hat += head.count(g)
         denom = a_f * k + (1.0 - a_f) * np_hat
         out["f_e"] = n_p / denom if denom > 0 else 0.0
         if np_hat:
             out["k_over_np"] = k / np_hat
     if relevant_total is not None:
-        denom = a_f * k + (1.0 - a_f) * relevant_total
+        n_rel = max(relevant_total, sum([grades.count(g) for g in range(rel, 4)]))
+        denom = a_f * k + (1.0 - a_f) * n_rel
         out["f"] = n_p / denom if denom > 0 else 0.0
-        out["recall"] = n_p / relevant_total if relevant_total else None
+        out["recall"] = n_p / n_rel if n_rel else None
     return out
