@@ -1,0 +1,557 @@
+"""The Python SDK: record retrievals from a RAG app without ever touching its request latency.
+
+`RetrievalMonitor.record()` stores a tuple of references on a bounded in-memory buffer and
+returns (well under a microsecond of work on the app's thread: no I/O, no serialisation, no
+uuid). A daemon thread turns buffered events into wire events (normalises passages, generates
+`event_id`s, validates what the server would reject anyway) and posts them in batches to
+`POST {url}/v1/retrievals/batch`, retrying with backoff. Whatever happens to the sidecar
+(slow, down, rejecting), the app only ever loses monitoring data, and every loss is counted in
+`stats()`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import threading
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from hashlib import sha1
+from typing import Any
+
+import httpx
+
+from monitor.schemas import LABEL_KEYS, LABEL_PATTERN, MAX_BATCH, MAX_EVENT_AGE, MAX_K, MAX_PASSAGES
+
+log = logging.getLogger("ragmon.client")
+
+MAX_QUERY_CHARS = 8192
+MAX_ID_CHARS = 256
+MAX_EVENT_ID_CHARS = 128
+MAX_TEXT_CHARS = 32768
+MAX_FUTURE_S = 600.0
+LOG_INTERVAL_S = 60.0
+DEFAULT_BUFFER = 10_000
+DEFAULT_BATCH = 500
+DEFAULT_FLUSH_INTERVAL_S = 1.0
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MAX_RETRIES = 8
+DEFAULT_BACKOFF_S = 0.5
+DEFAULT_BACKOFF_MAX_S = 30.0
+MAX_RETRY_AFTER_S = 120.0
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+_LABEL_RE = re.compile(LABEL_PATTERN)
+_COUNTERS = (
+    "recorded",  # record() calls that reached the buffer
+    "sent",  # events the server accepted (2xx)
+    "sampled_out",  # of those, answered "sampled_out"
+    "dropped_buffer_full",  # oldest events pushed out of a full buffer
+    "dropped_closed",  # record() after close()
+    "dropped_send_failed",  # gave up after max_retries
+    "dropped_at_close",  # still unsent when close() timed out
+    "invalid",  # failed client-side validation, never sent
+    "rejected",  # answered 4xx (not 429) by the server
+    "retries",  # HTTP attempts repeated after an error, 429 or 5xx
+    "batches",  # batches the server accepted
+    "errors",  # exceptions swallowed inside record() or the sender
+)
+
+
+class InvalidEvent(ValueError):
+    """An event the server would reject; counted as `invalid` and never sent."""
+
+
+class RetrievalMonitor:
+    """Non-blocking recorder of retrievals; one per process is enough (thread- and fork-safe).
+
+    Use `record()` from sync or async code (it never blocks), `close()` (or `async with` /
+    `with`) at shutdown; it also flushes at interpreter exit.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        max_buffer: int = DEFAULT_BUFFER,
+        batch_size: int = DEFAULT_BATCH,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL_S,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff: float = DEFAULT_BACKOFF_S,
+        backoff_max: float = DEFAULT_BACKOFF_MAX_S,
+        close_timeout: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Content-Type": "application/json", "User-Agent": "ragmon-client/0.1"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._default_labels = dict(labels or {})
+        self._maxlen = max(1, int(max_buffer))
+        self._batch_size = max(1, min(int(batch_size), MAX_BATCH))
+        self._flush_interval = flush_interval
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._backoff = backoff
+        self._backoff_max = backoff_max
+        self._close_timeout = close_timeout
+        self._transport = transport
+        self._closed = False
+        self._last_log: dict[str, float] = {}
+        self._reset()
+        _live.add(self)
+        _install_hooks()
+
+    def _reset(self) -> None:
+        """Fresh buffer, lock, thread and counters (at start, and in a forked child)."""
+        self._lock = threading.Lock()
+        self._buf: deque[tuple] = deque(maxlen=self._maxlen)
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._deadline: float | None = None
+        self._thread: threading.Thread | None = None
+        self._http: httpx.Client | None = None
+        self._inflight = 0
+        self._n = dict.fromkeys(_COUNTERS, 0)
+
+    # ---- the app's side -------------------------------------------------------------------
+
+    def record(
+        self,
+        query: str,
+        passages: Any,
+        k: int,
+        labels: Mapping[str, str] | None = None,
+        event_id: str | None = None,
+        timestamp: datetime | str | float | None = None,
+        relevant_total: int | None = None,
+    ) -> None:
+        """Buffer one retrieval (ranked passages, best first) and return at once; never raises.
+
+        `passages`: dicts `{"id", "text", "score"?, "grade"?}`, `(id, text[, score])` tuples,
+        LangChain documents (or `(document, score)` pairs) or LlamaIndex nodes. Don't mutate
+        the passage objects afterwards: they are read later by the sender thread.
+        """
+        try:
+            if self._closed:
+                self._n["dropped_closed"] += 1
+                return
+            ts = time.time() if timestamp is None else timestamp
+            item = (query, list(passages), k, labels, event_id, ts, relevant_total)
+            with self._lock:
+                if len(self._buf) == self._maxlen:
+                    self._n["dropped_buffer_full"] += 1
+                self._buf.append(item)
+                self._n["recorded"] += 1
+            if self._thread is None:
+                self._start()
+            elif len(self._buf) >= self._batch_size and not self._wake.is_set():
+                self._wake.set()
+        except Exception:
+            self._n["errors"] += 1
+            self._warn("record", "record() failed; the event was dropped", exc_info=True)
+
+    async def arecord(self, *args: Any, **kwargs: Any) -> None:
+        """`record()` for code that prefers to await; it does not wait for anything either."""
+        self.record(*args, **kwargs)
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start (or since fork in a child), plus `buffered` and `in_flight`."""
+        with self._lock:
+            out = dict(self._n)
+            out["buffered"] = len(self._buf)
+            out["in_flight"] = self._inflight
+        return out
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Ask the sender to post everything buffered now; True if all was handled in time."""
+        self._wake.set()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self._lock:
+                if not self._buf and not self._inflight:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered (waiting at most `timeout` s), then stop; idempotent."""
+        if self._closed:
+            return
+        timeout = self._close_timeout if timeout is None else timeout
+        self._closed = True
+        self._deadline = time.monotonic() + timeout
+        self._closing.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+        with self._lock:
+            left = len(self._buf)  # an in-flight batch is accounted for by the sender
+            self._buf.clear()
+            self._n["dropped_at_close"] += left
+        if left:
+            self._warn("close", f"close(): {left} events were not sent before the timeout")
+        if self._http is not None and (thread is None or not thread.is_alive()):
+            self._http.close()
+
+    def __enter__(self) -> RetrievalMonitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RetrievalMonitor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.close)
+
+    # ---- the sender thread ----------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._run, name="ragmon-sender", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                closing = self._closing.is_set()
+                if not closing:
+                    self._wake.wait(self._flush_interval)
+                    self._wake.clear()
+                while self._send_some():
+                    pass
+                if closing:
+                    return
+            except Exception:
+                self._n["errors"] += 1
+                self._warn("sender", "ragmon sender error", exc_info=True)
+                time.sleep(0.1)
+
+    def _send_some(self) -> bool:
+        """Take up to one batch off the buffer, encode and post it; False when empty."""
+        with self._lock:
+            n = min(len(self._buf), self._batch_size)
+            items = [self._buf.popleft() for _ in range(n)]
+            self._inflight = n
+        if not items:
+            return False
+        try:
+            parts: list[bytes] = []
+            for item in items:
+                try:
+                    parts.append(encode_event(self._event(*item)))
+                except Exception as exc:
+                    self._bump("invalid")
+                    self._warn("invalid", f"invalid event not sent: {exc}")
+            if parts:
+                self._post_all(parts)
+        finally:
+            with self._lock:
+                self._inflight = 0
+        return True
+
+    def _event(
+        self, query: Any, passages: list, k: Any, labels: Any, event_id: Any, ts: Any, rt: Any
+    ) -> dict[str, Any]:
+        merged = {**self._default_labels, **labels} if labels else self._default_labels
+        return build_event(query, passages, k, merged, event_id, ts, rt)
+
+    def _post_all(self, parts: list[bytes]) -> None:
+        """Post in pieces that fit MAX_BATCH_BYTES."""
+        start, size = 0, 0
+        for i, part in enumerate(parts):
+            if size and size + len(part) > MAX_BATCH_BYTES:
+                self._post(parts[start:i])
+                start, size = i, 0
+            size += len(part) + 1
+        self._post(parts[start:])
+
+    def _post(self, parts: list[bytes]) -> None:
+        """Post one batch with retries; split it on 413, drop bad items named by a 422."""
+        body = b'{"events":[' + b",".join(parts) + b"]}"
+        for attempt in range(self._max_retries + 1):
+            if attempt:
+                self._bump("retries")
+            try:
+                resp = self._client().post(f"{self.url}/v1/retrievals/batch", content=body)
+            except httpx.HTTPError as exc:
+                kind, delay = type(exc).__name__, None
+                self._warn(f"http-{kind}", f"ragmon sidecar unreachable ({kind}): {exc}")
+            else:
+                code = resp.status_code
+                if code < 300:
+                    self._accepted(resp, len(parts))
+                    return
+                if code == 413 and len(parts) > 1:
+                    half = len(parts) // 2
+                    self._post(parts[:half])
+                    self._post(parts[half:])
+                    return
+                if code == 422 and len(parts) > 1:
+                    bad = _bad_items(resp)
+                    if bad and len(bad) < len(parts):
+                        self._bump("rejected", len(bad))
+                        self._warn("422", f"ragmon rejected events: {resp.text[:500]}")
+                        self._post([p for i, p in enumerate(parts) if i not in bad])
+                        return
+                if code != 429 and code < 500:
+                    self._bump("rejected", len(parts))
+                    self._warn(f"{code}", f"ragmon answered {code}: {resp.text[:500]}")
+                    return
+                delay = _retry_after(resp)
+                self._warn(f"{code}", f"ragmon answered {code}; retrying")
+            if attempt == self._max_retries:
+                break
+            if delay is None:
+                cap = min(self._backoff_max, self._backoff * 2**attempt)
+                delay = cap / 2 + random.uniform(0, cap / 2)
+            else:
+                delay = min(delay, MAX_RETRY_AFTER_S) * random.uniform(1.0, 1.1)
+            if not self._sleep(delay):
+                self._bump("dropped_at_close", len(parts))
+                return
+        self._bump("dropped_send_failed", len(parts))
+
+    def _accepted(self, resp: httpx.Response, n: int) -> None:
+        sampled = 0
+        with contextlib.suppress(Exception):
+            sampled = sum(r.get("status") == "sampled_out" for r in resp.json()["results"])
+        with self._lock:
+            self._n["sent"] += n
+            self._n["sampled_out"] += sampled
+            self._n["batches"] += 1
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep, cut short by the close deadline; False if the deadline has passed."""
+        end = time.monotonic() + seconds
+        while True:
+            now = time.monotonic()
+            deadline = self._deadline
+            limit = end if deadline is None else min(end, deadline)
+            if now >= limit:
+                return deadline is None or now < deadline
+            if self._closing.is_set():
+                time.sleep(limit - now)
+            else:
+                self._closing.wait(limit - now)
+
+    def _client(self) -> httpx.Client:
+        if self._http is None:
+            self._http = httpx.Client(
+                headers=self._headers,
+                timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 3.0)),
+                transport=self._transport,
+            )
+        return self._http
+
+    def _bump(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._n[name] += n
+
+    def _warn(self, kind: str, msg: str, exc_info: bool = False) -> None:
+        """Log at most once per LOG_INTERVAL_S per kind of problem."""
+        now = time.monotonic()
+        last = self._last_log.get(kind)
+        if last is not None and now - last < LOG_INTERVAL_S:
+            return
+        self._last_log[kind] = now
+        log.warning(msg, exc_info=exc_info)
+
+
+# ---- normalisation and validation (run on the sender thread) -------------------------------
+
+
+def build_event(
+    query: Any,
+    passages: list,
+    k: Any,
+    labels: Mapping[str, Any] | None = None,
+    event_id: Any = None,
+    timestamp: Any = None,
+    relevant_total: Any = None,
+) -> dict[str, Any]:
+    """The wire event for one retrieval; raises InvalidEvent where the server would answer 422."""
+    if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
+        raise InvalidEvent(f"query: must be a string of 1-{MAX_QUERY_CHARS} chars")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidEvent(f"k: must be an integer in 1-{MAX_K}")
+    if not k <= len(passages) <= MAX_PASSAGES:
+        raise InvalidEvent(f"passages: need k={k} to {MAX_PASSAGES}, got {len(passages)}")
+    if event_id is None:
+        event_id = str(uuid.uuid4())
+    elif not isinstance(event_id, str) or not 1 <= len(event_id) <= MAX_EVENT_ID_CHARS:
+        raise InvalidEvent(f"event_id: must be a string of 1-{MAX_EVENT_ID_CHARS} chars")
+    event: dict[str, Any] = {
+        "event_id": event_id,
+        "query": query,
+        "k": k,
+        "passages": [passage(p, i) for i, p in enumerate(passages)],
+        "timestamp": _timestamp(timestamp),
+    }
+    if labels:
+        for key, value in labels.items():
+            if key not in LABEL_KEYS:
+                raise InvalidEvent(f"labels.{key}: unknown label (allowed: {LABEL_KEYS})")
+            if not isinstance(value, str) or not _LABEL_RE.match(value):
+                raise InvalidEvent(f"labels.{key}: must match {LABEL_PATTERN}")
+        event["labels"] = dict(labels)
+    if relevant_total is not None:
+        if isinstance(relevant_total, bool) or not isinstance(relevant_total, int):
+            raise InvalidEvent("relevant_total: must be an integer >= 0")
+        if relevant_total < 0:
+            raise InvalidEvent("relevant_total: must be an integer >= 0")
+        event["relevant_total"] = relevant_total
+    return event
+
+
+def passage(p: Any, rank: int = 0) -> dict[str, Any]:
+    """One passage from a dict, a tuple, a LangChain document or a LlamaIndex node (duck-typed)."""
+    pid: Any = None
+    score: Any = None
+    grade: Any = None
+    if isinstance(p, Mapping):
+        pid, text, score, grade = p.get("id"), p.get("text"), p.get("score"), p.get("grade")
+    elif isinstance(p, tuple | list):
+        if len(p) == 2 and hasattr(p[0], "page_content"):  # LangChain (Document, score)
+            out = passage(p[0], rank)
+            return _with_score(out, p[1])
+        if len(p) not in (2, 3):
+            raise InvalidEvent(f"passages[{rank}]: tuples are (id, text) or (id, text, score)")
+        pid, text = p[0], p[1]
+        score = p[2] if len(p) == 3 else None
+    elif hasattr(p, "page_content"):  # LangChain Document
+        text = p.page_content
+        meta = getattr(p, "metadata", None) or {}
+        pid = meta.get("id") if isinstance(meta, Mapping) else None
+        pid = pid if pid is not None else getattr(p, "id", None)
+        score = meta.get("score") if isinstance(meta, Mapping) else None
+    elif hasattr(p, "node"):  # LlamaIndex NodeWithScore
+        out = passage(p.node, rank)
+        return _with_score(out, getattr(p, "score", None))
+    elif hasattr(p, "get_content") or hasattr(p, "node_id"):  # LlamaIndex node
+        text = getattr(p, "text", None)
+        if not isinstance(text, str):
+            text = p.get_content()
+        pid = getattr(p, "node_id", None) or getattr(p, "id_", None)
+    else:
+        raise InvalidEvent(f"passages[{rank}]: unsupported type {type(p).__name__}")
+    if not isinstance(text, str) or not 1 <= len(text) <= MAX_TEXT_CHARS:
+        raise InvalidEvent(f"passages[{rank}].text: must be a string of 1-{MAX_TEXT_CHARS} chars")
+    if pid is None or pid == "":
+        pid = "sha1:" + sha1(text.encode("utf-8", "replace")).hexdigest()
+    elif isinstance(pid, int | uuid.UUID) and not isinstance(pid, bool):
+        pid = str(pid)
+    if not isinstance(pid, str) or not 1 <= len(pid) <= MAX_ID_CHARS:
+        raise InvalidEvent(f"passages[{rank}].id: must be a string of 1-{MAX_ID_CHARS} chars")
+    out = {"id": pid, "text": text}
+    if grade is not None:
+        if isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= 3:
+            raise InvalidEvent(f"passages[{rank}].grade: must be an integer 0-3")
+        out["grade"] = grade
+    return _with_score(out, score)
+
+
+def _with_score(out: dict[str, Any], score: Any) -> dict[str, Any]:
+    if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
+        out["score"] = float(score)
+    return out
+
+
+def _timestamp(ts: Any) -> str:
+    if isinstance(ts, str):
+        try:
+            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidEvent("timestamp: not RFC 3339") from None
+        if ts.tzinfo is None:
+            raise InvalidEvent("timestamp: needs a timezone offset (RFC 3339)")
+    elif isinstance(ts, int | float) and not isinstance(ts, bool):
+        ts = datetime.fromtimestamp(ts, UTC)
+    elif isinstance(ts, datetime):
+        ts = ts.astimezone(UTC)  # a naive datetime is taken as local time
+    else:
+        raise InvalidEvent("timestamp: must be a datetime, an RFC 3339 string or epoch seconds")
+    age = (datetime.now(UTC) - ts).total_seconds()
+    if age > MAX_EVENT_AGE.total_seconds() - 60 or age < -MAX_FUTURE_S:
+        raise InvalidEvent("timestamp: older than 35 days or in the future")
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON; a lone surrogate in any string raises (counted invalid)."""
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, (parsedate_to_datetime(raw) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def _bad_items(resp: httpx.Response) -> set[int]:
+    """Indexes of batch items a 422 names (`loc` = ["body", "events", i, ...])."""
+    try:
+        detail = resp.json()["detail"]
+        return {
+            d["loc"][2]
+            for d in detail
+            if list(d["loc"][:2]) == ["body", "events"] and isinstance(d["loc"][2], int)
+        }
+    except Exception:
+        return set()
+
+
+# ---- process hooks (installed once, when the first monitor is made) ------------------------
+
+_live: weakref.WeakSet[RetrievalMonitor] = weakref.WeakSet()
+_hooks_installed = False
+
+
+def _install_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_close_all)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork)
+
+
+def _close_all() -> None:
+    for monitor in list(_live):
+        with contextlib.suppress(Exception):
+            monitor.close()
+
+
+def _after_fork() -> None:
+    """A forked child starts with an empty buffer, a new lock, and no thread or connection."""
+    for monitor in list(_live):
+        monitor._reset()
