@@ -1,0 +1,297 @@
+"""The sidecar API: accepts events at once, answers status and results, serves `/metrics`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
+
+from monitor import export
+from monitor.api.auth import KeyRing, Principal
+from monitor.api.ingest import IngestWriter, sampled_in
+from monitor.schemas import (
+    Accepted,
+    BatchAccepted,
+    ErrorResponse,
+    RetrievalBatch,
+    RetrievalEvent,
+    RetrievalResult,
+)
+from monitor.settings import Settings
+from monitor.store import IngestItem, Store
+
+log = logging.getLogger("ragmon.api")
+
+RETRY_AFTER_S = 5
+_FIELD_IN_MSG = re.compile(r"^(?:Value error, )?(\w+): ")
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Refused(Exception):
+    """A request refused before it reaches the store (status, reason label, detail)."""
+
+    def __init__(self, status: int, reason: str, detail: Any, headers: dict | None = None) -> None:
+        self.status, self.reason, self.detail, self.headers = status, reason, detail, headers
+
+
+def _errors(exc: ValidationError) -> list[dict]:
+    """Pydantic errors as `{loc, msg, type}` with the offending field named in `loc`."""
+    out = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ["body", *err["loc"]]
+        msg = err["msg"]
+        m = _FIELD_IN_MSG.match(msg)
+        if m and err["type"] == "value_error":
+            loc.append(m.group(1))
+            msg = msg[m.end() :]
+        out.append({"loc": loc, "msg": msg, "type": err["type"]})
+    return out
+
+
+def _body_schema(model: type[BaseModel]) -> dict:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+            },
+        }
+    }
+
+
+def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
+    """Build the API for `settings`; `store` defaults to one connected to REDIS_URL."""
+    store = store or Store.connect(settings)
+    writer = IngestWriter(store)
+    keys = KeyRing(settings.api_keys)
+    metrics_keys = KeyRing(settings.metrics_api_keys)
+    registry = export.make_registry(store)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await writer.start()
+        yield
+        await writer.stop()
+
+    app = FastAPI(
+        title="ragmon",
+        version="0.1.0",
+        summary="Retrieval-quality monitoring for RAG applications.",
+        description="Send each production retrieval (query + ranked passages); ragmon judges "
+        "every passage 0-3 in the background and exports rank-aware quality measures to "
+        "Prometheus. `202` means the event is durable in Redis.",
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.writer = writer
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused) -> JSONResponse:
+        writer.reject(exc.reason)
+        return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
+
+    async def read_body(request: Request) -> bytes:
+        limit = settings.max_body_bytes
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > limit:
+            raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        return bytes(body)
+
+    def authorize(request: Request) -> Principal | None:
+        if not keys.enabled:
+            return None
+        principal = keys.check(request.headers.get("authorization"))
+        if principal is None:
+            raise Refused(
+                401,
+                "unauthorized",
+                "missing or invalid API key: send Authorization: Bearer <key>",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        return principal
+
+    async def accept(
+        request: Request, model: type[BaseModel]
+    ) -> tuple[list[RetrievalEvent], list[IngestItem]]:
+        principal = authorize(request)
+        body = await read_body(request)
+        try:
+            parsed = model.model_validate_json(body)
+        except ValidationError as exc:
+            raise Refused(422, "invalid", _errors(exc)) from None
+        events = parsed.events if isinstance(parsed, RetrievalBatch) else [parsed]
+        if principal is not None and principal.app is not None:
+            for i, ev in enumerate(events):
+                if ev.labels.app != principal.app:
+                    where = (
+                        f"events[{i}].labels.app"
+                        if len(events) > 1 or isinstance(parsed, RetrievalBatch)
+                        else "labels.app"
+                    )
+                    raise Refused(
+                        403,
+                        "forbidden",
+                        f"{where}: this API key may only write app={principal.app}",
+                    )
+        if await writer.queue_depth() >= settings.queue_limit:
+            raise Refused(
+                503,
+                "backpressure",
+                f"queue is over its limit ({settings.queue_limit} jobs); retry later",
+                {"Retry-After": str(RETRY_AFTER_S)},
+            )
+        now = datetime.now(UTC)
+        items = []
+        for ev in events:
+            ev.event_id = ev.event_id or uuid.uuid4().hex
+            ev.timestamp = ev.timestamp or now
+            items.append(
+                IngestItem(
+                    ev.event_id,
+                    ev.model_dump_json(exclude_none=True),
+                    sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
+                )
+            )
+        return events, items
+
+    async def store_items(items: list[IngestItem]) -> list[tuple[str, bool]]:
+        try:
+            return await writer.submit(items)
+        except Exception as exc:
+            log.warning("could not store events: %s", exc)
+            raise Refused(
+                503, "store_unavailable", "event store unavailable; retry later",
+                {"Retry-After": str(RETRY_AFTER_S)},
+            ) from exc  # fmt: skip
+
+    responses = {
+        413: {"model": ErrorResponse, "description": "Body over RAGMON_MAX_BODY_BYTES."},
+        422: {"model": ErrorResponse, "description": "Invalid event: `loc` names the field."},
+        401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
+        403: {"model": ErrorResponse, "description": "The key may not write this app label."},
+        503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
+    }
+
+    @app.post(
+        "/v1/retrievals",
+        status_code=202,
+        response_model=Accepted,
+        responses={
+            200: {"model": Accepted, "description": "Duplicate event_id: stored status."},
+            **responses,
+        },
+        openapi_extra=_body_schema(RetrievalEvent),
+        summary="Send one retrieval event",
+        tags=["events"],
+    )
+    async def post_event(request: Request) -> JSONResponse:
+        events, items = await accept(request, RetrievalEvent)
+        ((status, created),) = await store_items(items)
+        return JSONResponse(
+            {"event_id": items[0].event_id, "status": status}, 202 if created else 200
+        )
+
+    @app.post(
+        "/v1/retrievals/batch",
+        status_code=202,
+        response_model=BatchAccepted,
+        responses=responses,
+        openapi_extra=_body_schema(RetrievalBatch),
+        summary="Send up to 1000 events; a bad item rejects the whole batch",
+        tags=["events"],
+    )
+    async def post_batch(request: Request) -> JSONResponse:
+        events, items = await accept(request, RetrievalBatch)
+        results = await store_items(items)
+        body = {
+            "results": [
+                {"event_id": it.event_id, "status": st}
+                for it, (st, _) in zip(items, results, strict=True)
+            ]
+        }
+        return JSONResponse(body, 202)
+
+    @app.get(
+        "/v1/retrievals/{event_id}",
+        response_model=RetrievalResult,
+        responses={404: {"model": ErrorResponse}, 401: responses[401]},
+        summary="Status, grades and measures of one event",
+        tags=["events"],
+    )
+    async def get_event(event_id: str, request: Request) -> JSONResponse:
+        authorize(request)
+        result = await asyncio.to_thread(store.result, event_id)
+        if result is None:
+            return JSONResponse(
+                {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},
+                404,
+            )
+        return JSONResponse(result)
+
+    @app.get("/healthz", summary="The process is alive", tags=["operations"])
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Redis is reachable", tags=["operations"], responses={503: {}})
+    async def readyz() -> JSONResponse:
+        try:
+            await asyncio.to_thread(store.ping)
+        except Exception as exc:
+            return JSONResponse({"status": "unavailable", "error": str(exc)}, 503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics of the whole fleet (one scrape target)",
+        tags=["operations"],
+        response_class=Response,
+        responses={200: {"content": {PROMETHEUS_TEXT: {}}}},
+    )
+    async def metrics(request: Request) -> Response:
+        if (
+            metrics_keys.enabled
+            and metrics_keys.check(request.headers.get("authorization")) is None
+        ):
+            return JSONResponse(
+                {"detail": "missing or invalid metrics API key"},
+                401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        try:
+            body = await asyncio.to_thread(export.render, registry)
+        except Exception as exc:
+            return JSONResponse({"detail": f"event store unavailable: {exc}"}, 503)
+        return Response(body, media_type=PROMETHEUS_TEXT)
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary,
+                description=app.description, routes=app.routes,
+            )  # fmt: skip
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (RetrievalEvent, RetrievalBatch):
+                js = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(js.pop("$defs", {}))
+                components[model.__name__] = js
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,118 @@
+"""Micro-batching of Redis writes: concurrent requests share one transaction.
+
+Each request hands its validated events to the `IngestWriter` and awaits a future; one task
+drains everything pending into a single `Store.ingest` call in a worker thread, so the event
+loop never blocks on Redis and the write cost is paid per batch, not per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections import Counter
+
+from monitor.store import IngestItem, Store
+
+log = logging.getLogger("ragmon.api")
+
+MAX_FLUSH_EVENTS = 5000
+DEPTH_REFRESH_S = 0.5
+
+
+def sampled_in(event_id: str, rate: float) -> bool:
+    """Deterministic sampling on the event id: a retried event gets the same decision."""
+    if rate >= 1.0:
+        return True
+    if rate <= 0.0:
+        return False
+    h = int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "big")
+    return h / 2**64 < rate
+
+
+class IngestWriter:
+    """Collects ingest requests and writes them to Redis in batches."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pending: list[tuple[list[IngestItem], asyncio.Future]] = []
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._rejections: Counter[str] = Counter()
+        self._depth = 0
+        self._depth_at = 0.0
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name="ragmon-ingest-writer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._flush_rejections()
+
+    async def submit(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
+        """Store items durably; returns `(status, created)` per item. Raises on Redis errors."""
+        fut = asyncio.get_running_loop().create_future()
+        self._pending.append((items, fut))
+        assert self._wake is not None
+        self._wake.set()
+        return await fut
+
+    def reject(self, reason: str, count: int = 1) -> None:
+        """Count a refused request; written with the next batch (never on the request path)."""
+        self._rejections[reason] += count
+        if self._wake is not None:
+            self._wake.set()
+
+    async def queue_depth(self) -> int:
+        """The RQ queue length, refreshed at most every DEPTH_REFRESH_S seconds."""
+        now = time.monotonic()
+        if now - self._depth_at > DEPTH_REFRESH_S:
+            self._depth_at = now
+            self._depth = await asyncio.to_thread(self.store.queue_depth)
+        return self._depth
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            self._wake.clear()
+            await self._flush_rejections()
+            while self._pending:
+                batch, n = [], 0
+                while self._pending and n < MAX_FLUSH_EVENTS:
+                    items, fut = self._pending.pop(0)
+                    batch.append((items, fut))
+                    n += len(items)
+                await self._write(batch)
+
+    async def _write(self, batch: list[tuple[list[IngestItem], asyncio.Future]]) -> None:
+        flat = [it for items, _ in batch for it in items]
+        try:
+            results = await asyncio.to_thread(self.store.ingest, flat)
+        except Exception as exc:  # Redis down: every waiting request gets the error
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        i = 0
+        for items, fut in batch:
+            if not fut.done():
+                fut.set_result(results[i : i + len(items)])
+            i += len(items)
+
+    async def _flush_rejections(self) -> None:
+        if not self._rejections:
+            return
+        pending, self._rejections = self._rejections, Counter()
+        try:
+            for reason, n in pending.items():
+                await asyncio.to_thread(self.store.record_rejection, reason, n)
+        except Exception:
+            log.warning("could not record rejections %s", dict(pending), exc_info=True)

@@ -1,0 +1,94 @@
+"""`/metrics`: a prometheus_client collector that reads ragmon's aggregates from Redis at scrape.
+
+Workers record observations in Redis (RQ forks a process per job, so in-process metrics would be
+lost); this collector turns them into metric families named as in `monitor.catalog`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from monitor import catalog
+from monitor.store import Histogram, Store
+from monitor.store.keys import SEP
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def _histogram_family(m: catalog.Metric, series: dict[tuple[str, ...], Histogram]) -> Metric:
+    fam = HistogramMetricFamily(m.name, m.help, labels=list(m.labels))
+    for labels, h in sorted(series.items()):
+        if len(labels) != len(m.labels):
+            continue
+        cumulative, running = [], 0
+        for bound, n in zip(m.buckets, h.buckets, strict=False):
+            running += n
+            cumulative.append((_le(bound), running))
+        cumulative.append(("+Inf", h.count))
+        fam.add_metric(list(labels), cumulative, h.sum)
+    return fam
+
+
+class RagmonCollector:
+    """Builds every ragmon metric family from the store at collection time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        counters = self.store.counters()
+        hist_metrics = [m for m in catalog.ALL if m.type == "histogram"]
+        hists = self.store.histograms({m.key: m.buckets for m in hist_metrics})
+        for m in catalog.ALL:
+            if m.type == "histogram":
+                yield _histogram_family(m, hists.get(m.key, {}))
+            elif m.type == "counter":
+                fam = CounterMetricFamily(m.name, m.help, labels=list(m.labels))
+                if not m.labels:
+                    fam.add_metric([], counters.get(m.key, 0))
+                else:
+                    prefix = m.key + SEP
+                    for field, value in sorted(counters.items()):
+                        if field.startswith(prefix):
+                            values = field[len(prefix) :].split(SEP)
+                            if len(values) == len(m.labels):
+                                fam.add_metric(values, value)
+                yield fam
+        yield GaugeMetricFamily(
+            "ragmon_queue_depth", catalog.BY_NAME["ragmon_queue_depth"].help,
+            value=self.store.queue_depth(),
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "ragmon_judge_budget_exhausted",
+            catalog.BY_NAME["ragmon_judge_budget_exhausted"].help,
+            value=1.0 if self.budget_exhausted() else 0.0,
+        )
+
+    def budget_exhausted(self) -> bool:
+        budget = self.store.settings.daily_budget_usd
+        if budget <= 0:
+            return False
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        return self.store.spent(day) >= budget
+
+
+def make_registry(store: Store) -> CollectorRegistry:
+    """A registry with only ragmon's collector (no process metrics of the API process)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RagmonCollector(store))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)

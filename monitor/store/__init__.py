@@ -1,0 +1,396 @@
+"""All Redis access: events, results, aggregates, the RQ queue. Everything else calls this.
+
+Layout of the keys: `monitor.store.keys`; atomic multi-key changes: `monitor.store.scripts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import redis
+from rq import Callback, Queue, Retry
+
+from monitor.catalog import LAG_BUCKETS
+from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.settings import Settings
+from monitor.store import scripts
+from monitor.store.keys import SEP, Keys
+
+JOB_FUNC = "workers.jobs.process_events"
+DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
+DAY_EVENTS_KEEP = 50_000
+JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
+JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
+
+
+@dataclass(frozen=True)
+class IngestItem:
+    """One validated event ready to store: payload is the normalized event JSON."""
+
+    event_id: str
+    payload: str
+    sampled_out: bool = False
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series."""
+
+    buckets: list[int]
+    sum: float
+    count: int
+
+
+def bucket_index(bounds: Sequence[float], value: float) -> int:
+    """Index of the first bucket whose upper bound is >= value (len(bounds) for +Inf)."""
+    return bisect_left(bounds, value - 1e-12)
+
+
+def utc_day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+class Store:
+    """Redis-backed event store and aggregates for one ragmon deployment."""
+
+    def __init__(self, client: redis.Redis, settings: Settings, keys: Keys | None = None) -> None:
+        self.client = client
+        self.settings = settings
+        self.keys = keys or Keys()
+        self._ingest = client.register_script(scripts.INGEST)
+        self._finish = client.register_script(scripts.FINISH)
+        self._fail = client.register_script(scripts.FAIL)
+
+    @classmethod
+    def connect(cls, settings: Settings) -> Store:
+        """Open a connection pool to `settings.redis_url` (RQ needs bytes, not decoded strings)."""
+        if not settings.redis_url:
+            raise ValueError("REDIS_URL is not set")
+        client = redis.Redis.from_url(
+            settings.redis_url, health_check_interval=30, socket_keepalive=True
+        )
+        return cls(client, settings)
+
+    @property
+    def queue(self) -> Queue:
+        return Queue(self.settings.queue_name, connection=self.client)
+
+    @property
+    def result_ttl_s(self) -> int:
+        return max(1, int(self.settings.result_ttl_days * 86400))
+
+    def ping(self) -> bool:
+        return bool(self.client.ping())
+
+    # ---- ingest -------------------------------------------------------------------------
+
+    def ingest(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
+        """Store new events and enqueue their jobs in one transaction.
+
+        Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
+        `items`) answers the stored status with created False.
+        """
+        existing = self._statuses([it.event_id for it in items])
+        out: list[tuple[str, bool] | None] = [None] * len(items)
+        new: dict[str, int] = {}
+        for i, (it, st) in enumerate(zip(items, existing, strict=True)):
+            if st is not None:
+                out[i] = (st, False)
+            elif it.event_id in new:
+                first = items[new[it.event_id]]
+                out[i] = ("sampled_out" if first.sampled_out else "queued", False)
+            else:
+                new[it.event_id] = i
+        if new:
+            fresh = [items[i] for i in new.values()]
+            argv: list[str | float] = [self.result_ttl_s]
+            for it in fresh:
+                argv += [it.payload, "sampled_out" if it.sampled_out else "queued", time.time()]
+            to_judge = [it.event_id for it in fresh if not it.sampled_out]
+            with self.client.pipeline(transaction=True) as pipe:
+                keys = [self.keys.event(it.event_id) for it in fresh] + [self.keys.counters]
+                self._ingest(keys=keys, args=argv, client=pipe)
+                if to_judge:
+                    self._enqueue(to_judge, pipe)
+                created = pipe.execute()[0]
+            for it, c in zip(fresh, created, strict=True):
+                st = "sampled_out" if it.sampled_out else "queued"
+                out[new[it.event_id]] = (st, bool(c))
+        return [o for o in out if o is not None]
+
+    def _enqueue(self, event_ids: Sequence[str], pipe: redis.client.Pipeline) -> None:
+        size = self.settings.job_batch_size
+        datas = [
+            Queue.prepare_data(
+                JOB_FUNC,
+                args=(list(event_ids[i : i + size]),),
+                timeout=JOB_TIMEOUT_S,
+                result_ttl=60,
+                failure_ttl=30 * 86400,
+                retry=JOB_RETRY,
+                on_failure=Callback("workers.jobs.on_job_failure"),
+                description=f"ragmon: judge {len(event_ids[i : i + size])} events",
+            )
+            for i in range(0, len(event_ids), size)
+        ]
+        self.queue.enqueue_many(datas, pipeline=pipe)
+
+    def _statuses(self, event_ids: Sequence[str]) -> list[str | None]:
+        with self.client.pipeline(transaction=False) as pipe:
+            for eid in event_ids:
+                pipe.hget(self.keys.event(eid), "s")
+            return [s.decode() if s is not None else None for s in pipe.execute()]
+
+    def record_rejection(self, reason: str, count: int = 1) -> None:
+        self.incr(f"events_rejected{SEP}{reason}", count)
+
+    # ---- events and results ----------------------------------------------------------------
+
+    def load_events(self, event_ids: Sequence[str]) -> list[dict | None]:
+        """Payload, status and receipt time of each event (None when unknown or expired)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for eid in event_ids:
+                pipe.hmget(self.keys.event(eid), "p", "s", "rt")
+            rows = pipe.execute()
+        out: list[dict | None] = []
+        for payload, status, rt in rows:
+            if status is None or payload is None:
+                out.append(None)
+                continue
+            event = json.loads(payload)
+            event["_status"] = status.decode()
+            event["_received_at"] = float(rt)
+            out.append(event)
+        return out
+
+    def finish(
+        self,
+        event: dict,
+        result: dict,
+        grades: Sequence[int | None],
+        stripped_payload: str | None = None,
+    ) -> bool:
+        """Store an event's result and its observations atomically; False if already done."""
+        measures = result["measures"]
+        labels = result["labels"]
+        series = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
+        ts = datetime.fromisoformat(event["timestamp"]).timestamp()
+        day = utc_day(ts)
+        now = time.time()
+        lag = max(0.0, now - event["_received_at"])
+        obs: list[str | int | float] = []
+        n_obs = 0
+        for m in HISTOGRAM_MEASURES:
+            v = measures.get(m)
+            if v is None:
+                continue
+            obs += [f"retrieval_{m}", bucket_index(BUCKETS[m], v), repr(float(v))]
+            n_obs += 1
+        compact = json.dumps(
+            {
+                "id": event["event_id"],
+                "ts": event["timestamp"],
+                "labels": labels,
+                "k": event["k"],
+                "m": {m: measures.get(m) for m in HISTOGRAM_MEASURES},
+                "pids": [p["id"] for p in event["passages"][: event["k"]]],
+                "grades": list(grades[: event["k"]]),
+            },
+            separators=(",", ":"),
+        )
+        argv = [
+            json.dumps(result, separators=(",", ":")),
+            self.result_ttl_s,
+            series,
+            self.settings.max_series,
+            compact,
+            DAY_EVENTS_KEEP,
+            stripped_payload or "",
+            repr(lag),
+            bucket_index(LAG_BUCKETS, lag),
+            event["k"],
+            event["event_id"],
+            n_obs,
+            *obs,
+            *[g for g in grades if g is not None],
+        ]
+        keys = [
+            self.keys.event(event["event_id"]),
+            self.keys.hist,
+            self.keys.day_hist(day),
+            self.keys.counters,
+            self.keys.day_counters(day),
+            self.keys.series,
+            self.keys.day_events(day),
+            self.keys.failed,
+        ]
+        with self.client.pipeline(transaction=True) as pipe:
+            self._finish(keys=keys, args=argv, client=pipe)
+            for key in keys[2:7:2]:  # day hist, day counters, day events
+                pipe.expire(key, DAY_TTL_S)
+            done = pipe.execute()[0]
+        return bool(done)
+
+    def fail(self, event_id: str, reason: str, message: str) -> bool:
+        """Mark a queued event failed with a reason; False if it was not queued."""
+        result = {"event_id": event_id, "status": "failed", "error": f"{reason}: {message}"}
+        return bool(
+            self._fail(
+                keys=[self.keys.event(event_id), self.keys.counters, self.keys.failed],
+                args=[json.dumps(result), reason, time.time(), event_id],
+            )
+        )
+
+    def result(self, event_id: str) -> dict | None:
+        """What `GET /v1/retrievals/{id}` answers, or None when the id is unknown."""
+        status, result, payload = self.client.hmget(self.keys.event(event_id), "s", "r", "p")
+        if status is None:
+            return None
+        status = status.decode()
+        if result is not None:
+            out = json.loads(result)
+            out["status"] = status
+            return out
+        out = {"event_id": event_id, "status": status}
+        if payload is not None:
+            event = json.loads(payload)
+            out["k"] = event["k"]
+            out["labels"] = event["labels"]
+        return out
+
+    def failed_ids(self, limit: int = 100_000) -> list[str]:
+        return [x.decode() for x in self.client.zrange(self.keys.failed, 0, limit - 1)]
+
+    def requeue(self, event_ids: Iterable[str]) -> int:
+        """Put failed events back on the queue (status queued); returns how many."""
+        wanted = list(event_ids)
+        statuses = self._statuses(wanted)
+        ids = [eid for eid, st in zip(wanted, statuses, strict=True) if st == "failed"]
+        if not ids:
+            return 0
+        with self.client.pipeline(transaction=True) as pipe:
+            for eid in ids:
+                pipe.hset(self.keys.event(eid), "s", "queued")
+                pipe.zrem(self.keys.failed, eid)
+            self._enqueue(ids, pipe)
+            pipe.execute()
+        return len(ids)
+
+    # ---- counters and histograms ----------------------------------------------------------
+
+    def incr(self, field: str, amount: float = 1, day: str | None = None) -> None:
+        """Add to a lifetime counter (and to the per-day one when `day` is given)."""
+        with self.client.pipeline(transaction=True) as pipe:
+            self._incr(pipe, self.keys.counters, field, amount)
+            if day:
+                self._incr(pipe, self.keys.day_counters(day), field, amount)
+                pipe.expire(self.keys.day_counters(day), DAY_TTL_S)
+            pipe.execute()
+
+    @staticmethod
+    def _incr(pipe: redis.client.Pipeline, key: str, field: str, amount: float) -> None:
+        if isinstance(amount, int):
+            pipe.hincrby(key, field, amount)
+        else:
+            pipe.hincrbyfloat(key, field, amount)
+
+    def observe(
+        self, name: str, labels: Sequence[str], value: float, bounds: Sequence[float]
+    ) -> None:
+        """Observe one value in a lifetime histogram (e.g. judge latency by model)."""
+        field = SEP.join([name, *labels])
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hincrby(self.keys.hist, f"{field}{SEP}b{bucket_index(bounds, value)}", 1)
+            pipe.hincrbyfloat(self.keys.hist, f"{field}{SEP}sum", value)
+            pipe.hincrby(self.keys.hist, f"{field}{SEP}count", 1)
+            pipe.execute()
+
+    def counters(self, day: str | None = None) -> dict[str, float]:
+        key = self.keys.day_counters(day) if day else self.keys.counters
+        return {k.decode(): _num(v) for k, v in self.client.hgetall(key).items()}
+
+    def histograms(
+        self, bounds: dict[str, Sequence[float]], day: str | None = None
+    ) -> dict[str, dict[tuple[str, ...], Histogram]]:
+        """Histograms by name, then label values; `bounds` gives each name's buckets."""
+        raw = self.client.hgetall(self.keys.day_hist(day) if day else self.keys.hist)
+        acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
+        for k, v in raw.items():
+            *head, part = k.decode().split(SEP)
+            name, labels = head[0], tuple(head[1:])
+            if name not in bounds:
+                continue
+            h = acc[name].setdefault(labels, {"b": [0] * (len(bounds[name]) + 1), "s": 0.0, "c": 0})
+            if part == "sum":
+                h["s"] = float(v)
+            elif part == "count":
+                h["c"] = int(v)
+            else:
+                idx = int(part[1:])
+                if idx < len(h["b"]):
+                    h["b"][idx] = int(v)
+        return {
+            name: {lbl: Histogram(h["b"], h["s"], h["c"]) for lbl, h in series.items()}
+            for name, series in acc.items()
+        }
+
+    def day_events(self, day: str) -> list[dict]:
+        """The compact per-event results kept for one UTC day (newest last)."""
+        return [json.loads(x) for x in self.client.lrange(self.keys.day_events(day), 0, -1)]
+
+    # ---- judgment cache ---------------------------------------------------------------------
+
+    def cached_grades(
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+    ) -> list[int | None]:
+        """Grades cached for (model, prompt version, query, text); None where not cached."""
+        if not texts:
+            return []
+        qh = query_hash(query)
+        keys = [self.keys.judgment(model, prompt_version, qh, text_hash(t)) for t in texts]
+        return [int(v) if v is not None else None for v in self.client.mget(keys)]
+
+    def cache_grades(
+        self, model: str, prompt_version: str, query: str, graded: Sequence[tuple[str, int]]
+    ) -> None:
+        """Remember grades of (text, grade) pairs for the cache TTL (0 days: no caching)."""
+        ttl = int(self.settings.cache_ttl_days * 86400)
+        if ttl <= 0 or not graded:
+            return
+        qh = query_hash(query)
+        with self.client.pipeline(transaction=False) as pipe:
+            for text, grade in graded:
+                pipe.set(
+                    self.keys.judgment(model, prompt_version, qh, text_hash(text)), grade, ex=ttl
+                )
+            pipe.execute()
+
+    def spent(self, day: str) -> float:
+        """USD spent on the judge on a UTC day."""
+        raw = self.client.get(self.keys.spend(day))
+        return float(raw) if raw is not None else 0.0
+
+    def queue_depth(self) -> int:
+        return int(self.client.llen(self.queue.key))
+
+
+def _num(raw: bytes) -> float:
+    text = raw.decode()
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+def text_hash(text: str) -> str:
+    """Stable short hash of a text (cache keys, and what is kept when text storage is off)."""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def query_hash(query: str) -> str:
+    """Hash of the normalized query: case and runs of white space do not matter."""
+    return text_hash(" ".join(query.lower().split()))

@@ -1,0 +1,68 @@
+"""Every Redis key ragmon writes, in one place. RQ keeps its own keys under `rq:`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEP = "|"
+OTHER_SERIES = SEP.join(["other"] * 4)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under a prefix (one ragmon deployment per prefix)."""
+
+    prefix: str = "ragmon"
+
+    def event(self, event_id: str) -> str:
+        """Hash: p = payload JSON, s = status, rt = receipt time, r = result JSON."""
+        return f"{self.prefix}:ev:{event_id}"
+
+    @property
+    def hist(self) -> str:
+        """Hash of lifetime histogram fields `name|labels...|b<i>`, `...|sum`, `...|count`."""
+        return f"{self.prefix}:h"
+
+    @property
+    def counters(self) -> str:
+        """Hash of lifetime counters `name|label values...` → number."""
+        return f"{self.prefix}:c"
+
+    @property
+    def series(self) -> str:
+        """Set of known `app|index|retriever|segment` series (the cardinality cap)."""
+        return f"{self.prefix}:series"
+
+    @property
+    def failed(self) -> str:
+        """Sorted set of failed event ids by failure time (for `ragmon requeue-failed`)."""
+        return f"{self.prefix}:failed"
+
+    def day_hist(self, day: str) -> str:
+        """Per-UTC-day histograms of the quality measures (same layout as `hist`)."""
+        return f"{self.prefix}:day:{day}:h"
+
+    def day_counters(self, day: str) -> str:
+        """Per-UTC-day counters: events, k sums and grades per series, judge spend."""
+        return f"{self.prefix}:day:{day}:c"
+
+    def day_events(self, day: str) -> str:
+        """Per-UTC-day list of compact per-event results (KS tests, worst events)."""
+        return f"{self.prefix}:day:{day}:ev"
+
+    def judgment(self, model: str, prompt_version: str, query_hash: str, text_hash: str) -> str:
+        """A cached grade for (model, prompt version, normalized query, passage text)."""
+        return f"{self.prefix}:jc:{model}:{prompt_version}:{query_hash}:{text_hash}"
+
+    def rate(self, model: str, kind: str) -> str:
+        """Sliding-window log of judge requests or tokens for one model."""
+        return f"{self.prefix}:rl:{model}:{kind}"
+
+    def spend(self, day: str) -> str:
+        """USD spent on the judge on one UTC day (the daily budget)."""
+        return f"{self.prefix}:spend:{day}"
+
+    @property
+    def reports(self) -> str:
+        """Sorted set of generated reports (path by time), to keep the last N."""
+        return f"{self.prefix}:reports"

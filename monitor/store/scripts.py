@@ -1,0 +1,89 @@
+"""Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice."""
+
+# Create events that do not exist yet.
+# KEYS: event keys, then the counters hash (last).
+# ARGV: ttl, then per event: payload, status, received_at.
+# Returns 1 per created event, 0 where the id existed already.
+INGEST = """
+local n = #KEYS - 1
+local counters = KEYS[#KEYS]
+local ttl = tonumber(ARGV[1])
+local out = {}
+for i = 1, n do
+  local base = 2 + (i - 1) * 3
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    out[i] = 0
+  else
+    local status = ARGV[base + 1]
+    if status == 'sampled_out' then
+      redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
+      redis.call('HINCRBY', counters, 'events_sampled_out', 1)
+    else
+      redis.call('HSET', KEYS[i], 'p', ARGV[base], 's', status, 'rt', ARGV[base + 2])
+    end
+    redis.call('EXPIRE', KEYS[i], ttl)
+    redis.call('HINCRBY', counters, 'events_received', 1)
+    out[i] = 1
+  end
+end
+return out
+"""
+
+# Mark one event done and record its observations, once.
+# KEYS: event, hist, day hist, counters, day counters, series set, day events, failed zset
+# ARGV: result JSON, ttl, series, max_series, day-events JSON, day-events keep, payload or '',
+#       lag seconds, lag bucket index, k, event id, n_obs, then n_obs triples
+#       (name, bucket, value),
+#       then grades (one per graded passage).
+# Returns 1 when recorded, 0 when the event was already done (or is unknown).
+FINISH = """
+local st = redis.call('HGET', KEYS[1], 's')
+if st ~= 'queued' and st ~= 'failed' then return 0 end
+local series = ARGV[3]
+if redis.call('SISMEMBER', KEYS[6], series) == 0 then
+  if redis.call('SCARD', KEYS[6]) < tonumber(ARGV[4]) then
+    redis.call('SADD', KEYS[6], series)
+  else
+    series = 'other|other|other|other'
+  end
+end
+redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'p', ARGV[7]) end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+local n_obs = tonumber(ARGV[12])
+local j = 13
+for _ = 1, n_obs do
+  local field = ARGV[j] .. '|' .. series
+  for _, h in ipairs({KEYS[2], KEYS[3]}) do
+    redis.call('HINCRBY', h, field .. '|b' .. ARGV[j + 1], 1)
+    redis.call('HINCRBYFLOAT', h, field .. '|sum', ARGV[j + 2])
+    redis.call('HINCRBY', h, field .. '|count', 1)
+  end
+  j = j + 3
+end
+redis.call('HINCRBY', KEYS[2], 'labeling_lag_seconds|b' .. ARGV[9], 1)
+redis.call('HINCRBYFLOAT', KEYS[2], 'labeling_lag_seconds|sum', ARGV[8])
+redis.call('HINCRBY', KEYS[2], 'labeling_lag_seconds|count', 1)
+redis.call('HINCRBY', KEYS[4], 'events_labeled', 1)
+redis.call('HINCRBY', KEYS[5], 'events|' .. series, 1)
+redis.call('HINCRBY', KEYS[5], 'k_sum|' .. series, tonumber(ARGV[10]))
+for g = j, #ARGV do
+  redis.call('HINCRBY', KEYS[4], 'grades|' .. ARGV[g], 1)
+  redis.call('HINCRBY', KEYS[5], 'grades|' .. series .. '|' .. ARGV[g], 1)
+end
+redis.call('RPUSH', KEYS[7], ARGV[5])
+redis.call('LTRIM', KEYS[7], -tonumber(ARGV[6]), -1)
+redis.call('ZREM', KEYS[8], ARGV[11])
+return 1
+"""
+
+# Mark one queued event failed, once.
+# KEYS: event, counters, failed zset. ARGV: result JSON, reason, now, event id.
+FAIL = """
+local st = redis.call('HGET', KEYS[1], 's')
+if st ~= 'queued' then return 0 end
+redis.call('HSET', KEYS[1], 's', 'failed', 'r', ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'events_failed|' .. ARGV[2], 1)
+redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
+return 1
+"""

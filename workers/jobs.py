@@ -1,0 +1,116 @@
+"""The RQ job: judge a small batch of events, compute their measures, record each once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from monitor.measures import MeasureParams, compute
+from monitor.store import Store, text_hash
+from workers.context import WorkerContext, current_context
+from workers.grading import grade_event
+from workers.judges.base import Judge, JudgeError
+
+log = logging.getLogger("ragmon.worker")
+
+
+class RetryLater(Exception):
+    """Some events hit a passing judge failure: RQ retries the job; done events are skipped."""
+
+
+def measure_params(ctx: WorkerContext) -> MeasureParams:
+    s = ctx.settings
+    return MeasureParams(
+        relevant_grade=s.relevant_grade,
+        t_alpha=s.t_alpha,
+        f_alpha=s.f_alpha,
+        ndcg_gain=s.ndcg_gain,
+        harm_grades=s.harm_grades,
+    )
+
+
+def process_events(event_ids: list[str]) -> dict[str, int]:
+    """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job)."""
+    ctx = current_context()
+    return asyncio.run(_process(ctx, event_ids))
+
+
+async def _process(ctx: WorkerContext, event_ids: list[str]) -> dict[str, int]:
+    store = ctx.store
+    events = [
+        e
+        for e in store.load_events(event_ids)
+        if e is not None and e["_status"] in ("queued", "failed")
+    ]
+    counts = {"done": 0, "failed": 0, "skipped": len(event_ids) - len(events), "retry": 0}
+    if not events:
+        return counts
+    judge = ctx.make_judge()
+    params = measure_params(ctx)
+    try:
+        outcomes = await asyncio.gather(
+            *(_one(ctx, store, judge, params, e) for e in events), return_exceptions=True
+        )
+    finally:
+        close = getattr(judge, "aclose", None)
+        if close is not None:
+            await close()
+    retry_reasons = []
+    for event, outcome in zip(events, outcomes, strict=True):
+        if isinstance(outcome, JudgeError) and outcome.retryable:
+            counts["retry"] += 1
+            retry_reasons.append(outcome.reason)
+        elif isinstance(outcome, JudgeError):
+            counts["failed"] += store.fail(event["event_id"], outcome.reason, str(outcome))
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            counts[outcome] += 1
+    if retry_reasons:
+        raise RetryLater(f"{counts['retry']} events to retry: {sorted(set(retry_reasons))}")
+    return counts
+
+
+async def _one(
+    ctx: WorkerContext, store: Store, judge: Judge, params: MeasureParams, event: dict
+) -> str:
+    grades, sources = await grade_event(event, judge, store)
+    k = event["k"]
+    measures = compute(grades, k, params, event.get("relevant_total"))
+    result = {
+        "event_id": event["event_id"],
+        "status": "done",
+        "k": k,
+        "labels": event["labels"],
+        "grades": grades,
+        "grade_source": sources,
+        "measures": measures,
+        "error": None,
+    }
+    stripped = None if ctx.settings.store_text else strip_text(event)
+    return "done" if store.finish(event, result, grades, stripped) else "skipped"
+
+
+def strip_text(event: dict) -> str:
+    """The stored payload without query and passage text: only their hashes remain."""
+    keep = {k: v for k, v in event.items() if not k.startswith("_")}
+    keep["query"] = {"sha": text_hash(event["query"])}
+    keep["passages"] = [
+        {**{k: v for k, v in p.items() if k != "text"}, "text_sha": text_hash(p["text"])}
+        for p in event["passages"]
+    ]
+    return json.dumps(keep, separators=(",", ":"))
+
+
+def on_job_failure(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
+    """RQ failure callback: after the last retry, mark the job's unfinished events failed."""
+    if job.retries_left:
+        return
+    reason = "judge_unavailable" if isinstance(exc, RetryLater) else "worker_error"
+    if exc_type is not None and exc_type.__name__ == "AbandonedJobError":
+        reason = "worker_died"
+    store = current_context().store
+    for event_id in job.args[0]:
+        store.fail(event_id, reason, f"{exc_type.__name__ if exc_type else 'error'}: {exc}")

@@ -1,0 +1,46 @@
+"""`ragmon worker`: an RQ worker on ragmon's queue, with the ragmon context set."""
+
+from __future__ import annotations
+
+import logging
+
+from rq import Worker
+
+from monitor.settings import Settings
+from monitor.store import Store
+from workers.context import build_context, set_context
+
+log = logging.getLogger("ragmon.worker")
+
+
+class JudgeNotConfigured(SystemExit):
+    """`ragmon worker` refuses to start without an LLM endpoint (unless RAGMON_JUDGE=lexical)."""
+
+
+def check_judge(settings: Settings) -> None:
+    if settings.judge == "openai" and not settings.judge_configured:
+        raise JudgeNotConfigured(
+            "ragmon worker: no LLM judge configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for "
+            "Azure OpenAI, vLLM, Ollama or another OpenAI-compatible server) and "
+            "RAGMON_JUDGE_MODEL, or set RAGMON_JUDGE=lexical for the offline, non-LLM judge."
+        )
+
+
+def make_worker(
+    settings: Settings,
+    store: Store | None = None,
+    name: str | None = None,
+    maintenance_interval: int = 60,
+    job_monitoring_interval: int = 10,
+) -> Worker:
+    """An RQ worker whose work horses inherit the ragmon context (settings, store, judge)."""
+    check_judge(settings)
+    ctx = build_context(settings, store)
+    set_context(ctx)
+    return Worker(
+        [ctx.store.queue],
+        connection=ctx.store.client,
+        name=name,
+        maintenance_interval=maintenance_interval,
+        job_monitoring_interval=job_monitoring_interval,
+    )
