@@ -1,0 +1,491 @@
+"""The SDK never blocks or breaks the app, and delivers what it can (real sockets, real HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from monitor.client import InvalidEvent, RetrievalMonitor, build_event, passage
+
+
+class Sidecar:
+    """A real HTTP server on 127.0.0.1 that records batches and answers from a script.
+
+    `script` items are (status, headers) answered in order; after it runs out, 202.
+    """
+
+    def __init__(self, script: list[tuple[int, dict[str, str]]] | None = None) -> None:
+        self.script = list(script or [])
+        self.requests: list[tuple[float, dict[str, str], dict]] = []
+        self.lock = threading.Lock()
+        sidecar = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with sidecar.lock:
+                    sidecar.requests.append(
+                        (time.monotonic(), dict(self.headers), json.loads(body))
+                    )
+                    status, headers = sidecar.script.pop(0) if sidecar.script else (202, {})
+                if status < 300:
+                    events = json.loads(body)["events"]
+                    out = {
+                        "results": [{"event_id": e["event_id"], "status": "queued"} for e in events]
+                    }
+                else:
+                    out = {"detail": headers.pop("x-detail", "no")}
+                payload = json.dumps(out).encode()
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def events(self) -> list[dict]:
+        with self.lock:
+            return [e for _, _, body in self.requests for e in body["events"]]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def sidecar():
+    server = Sidecar()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: connections are refused
+
+
+@pytest.fixture
+def silent_port():
+    """A socket that accepts connections (kernel backlog) but never answers."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    yield s.getsockname()[1]
+    s.close()
+
+
+PASSAGES = [
+    {"id": f"p{i}", "text": f"passage number {i}", "score": 1.0 / (i + 1)} for i in range(4)
+]
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def timed_records(monitor: RetrievalMonitor, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        monitor.record(f"query {i}", PASSAGES, 2)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+# ---- never blocks ---------------------------------------------------------------------------
+
+
+def test_record_does_not_wait_when_the_sidecar_is_down(closed_port: int) -> None:
+    monitor = RetrievalMonitor(f"http://127.0.0.1:{closed_port}", flush_interval=0.01, backoff=0.05)
+    durations = timed_records(monitor, 2000)
+    assert wait_for(lambda: monitor.stats()["retries"] >= 2)  # the sender really met refusals
+    durations += timed_records(monitor, 2000)
+    assert max(durations) < 0.05, max(durations)  # no connect on the app's thread
+    assert sorted(durations)[len(durations) // 2] < 50e-6
+    t0 = time.monotonic()
+    monitor.close(timeout=0.3)
+    assert time.monotonic() - t0 < 2.0
+    stats = monitor.stats()
+    assert stats["recorded"] == 4000 and stats["sent"] == 0 and stats["errors"] == 0
+
+
+def test_record_does_not_wait_when_the_sidecar_never_answers(silent_port: int) -> None:
+    monitor = RetrievalMonitor(f"http://127.0.0.1:{silent_port}", flush_interval=0.01, timeout=30)
+    monitor.record("first", PASSAGES, 2)
+    assert wait_for(lambda: monitor.stats()["in_flight"] == 1)  # sender blocked on the read
+    time.sleep(0.2)
+    durations = timed_records(monitor, 2000)
+    assert monitor.stats()["in_flight"] == 1  # still blocked: the records did not wait for it
+    assert max(durations) < 0.05, max(durations)
+    t0 = time.monotonic()
+    monitor.close(timeout=0.5)
+    assert time.monotonic() - t0 < 1.5  # close honours its timeout even with a hung request
+    stats = monitor.stats()
+    assert stats["sent"] == 0 and stats["dropped_at_close"] == 2000
+
+
+# ---- buffer bound ---------------------------------------------------------------------------
+
+
+def test_full_buffer_drops_the_oldest_and_counts_each_drop(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(sidecar.url, max_buffer=100, flush_interval=60)
+    for i in range(1000):
+        monitor.record(f"q{i}", PASSAGES, 2, event_id=f"e{i}")
+    stats = monitor.stats()
+    assert stats["buffered"] == 100
+    assert stats["dropped_buffer_full"] == 900 and stats["recorded"] == 1000
+    monitor.close(timeout=5)
+    assert [e["event_id"] for e in sidecar.events()] == [f"e{i}" for i in range(900, 1000)]
+    assert monitor.stats()["sent"] == 100
+
+
+# ---- delivery -------------------------------------------------------------------------------
+
+
+def test_events_recorded_before_close_arrive(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(
+        sidecar.url, api_key="k" * 20, labels={"app": "shop"}, batch_size=100, flush_interval=60
+    )
+    when = datetime.now(UTC) - timedelta(hours=1)
+    for i in range(250):
+        monitor.record(f"q{i}", PASSAGES, 2, labels={"segment": "gold"}, event_id=f"e{i}")
+    monitor.record("last", PASSAGES, 4, timestamp=when, relevant_total=3)
+    monitor.close(timeout=5)
+    events = sidecar.events()
+    assert len(events) == 251 and monitor.stats()["sent"] == 251
+    assert [e["event_id"] for e in events[:250]] == [f"e{i}" for i in range(250)]
+    assert all(len(body["events"]) <= 100 for _, _, body in sidecar.requests)
+    assert all(h["Authorization"] == "Bearer " + "k" * 20 for _, h, _ in sidecar.requests)
+    first, last = events[0], events[-1]
+    assert first["labels"] == {"app": "shop", "segment": "gold"}
+    assert first["passages"][0] == {"id": "p0", "text": "passage number 0", "score": 1.0}
+    assert first["timestamp"].endswith("Z")
+    assert len(last["event_id"]) == 36  # a uuid4 made by the SDK
+    assert datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")) == when
+    assert last["relevant_total"] == 3 and last["k"] == 4
+
+
+def test_async_context_manager_delivers(sidecar: Sidecar) -> None:
+    async def app() -> None:
+        async with RetrievalMonitor(sidecar.url, flush_interval=60) as monitor:
+            await monitor.arecord("q", PASSAGES, 2, event_id="async-1")
+            monitor.record("q", PASSAGES, 2, event_id="async-2")
+
+    asyncio.run(app())
+    assert [e["event_id"] for e in sidecar.events()] == ["async-1", "async-2"]
+
+
+def test_503_retry_after_is_honoured() -> None:
+    server = Sidecar(script=[(503, {"Retry-After": "1"})])
+    try:
+        monitor = RetrievalMonitor(server.url, flush_interval=0.01, backoff=0.01)
+        monitor.record("q", PASSAGES, 2, event_id="once")
+        assert wait_for(lambda: monitor.stats()["sent"] == 1, timeout=10)
+        (t1, _, b1), (t2, _, b2) = server.requests
+        assert t2 - t1 >= 1.0  # waited Retry-After, not the 10 ms backoff
+        assert b1 == b2  # same event_id: the retry is idempotent
+        stats = monitor.stats()
+        assert stats["retries"] == 1 and stats["rejected"] == 0
+        monitor.close()
+    finally:
+        server.stop()
+
+
+def test_5xx_and_429_retry_with_backoff_then_succeed() -> None:
+    server = Sidecar(script=[(500, {}), (429, {}), (502, {})])
+    try:
+        monitor = RetrievalMonitor(server.url, flush_interval=0.01, backoff=0.05)
+        monitor.record("q", PASSAGES, 2)
+        assert wait_for(lambda: monitor.stats()["sent"] == 1)
+        assert len(server.requests) == 4 and monitor.stats()["retries"] == 3
+        monitor.close()
+    finally:
+        server.stop()
+
+
+def test_4xx_is_dropped_as_rejected_without_retry() -> None:
+    server = Sidecar(script=[(401, {})])
+    try:
+        monitor = RetrievalMonitor(server.url, flush_interval=0.01, backoff=0.01)
+        monitor.record("q", PASSAGES, 2)
+        assert wait_for(lambda: monitor.stats()["rejected"] == 1)
+        monitor.record("q2", PASSAGES, 2)
+        monitor.close()
+        assert len(server.requests) == 2 and monitor.stats()["sent"] == 1
+        assert monitor.stats()["retries"] == 0
+    finally:
+        server.stop()
+
+
+def test_422_naming_an_item_drops_only_that_item() -> None:
+    detail = [{"loc": ["body", "events", 1, "query"], "msg": "bad", "type": "x"}]
+    server = Sidecar(script=[(422, {"x-detail": detail})])
+    try:
+        monitor = RetrievalMonitor(server.url, flush_interval=60)
+        for i in range(3):
+            monitor.record(f"q{i}", PASSAGES, 2, event_id=f"e{i}")
+        monitor.close()
+        assert [e["event_id"] for _, _, b in server.requests[1:] for e in b["events"]] == [
+            "e0",
+            "e2",
+        ]
+        stats = monitor.stats()
+        assert stats["rejected"] == 1 and stats["sent"] == 2
+    finally:
+        server.stop()
+
+
+def test_gives_up_after_max_retries_and_counts_it(closed_port: int) -> None:
+    url = f"http://127.0.0.1:{closed_port}"
+    monitor = RetrievalMonitor(url, flush_interval=0.01, backoff=0.01, max_retries=2)
+    monitor.record("q", PASSAGES, 2)
+    assert wait_for(lambda: monitor.stats()["dropped_send_failed"] == 1)
+    assert monitor.stats()["retries"] == 2
+    monitor.close(timeout=0.1)
+
+
+def test_invalid_events_are_counted_not_sent(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=60)
+    monitor.record("q", PASSAGES, 0)  # k out of range
+    monitor.record("q", PASSAGES, 5)  # fewer passages than k
+    monitor.record("", PASSAGES, 2)  # empty query
+    monitor.record("q", PASSAGES, 2, labels={"user": "bob"})  # unknown label
+    monitor.record("q", PASSAGES, 2, event_id="ok")
+    monitor.close()
+    assert [e["event_id"] for e in sidecar.events()] == ["ok"]
+    assert monitor.stats()["invalid"] == 4
+
+
+def test_record_after_close_is_counted(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(sidecar.url)
+    monitor.close()
+    monitor.record("q", PASSAGES, 2)
+    assert monitor.stats()["dropped_closed"] == 1 and sidecar.requests == []
+
+
+# ---- fork -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_forked_child_keeps_working(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05)
+    monitor.record("before fork", PASSAGES, 2, event_id="parent-0")
+    assert wait_for(lambda: monitor.stats()["sent"] == 1)  # the parent's thread is running
+    pid = os.fork()
+    if pid == 0:  # the child: fresh buffer, lock and thread
+        code = 1
+        try:
+            fresh = monitor.stats()["recorded"] == 0
+            for i in range(5):
+                monitor.record("from child", PASSAGES, 2, event_id=f"child-{i}")
+            monitor.close(timeout=5)
+            code = 0 if fresh and monitor.stats()["sent"] == 5 else 1
+        finally:
+            os._exit(code)
+    monitor.record("after fork", PASSAGES, 2, event_id="parent-1")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    monitor.close(timeout=5)
+    ids = {e["event_id"] for e in sidecar.events()}
+    assert ids == {"parent-0", "parent-1"} | {f"child-{i}" for i in range(5)}
+    assert monitor.stats()["sent"] == 2  # the child's counters are its own
+
+
+# ---- never raises ---------------------------------------------------------------------------
+
+
+class Hostile:
+    """Raises from everything the SDK might touch."""
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError(name)
+
+    def __iter__(self) -> object:
+        raise RuntimeError("iter")
+
+    def __len__(self) -> int:
+        raise RuntimeError("len")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("bool")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("eq")
+
+    __hash__ = object.__hash__
+
+
+anything = st.deferred(
+    lambda: st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(),
+        st.binary(),
+        st.datetimes(),
+        st.just(Hostile()),
+        st.builds(object),
+        st.lists(anything, max_size=4),
+        st.tuples(anything, anything),
+        st.tuples(anything, anything, anything),
+        st.dictionaries(st.sampled_from(["id", "text", "score", "grade", "app"]), anything),
+        st.builds(SimpleNamespace, page_content=anything, metadata=anything),
+        st.builds(SimpleNamespace, node=anything, score=anything),
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def shared_sidecar():
+    server = Sidecar()
+    yield server
+    server.stop()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    query=anything,
+    passages=anything,
+    k=anything,
+    labels=anything,
+    event_id=anything,
+    timestamp=anything,
+    relevant_total=anything,
+)
+def test_record_never_raises(
+    shared_sidecar, query, passages, k, labels, event_id, timestamp, relevant_total
+) -> None:
+    monitor = RetrievalMonitor(shared_sidecar.url, flush_interval=60, max_buffer=10)
+    monitor.record(query, passages, k, labels, event_id, timestamp, relevant_total)
+    monitor.record(query, passages, k)
+    monitor.close(timeout=2)  # the sender met the same input and survived it
+    stats = monitor.stats()
+    assert stats["recorded"] + stats["errors"] == 2
+    assert stats["sent"] + stats["invalid"] + stats["rejected"] == stats["recorded"]
+
+
+def test_sender_survives_garbage_and_still_delivers(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=60)
+    monitor.record(Hostile(), [Hostile(), object()], Hostile(), Hostile(), Hostile(), Hostile())
+    monitor.record("q", [Hostile(), Hostile()], 1)
+    monitor.record("q", Hostile(), 1)
+    monitor.record("q", "\ud800 lone surrogate", 1)
+    monitor.record("q\ud800", PASSAGES, 1)
+    monitor.record("q", PASSAGES, 2, event_id="good")
+    monitor.close()
+    assert [e["event_id"] for e in sidecar.events()] == ["good"]
+    stats = monitor.stats()
+    assert stats["errors"] == 1 and stats["invalid"] == 4 and stats["sent"] == 1
+
+
+# ---- passage shapes -------------------------------------------------------------------------
+
+
+class LangChainDoc:
+    def __init__(self, text: str, metadata: dict, id: str | None = None) -> None:
+        self.page_content, self.metadata, self.id = text, metadata, id
+
+
+class TextNode:
+    def __init__(self, text: str, node_id: str) -> None:
+        self.text, self.node_id = text, node_id
+
+    def get_content(self) -> str:
+        return self.text
+
+
+class ContentOnlyNode:
+    def __init__(self, text: str, id_: str) -> None:
+        self._text, self.id_ = text, id_
+
+    def get_content(self) -> str:
+        return self._text
+
+
+class NodeWithScore:
+    def __init__(self, node: object, score: float | None) -> None:
+        self.node, self.score = node, score
+
+
+@pytest.mark.parametrize(
+    ("given_passage", "expected"),
+    [
+        (
+            {"id": "a", "text": "t", "score": 2, "grade": 3},
+            {"id": "a", "text": "t", "score": 2.0, "grade": 3},
+        ),
+        (("a", "t"), {"id": "a", "text": "t"}),
+        (("a", "t", 0.5), {"id": "a", "text": "t", "score": 0.5}),
+        ((7, "t", float("nan")), {"id": "7", "text": "t"}),
+        (LangChainDoc("t", {"id": "m", "score": 0.3}), {"id": "m", "text": "t", "score": 0.3}),
+        (LangChainDoc("t", {}, id="doc-id"), {"id": "doc-id", "text": "t"}),
+        ((LangChainDoc("t", {"id": "m"}), 0.9), {"id": "m", "text": "t", "score": 0.9}),
+        (NodeWithScore(TextNode("t", "n1"), 0.7), {"id": "n1", "text": "t", "score": 0.7}),
+        (NodeWithScore(ContentOnlyNode("t", "n2"), None), {"id": "n2", "text": "t"}),
+        (TextNode("t", "n3"), {"id": "n3", "text": "t"}),
+    ],
+)
+def test_passage_shapes(given_passage, expected) -> None:
+    assert passage(given_passage) == expected
+
+
+def test_passage_without_id_gets_a_stable_content_id() -> None:
+    a = passage(LangChainDoc("same text", {}))
+    assert a["id"].startswith("sha1:") and a == passage(LangChainDoc("same text", {}))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"k": 101},
+        {"k": True},
+        {"query": "x" * 8193},
+        {"passages": [("a", "")] * 2},
+        {"passages": [("a", "x" * 32769)] * 2},
+        {"passages": [("x" * 257, "t")] * 2},
+        {"passages": [{"id": "a", "text": "t", "grade": 4}] * 2},
+        {"passages": [("a", "t")] * 201},
+        {"labels": {"app": "has space"}},
+        {"event_id": "x" * 129},
+        {"timestamp": datetime.now(UTC) - timedelta(days=36)},
+        {"timestamp": "2024-01-01T00:00:00"},
+        {"relevant_total": -1},
+    ],
+)
+def test_build_event_rejects_what_the_server_would(kwargs) -> None:
+    args = {"query": "q", "passages": [("a", "t"), ("b", "u")], "k": 2, "timestamp": time.time()}
+    assert build_event(**args)["k"] == 2
+    with pytest.raises(InvalidEvent):
+        build_event(**{**args, **kwargs})
