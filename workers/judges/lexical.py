@@ -50,7 +50,7 @@ _STOPWORD_TEXT = """
     do does did doing done have has had having get gets got can could should would will shall
     may might must not no nor any all some such own same too very just also only
     how what when where which who whom why whose
-    up out over under again further once more most other both each few
+    up out over under again further once more most other both each few many much
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 

@@ -1,0 +1,1 @@
+"""Sample traffic for `ragmon demo`: a fictional product's support knowledge base and rankings."""
