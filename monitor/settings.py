@@ -8,6 +8,7 @@ variable, so the process stops before it serves anything.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -47,6 +48,8 @@ def _number(lo: float | None = None, hi: float | None = None, kind: type = float
             value = kind(raw.strip())
         except ValueError:
             raise ValueError(f"must be {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
             raise ValueError(f"must be in {bounds}")
@@ -92,6 +95,9 @@ def _prices(raw: str) -> dict[str, tuple[float, float]]:
         raise ValueError(
             'must be JSON like {"model": [usd_per_M_input, usd_per_M_output]}'
         ) from None
+    for model, pair in prices.items():
+        if not all(math.isfinite(x) and x >= 0 for x in pair):
+            raise ValueError(f"prices of {model!r} must be finite numbers >= 0")
     return {**DEFAULT_PRICES, **prices}
 
 
@@ -99,25 +105,48 @@ def _text(raw: str) -> str | None:
     return raw.strip() or None
 
 
+def _url(*schemes: str) -> Callable:
+    def parse(raw: str) -> str | None:
+        value = raw.strip()
+        if not value:
+            return None
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in schemes or not rest:
+            raise ValueError(
+                f"must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
+            )
+        return value
+
+    return parse
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Everything configurable; field metadata maps each field to its environment variable."""
+    """Everything configurable; field metadata maps each field to its environment variable.
 
-    redis_url: str | None = field(default=None, metadata={"env": "REDIS_URL", "parse": _text})
+    A field marked `secret` (keys, URLs that may embed a password or a token) is never echoed
+    in an error message.
+    """
+
+    redis_url: str | None = field(
+        default=None,
+        metadata={"env": "REDIS_URL", "parse": _url("redis", "rediss", "unix"), "secret": True},
+    )
     api_keys: tuple[str, ...] = field(
-        default=(), metadata={"env": "RAGMON_API_KEYS", "parse": _api_keys}
+        default=(), metadata={"env": "RAGMON_API_KEYS", "parse": _api_keys, "secret": True}
     )
     metrics_api_keys: tuple[str, ...] = field(
-        default=(), metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": _api_keys}
+        default=(),
+        metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": _api_keys, "secret": True},
     )
     judge: str = field(
         default="openai", metadata={"env": "RAGMON_JUDGE", "parse": _choice("openai", "lexical")}
     )
     openai_api_key: str | None = field(
-        default=None, metadata={"env": "OPENAI_API_KEY", "parse": _text}
+        default=None, metadata={"env": "OPENAI_API_KEY", "parse": _text, "secret": True}
     )
     openai_base_url: str | None = field(
-        default=None, metadata={"env": "OPENAI_BASE_URL", "parse": _text}
+        default=None, metadata={"env": "OPENAI_BASE_URL", "parse": _url("http", "https")}
     )
     judge_model: str = field(
         default=DEFAULT_JUDGE_MODEL, metadata={"env": "RAGMON_JUDGE_MODEL", "parse": str.strip}
@@ -189,7 +218,8 @@ class Settings:
         default=16, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )
     report_webhook: str | None = field(
-        default=None, metadata={"env": "RAGMON_REPORT_WEBHOOK", "parse": _text}
+        default=None,
+        metadata={"env": "RAGMON_REPORT_WEBHOOK", "parse": _url("http", "https"), "secret": True},
     )
     report_keep: int = field(
         default=12, metadata={"env": "RAGMON_REPORT_KEEP", "parse": _number(1, 1000, int)}
@@ -215,7 +245,8 @@ class Settings:
             try:
                 values[f.name] = f.metadata["parse"](raw)
             except ValueError as exc:
-                raise SettingsError(f"{name}={raw!r}: {exc}") from None
+                shown = name if f.metadata.get("secret") else f"{name}={raw!r}"
+                raise SettingsError(f"{shown}: {exc}") from None
         return cls(**values)
 
     def env_names(self) -> dict[str, str]:
@@ -229,7 +260,11 @@ class Settings:
 
 
 def read_dotenv(path: str | Path) -> dict[str, str]:
-    """Parse a minimal `.env` file (KEY=VALUE lines, # comments, optional quotes)."""
+    """Parse a minimal `.env` file: KEY=VALUE lines, optional `export `, # comments, quotes.
+
+    A quoted value is taken verbatim up to its closing quote; an unquoted value ends at
+    ` #` (an inline comment). No variable expansion, no multi-line values.
+    """
     p = Path(path)
     if not p.is_file():
         return {}
@@ -240,8 +275,10 @@ def read_dotenv(path: str | Path) -> dict[str, str]:
             continue
         key, _, value = line.partition("=")
         value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
+        if value[:1] in ("'", '"') and value.find(value[0], 1) > 0:
+            value = value[1 : value.find(value[0], 1)]
+        else:
+            value = value.split(" #", 1)[0].strip()
         out[key.strip().removeprefix("export ").strip()] = value
     return out
 

@@ -1,0 +1,331 @@
+"""Settings: defaults, every variable parsed, bad values named, `.env` handling."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from monitor.measures import MeasureParams
+from monitor.settings import (
+    DEFAULT_JUDGE_MODEL,
+    DEFAULT_PRICES,
+    Settings,
+    SettingsError,
+    env_variables,
+    read_dotenv,
+)
+
+# The variables DESIGN.md lists under "Configuration": every one must be read.
+DESIGN_VARIABLES = {
+    "REDIS_URL",
+    "RAGMON_API_KEYS",
+    "RAGMON_JUDGE",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "RAGMON_JUDGE_MODEL",
+    "RAGMON_SAMPLE_RATE",
+    "RAGMON_DAILY_BUDGET_USD",
+    "RAGMON_RELEVANT_GRADE",
+    "RAGMON_T_ALPHA",
+    "RAGMON_F_ALPHA",
+    "RAGMON_NDCG_GAIN",
+    "RAGMON_HARM_GRADES",
+    "RAGMON_MAX_SERIES",
+    "RAGMON_RESULT_TTL_DAYS",
+}
+
+KEY = "k" * 16  # the shortest accepted API key
+
+
+def load(env: dict[str, str], dotenv: str | Path | None = None) -> Settings:
+    return Settings.from_env(env, dotenv=dotenv)
+
+
+def test_defaults() -> None:
+    s = load({})
+    assert s == Settings()
+    assert s.redis_url is None
+    assert s.api_keys == () and s.metrics_api_keys == ()
+    assert s.judge == "openai"
+    assert s.openai_api_key is None and s.openai_base_url is None
+    assert s.judge_model == DEFAULT_JUDGE_MODEL
+    assert s.sample_rate == 1.0
+    assert s.daily_budget_usd == 0.0
+    # The measure parameters default to DESIGN.md's, i.e. to MeasureParams'.
+    p = MeasureParams()
+    assert (s.relevant_grade, s.t_alpha, s.f_alpha, s.ndcg_gain, s.harm_grades) == (
+        p.relevant_grade,
+        p.t_alpha,
+        p.f_alpha,
+        p.ndcg_gain,
+        p.harm_grades,
+    )
+    assert s.max_series == 500
+    assert s.result_ttl_days == 35.0
+    assert s.prices == DEFAULT_PRICES
+    assert not s.judge_configured
+
+
+def test_every_design_variable_is_read() -> None:
+    assert set(env_variables()) >= DESIGN_VARIABLES
+    assert len(env_variables()) == len(set(env_variables())) == len(fields(Settings))
+    assert set(Settings().env_names().values()) == set(env_variables())
+
+
+def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGMON_MAX_SERIES", "77")
+    assert Settings.from_env(dotenv=None).max_series == 77
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "attribute", "expected"),
+    [
+        ("REDIS_URL", "redis://127.0.0.1:6379/2", "redis_url", "redis://127.0.0.1:6379/2"),
+        ("REDIS_URL", " rediss://h:6380/0 ", "redis_url", "rediss://h:6380/0"),
+        ("REDIS_URL", "unix:///tmp/redis.sock", "redis_url", "unix:///tmp/redis.sock"),
+        ("REDIS_URL", "", "redis_url", None),
+        ("RAGMON_API_KEYS", f"{KEY}, {KEY}2:app", "api_keys", (KEY, f"{KEY}2:app")),
+        ("RAGMON_METRICS_API_KEYS", KEY, "metrics_api_keys", (KEY,)),
+        ("RAGMON_JUDGE", "lexical", "judge", "lexical"),
+        ("RAGMON_JUDGE", " OpenAI ", "judge", "openai"),
+        ("OPENAI_API_KEY", "sk-test", "openai_api_key", "sk-test"),
+        (
+            "OPENAI_BASE_URL",
+            "http://127.0.0.1:8000/v1",
+            "openai_base_url",
+            "http://127.0.0.1:8000/v1",
+        ),
+        ("RAGMON_JUDGE_MODEL", " gpt-4.1-nano ", "judge_model", "gpt-4.1-nano"),
+        ("RAGMON_JUDGE_MODE", "listwise", "judge_mode", "listwise"),
+        ("RAGMON_JUDGE_CONCURRENCY", "8", "judge_concurrency", 8),
+        ("RAGMON_JUDGE_RPM", "500", "judge_rpm", 500),
+        ("RAGMON_JUDGE_TPM", "200000", "judge_tpm", 200_000),
+        ("RAGMON_JUDGE_TIMEOUT", "2.5", "judge_timeout_s", 2.5),
+        ("RAGMON_JUDGE_MAX_RETRIES", "0", "judge_max_retries", 0),
+        ("RAGMON_SAMPLE_RATE", "0.25", "sample_rate", 0.25),
+        ("RAGMON_SAMPLE_RATE", "0", "sample_rate", 0.0),
+        ("RAGMON_DAILY_BUDGET_USD", "12.5", "daily_budget_usd", 12.5),
+        ("RAGMON_RELEVANT_GRADE", "1", "relevant_grade", 1),
+        ("RAGMON_RELEVANT_GRADE", "3", "relevant_grade", 3),
+        ("RAGMON_T_ALPHA", "0.2", "t_alpha", 0.2),
+        ("RAGMON_F_ALPHA", "1", "f_alpha", 1.0),
+        ("RAGMON_NDCG_GAIN", "linear", "ndcg_gain", "linear"),
+        ("RAGMON_NDCG_GAIN", "EXPONENTIAL", "ndcg_gain", "exponential"),
+        ("RAGMON_HARM_GRADES", "0,1", "harm_grades", frozenset({0, 1})),
+        ("RAGMON_HARM_GRADES", " 1 , 2 ,", "harm_grades", frozenset({1, 2})),
+        ("RAGMON_MAX_SERIES", "2000", "max_series", 2000),
+        ("RAGMON_RESULT_TTL_DAYS", "7", "result_ttl_days", 7.0),
+        ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
+        ("RAGMON_STORE_TEXT", "false", "store_text", False),
+        ("RAGMON_STORE_TEXT", "Yes", "store_text", True),
+        ("RAGMON_QUEUE_LIMIT", "10", "queue_limit", 10),
+        ("RAGMON_MAX_BODY_BYTES", "1048576", "max_body_bytes", 1_048_576),
+        ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
+        (
+            "RAGMON_REPORT_WEBHOOK",
+            "https://hooks.example/x",
+            "report_webhook",
+            "https://hooks.example/x",
+        ),
+        ("RAGMON_REPORT_KEEP", "3", "report_keep", 3),
+        ("RAGMON_REPORT_DIR", "/var/ragmon", "report_dir", "/var/ragmon"),
+        ("RAGMON_QUEUE", "ragmon-test", "queue_name", "ragmon-test"),
+    ],
+)
+def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expected: object) -> None:
+    assert getattr(load({variable: raw}), attribute) == expected
+
+
+def test_every_variable_has_a_parse_case() -> None:
+    covered = {case[0] for case in test_each_variable_is_parsed.pytestmark[0].args[1]}
+    assert covered >= set(env_variables()) - {"RAGMON_PRICES"}
+
+
+def test_prices_merge_with_the_defaults() -> None:
+    s = load({"RAGMON_PRICES": '{"my-model": [1, 2.5], "gpt-4o": [3, 12]}'})
+    assert s.prices["my-model"] == (1.0, 2.5)
+    assert s.prices["gpt-4o"] == (3.0, 12.0)
+    assert s.prices["gpt-4o-mini"] == DEFAULT_PRICES["gpt-4o-mini"]
+
+
+def test_judge_configured_with_a_key_or_a_base_url() -> None:
+    assert load({"OPENAI_API_KEY": "sk-x"}).judge_configured
+    assert load({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}).judge_configured
+
+
+def test_settings_build_valid_measure_params() -> None:
+    s = load(
+        {
+            "RAGMON_RELEVANT_GRADE": "1",
+            "RAGMON_T_ALPHA": "0",
+            "RAGMON_F_ALPHA": "1",
+            "RAGMON_NDCG_GAIN": "linear",
+            "RAGMON_HARM_GRADES": "0,1,2,3",
+        }
+    )
+    p = MeasureParams(
+        relevant_grade=s.relevant_grade,
+        t_alpha=s.t_alpha,
+        f_alpha=s.f_alpha,
+        ndcg_gain=s.ndcg_gain,
+        harm_grades=s.harm_grades,
+    )
+    assert p.harm_grades == frozenset({0, 1, 2, 3})
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "reason"),
+    [
+        ("REDIS_URL", "localhost:6379", "must be a URL starting with redis://"),
+        ("REDIS_URL", "http://localhost:6379", "must be a URL starting with redis://"),
+        ("RAGMON_API_KEYS", "short", "at least 16 characters"),
+        ("RAGMON_METRICS_API_KEYS", f"{KEY},tiny:app", "at least 16 characters"),
+        ("RAGMON_JUDGE", "claude", "must be one of openai, lexical"),
+        ("OPENAI_BASE_URL", "127.0.0.1:8000", "must be a URL starting with http:// or https://"),
+        ("RAGMON_JUDGE_MODE", "pairwise", "must be one of pointwise, listwise"),
+        ("RAGMON_JUDGE_CONCURRENCY", "0", r"must be in \[1, 1024\]"),
+        ("RAGMON_JUDGE_RPM", "-1", r"must be in \[0, inf\]"),
+        ("RAGMON_JUDGE_TPM", "lots", "must be an integer"),
+        ("RAGMON_JUDGE_TIMEOUT", "0", r"must be in \[0\.1, 600\]"),
+        ("RAGMON_JUDGE_MAX_RETRIES", "2.5", "must be an integer"),
+        ("RAGMON_PRICES", "gpt: 1", "must be JSON like"),
+        ("RAGMON_PRICES", '{"m": [1]}', "must be JSON like"),
+        ("RAGMON_PRICES", '["m", 1, 2]', "must be JSON like"),
+        ("RAGMON_PRICES", '{"m": [-1, 2]}', "prices of 'm' must be finite numbers >= 0"),
+        ("RAGMON_SAMPLE_RATE", "1.5", r"must be in \[0\.0, 1\.0\]"),
+        ("RAGMON_SAMPLE_RATE", "nan", "must be a finite number"),
+        ("RAGMON_SAMPLE_RATE", "half", "must be a number"),
+        ("RAGMON_DAILY_BUDGET_USD", "-5", r"must be in \[0\.0, inf\]"),
+        ("RAGMON_DAILY_BUDGET_USD", "inf", "must be a finite number"),
+        ("RAGMON_RELEVANT_GRADE", "0", r"must be in \[1, 3\]"),
+        ("RAGMON_RELEVANT_GRADE", "4", r"must be in \[1, 3\]"),
+        ("RAGMON_RELEVANT_GRADE", "2.0", "must be an integer"),
+        ("RAGMON_T_ALPHA", "-0.1", r"must be in \[0\.0, 1\.0\]"),
+        ("RAGMON_T_ALPHA", "NaN", "must be a finite number"),
+        ("RAGMON_F_ALPHA", "1.01", r"must be in \[0\.0, 1\.0\]"),
+        ("RAGMON_NDCG_GAIN", "log", "must be one of exponential, linear"),
+        ("RAGMON_HARM_GRADES", "4", "grades 0-3"),
+        ("RAGMON_HARM_GRADES", "one", "grades 0-3"),
+        ("RAGMON_HARM_GRADES", ",", "grades 0-3"),
+        ("RAGMON_MAX_SERIES", "0", r"must be in \[1, 100000\]"),
+        ("RAGMON_RESULT_TTL_DAYS", "0", r"must be in \[0\.01, 3650\]"),
+        ("RAGMON_CACHE_TTL_DAYS", "-1", r"must be in \[0\.0, 3650\]"),
+        ("RAGMON_STORE_TEXT", "maybe", "must be true or false"),
+        ("RAGMON_QUEUE_LIMIT", "0", r"must be in \[1, inf\]"),
+        ("RAGMON_MAX_BODY_BYTES", "100", r"must be in \[1024, inf\]"),
+        ("RAGMON_JOB_BATCH_SIZE", "1001", r"must be in \[1, 1000\]"),
+        ("RAGMON_REPORT_WEBHOOK", "hooks.example/x", "must be a URL starting with http://"),
+        ("RAGMON_REPORT_KEEP", "0", r"must be in \[1, 1000\]"),
+    ],
+)
+def test_bad_value_raises_settings_error_naming_the_variable(
+    variable: str, raw: str, reason: str
+) -> None:
+    with pytest.raises(SettingsError, match=reason) as info:
+        load({variable: raw})
+    assert str(info.value).startswith(variable)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [
+        ("RAGMON_API_KEYS", "s3cret-but"),
+        ("RAGMON_METRICS_API_KEYS", "leaky:app"),
+        ("REDIS_URL", "rediz://:hunter2@db:6379"),
+        ("RAGMON_REPORT_WEBHOOK", "hooks.slack.com/services/T000/B000/XXXX"),
+    ],
+)
+def test_secret_values_are_not_echoed(variable: str, raw: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load({variable: raw})
+    assert str(info.value).startswith(f"{variable}:")
+    assert raw not in str(info.value)
+
+
+def test_non_secret_bad_value_is_echoed() -> None:
+    with pytest.raises(SettingsError, match=r"^RAGMON_SAMPLE_RATE='2': must be in"):
+        load({"RAGMON_SAMPLE_RATE": "2"})
+
+
+def test_empty_value_means_default() -> None:
+    s = load({"RAGMON_SAMPLE_RATE": "", "RAGMON_JUDGE": "  ", "RAGMON_HARM_GRADES": ""})
+    assert (s.sample_rate, s.judge, s.harm_grades) == (1.0, "openai", frozenset({1}))
+
+
+def test_unrelated_variables_are_ignored() -> None:
+    assert load({"PATH": "/bin", "HOME": "/root"}) == Settings()
+
+
+# --- .env files ---------------------------------------------------------------------------
+
+
+def test_dotenv_file_sets_values(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(
+        "# ragmon configuration\n"
+        "\n"
+        "REDIS_URL=redis://127.0.0.1:6390/1\n"
+        "export RAGMON_JUDGE=lexical\n"
+        'RAGMON_JUDGE_MODEL="gpt-4.1-mini"\n'
+        "RAGMON_REPORT_DIR='/srv/reports # not a comment'\n"
+        "RAGMON_SAMPLE_RATE = 0.5   # half of the traffic\n"
+        "RAGMON_HARM_GRADES=0,1\n"
+        "not a line\n"
+    )
+    s = load({}, dotenv)
+    assert s.redis_url == "redis://127.0.0.1:6390/1"
+    assert s.judge == "lexical"
+    assert s.judge_model == "gpt-4.1-mini"
+    assert s.report_dir == "/srv/reports # not a comment"
+    assert s.sample_rate == 0.5
+    assert s.harm_grades == frozenset({0, 1})
+
+
+def test_environment_overrides_dotenv(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("RAGMON_MAX_SERIES=10\nRAGMON_T_ALPHA=0.9\n")
+    s = load({"RAGMON_MAX_SERIES": "20"}, dotenv)
+    assert s.max_series == 20  # from the environment
+    assert s.t_alpha == 0.9  # from the file
+
+
+def test_bad_value_in_dotenv_names_the_variable(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("RAGMON_NDCG_GAIN=cubic\n")
+    with pytest.raises(SettingsError, match=r"^RAGMON_NDCG_GAIN='cubic': must be one of"):
+        load({}, dotenv)
+
+
+def test_missing_dotenv_is_fine(tmp_path: Path) -> None:
+    assert load({}, tmp_path / "absent.env") == Settings()
+    assert read_dotenv(tmp_path / "absent.env") == {}
+
+
+def test_dotenv_none_reads_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".env").write_text("RAGMON_MAX_SERIES=10\n")
+    monkeypatch.chdir(tmp_path)
+    assert load({}, None).max_series == 500
+    assert Settings.from_env({}).max_series == 10  # default dotenv=".env" in the cwd
+
+
+def test_read_dotenv_quotes_and_comments(tmp_path: Path) -> None:
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(
+        "A=plain\n"
+        "B='single quoted'  # trailing comment\n"
+        'C="a=b#c"\n'
+        "D=x#y\n"
+        "E=\n"
+        "  export F = spaced  \n"
+    )
+    assert read_dotenv(dotenv) == {
+        "A": "plain",
+        "B": "single quoted",
+        "C": "a=b#c",
+        "D": "x#y",
+        "E": "",
+        "F": "spaced",
+    }
