@@ -74,7 +74,8 @@ def embedded_redis() -> Iterator[str]:
     try:
         yield f"unix://{server.socket_file}"
     finally:
-        server.shutdown(save=False, now=True, force=True)
+        with contextlib.suppress(Exception):
+            server.shutdown(nosave=True)
 
 
 def spawn_worker(env: dict[str, str], name: str, extra: Sequence[str] = ()) -> subprocess.Popen:

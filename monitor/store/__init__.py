@@ -73,9 +73,8 @@ class Store:
         """Open a connection pool to `settings.redis_url` (RQ needs bytes, not decoded strings)."""
         if not settings.redis_url:
             raise ValueError("REDIS_URL is not set")
-        client = redis.Redis.from_url(
-            settings.redis_url, health_check_interval=30, socket_keepalive=True
-        )
+        options = {} if settings.redis_url.startswith("unix:") else {"socket_keepalive": True}
+        client = redis.Redis.from_url(settings.redis_url, health_check_interval=30, **options)
         return cls(client, settings)
 
     @property
@@ -97,7 +96,7 @@ class Store:
         Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
         `items`) answers the stored status with created False.
         """
-        existing = self._statuses([it.event_id for it in items])
+        existing = self.statuses([it.event_id for it in items])
         out: list[tuple[str, bool] | None] = [None] * len(items)
         new: dict[str, int] = {}
         for i, (it, st) in enumerate(zip(items, existing, strict=True)):
@@ -142,7 +141,8 @@ class Store:
         ]
         self.queue.enqueue_many(datas, pipeline=pipe)
 
-    def _statuses(self, event_ids: Sequence[str]) -> list[str | None]:
+    def statuses(self, event_ids: Sequence[str]) -> list[str | None]:
+        """The stored status of each event (None when unknown or expired)."""
         with self.client.pipeline(transaction=False) as pipe:
             for eid in event_ids:
                 pipe.hget(self.keys.event(eid), "s")
@@ -265,13 +265,21 @@ class Store:
             out["labels"] = event["labels"]
         return out
 
+    def results(self, event_ids: Sequence[str]) -> list[dict | None]:
+        """`result` for many events in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for eid in event_ids:
+                pipe.hget(self.keys.event(eid), "r")
+            rows = pipe.execute()
+        return [json.loads(r) if r is not None else None for r in rows]
+
     def failed_ids(self, limit: int = 100_000) -> list[str]:
         return [x.decode() for x in self.client.zrange(self.keys.failed, 0, limit - 1)]
 
     def requeue(self, event_ids: Iterable[str]) -> int:
         """Put failed events back on the queue (status queued); returns how many."""
         wanted = list(event_ids)
-        statuses = self._statuses(wanted)
+        statuses = self.statuses(wanted)
         ids = [eid for eid, st in zip(wanted, statuses, strict=True) if st == "failed"]
         if not ids:
             return 0
