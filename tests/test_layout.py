@@ -1,0 +1,273 @@
+"""The dependency and import-time rules of STYLE.md, checked on the source.
+
+1. The pure modules (`monitor/measures`, `monitor/drift`) import nothing from the project and
+   no I/O library: every other part depends on them, never the reverse.
+2. Nothing is built at import time in `monitor/` and `workers/`: no module-level Settings,
+   app, Redis client, queue or metrics registry (tests could not configure them otherwise).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("monitor", "workers")
+
+# Standard-library modules with no I/O that the pure modules may use.
+PURE_IMPORTS = frozenset(
+    {
+        "__future__",
+        "array",
+        "bisect",
+        "cmath",
+        "collections",
+        "collections.abc",
+        "dataclasses",
+        "decimal",
+        "enum",
+        "fractions",
+        "functools",
+        "heapq",
+        "itertools",
+        "math",
+        "numbers",
+        "operator",
+        "random",
+        "statistics",
+        "typing",
+    }
+)
+# Builtins that do I/O or load code: not in a pure module either.
+IMPURE_CALLS = frozenset({"open", "input", "print", "exec", "eval", "__import__", "breakpoint"})
+
+# Calls that build a long-lived object: never at module level.
+BUILDERS = frozenset(
+    {
+        "Settings",
+        "from_env",
+        "FastAPI",
+        "create_app",
+        "Redis",
+        "StrictRedis",
+        "from_url",
+        "Queue",
+        "Worker",
+        "make_worker",
+        "CollectorRegistry",
+        "build_context",
+    }
+)
+
+
+def python_files(*parts: str) -> list[Path]:
+    """The module `monitor/x.py`, or every file of the package `monitor/x/`."""
+    base = ROOT.joinpath(*parts)
+    if base.with_suffix(".py").is_file():
+        return [base.with_suffix(".py")]
+    if base.is_dir():
+        return sorted(base.rglob("*.py"))
+    return []
+
+
+def package_files() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def imported_modules(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, "." * node.level + (node.module or "")
+
+
+def call_name(node: ast.Call) -> str | None:
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return None
+
+
+def import_time_calls(tree: ast.Module) -> Iterator[ast.Call]:
+    """Calls evaluated when the module is imported (function bodies excluded).
+
+    Decorators, default arguments and class bodies run at import time, so they are included;
+    an `if __name__ == "__main__":` block does not run on import, so it is skipped.
+    """
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            stack.extend(node.decorator_list)
+            stack.extend(node.args.defaults)
+            stack.extend(d for d in node.args.kw_defaults if d is not None)
+            continue
+        if isinstance(node, ast.Lambda):
+            stack.extend(node.args.defaults)
+            continue
+        if isinstance(node, ast.If) and _is_main_guard(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Call):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
+def allowed_in_pure(module: str, package: str | None) -> bool:
+    """A pure stdlib module, or (in a pure package) a sibling module of the same package."""
+    if module in PURE_IMPORTS:
+        return True
+    if package is None:
+        return False
+    sibling = module.startswith(".") and not module.startswith("..")
+    return sibling or module == package or module.startswith(package + ".")
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+# --- 1. the pure modules ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["measures", "drift"])
+def test_pure_modules_import_only_pure_stdlib(name: str) -> None:
+    files = python_files("monitor", name)
+    if not files:
+        pytest.skip(f"monitor/{name} does not exist yet")
+    package = f"monitor.{name}" if files[0].parent.name == name else None
+    bad = [
+        f"{rel(path)}:{lineno}: import {module}"
+        for path in files
+        for lineno, module in imported_modules(parse(path))
+        if not allowed_in_pure(module, package)
+    ]
+    assert not bad, "pure modules may import only " + ", ".join(sorted(PURE_IMPORTS)) + str(bad)
+
+
+@pytest.mark.parametrize("name", ["measures", "drift"])
+def test_pure_modules_call_no_io_builtins(name: str) -> None:
+    files = python_files("monitor", name)
+    if not files:
+        pytest.skip(f"monitor/{name} does not exist yet")
+    bad = [
+        f"{rel(path)}:{node.lineno}: {call_name(node)}()"
+        for path in files
+        for node in ast.walk(parse(path))
+        if isinstance(node, ast.Call) and call_name(node) in IMPURE_CALLS
+    ]
+    assert not bad, bad
+
+
+def test_the_import_checker_sees_a_violation() -> None:
+    tree = ast.parse("import math\nfrom monitor import settings\ndef f():\n    import os\n")
+    found = [m for _, m in imported_modules(tree) if not allowed_in_pure(m, None)]
+    assert sorted(found) == ["monitor", "os"]
+    package = "monitor.measures"
+    assert allowed_in_pure(".core", package) and allowed_in_pure("monitor.measures.core", package)
+    assert not allowed_in_pure("..settings", package)
+    assert not allowed_in_pure(".core", None)
+
+
+# --- 2. nothing built at import time ------------------------------------------------------------
+
+
+def test_packages_are_found() -> None:
+    names = {rel(p) for p in package_files()}
+    assert {"monitor/measures.py", "monitor/settings.py", "workers/__init__.py"} <= names
+
+
+@pytest.mark.parametrize("path", package_files(), ids=rel)
+def test_nothing_is_built_at_import_time(path: Path) -> None:
+    bad = [
+        f"{rel(path)}:{node.lineno}: {call_name(node)}(...) runs at import time"
+        for node in import_time_calls(parse(path))
+        if call_name(node) in BUILDERS
+    ]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("settings = Settings.from_env()\n", ["from_env"]),
+        ("app = create_app(Settings())\n", ["create_app", "Settings"]),
+        ("class A:\n    r = redis.Redis()\n", ["Redis"]),
+        ("def f(q=Queue('x')):\n    pass\n", ["Queue"]),
+        ("def f():\n    return FastAPI()\n", []),
+        ("if __name__ == '__main__':\n    main(Settings.from_env())\n", []),
+        ("x = [Redis() for _ in range(2)]\n", ["Redis"]),
+    ],
+)
+def test_the_import_time_checker(source: str, expected: list[str]) -> None:
+    found = [call_name(c) for c in import_time_calls(ast.parse(source))]
+    assert sorted(n for n in found if n in BUILDERS) == sorted(expected)
+
+
+COUNT_CONSTRUCTIONS = r"""
+import importlib, json, sys
+counts = {}
+
+def track(cls, label):
+    original = cls.__init__
+    def init(self, *args, **kwargs):
+        counts[label] = counts.get(label, 0) + 1
+        original(self, *args, **kwargs)
+    cls.__init__ = init
+
+import fastapi, prometheus_client, redis, rq
+track(fastapi.FastAPI, "FastAPI")
+track(redis.Redis, "Redis")
+track(rq.Queue, "Queue")
+track(prometheus_client.CollectorRegistry, "CollectorRegistry")
+import monitor.settings
+track(monitor.settings.Settings, "Settings")
+baseline = dict(counts)  # the libraries themselves may build some at import
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps({k: v - baseline.get(k, 0) for k, v in counts.items()}))
+"""
+
+
+def test_importing_every_module_builds_nothing() -> None:
+    """Import every module of monitor/ and workers/ and count the objects constructed."""
+    modules = []
+    for path in package_files():
+        if path.name == "__main__.py":
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    result = subprocess.run(
+        [sys.executable, "-c", COUNT_CONSTRUCTIONS, *modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("RAGMON_", "REDIS_"))},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = {k: v for k, v in json.loads(result.stdout.strip().splitlines()[-1]).items() if v}
+    assert not built, f"objects built while importing {len(modules)} modules: {built}"
