@@ -33,6 +33,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 __all__ = ["LexicalJudge", "coverage", "lexical_grades", "tokenize"]
 
@@ -58,6 +59,7 @@ _TOKEN = re.compile(r"[^\W_]+")
 _DOUBLE_KEEP = frozenset("lsz")
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     """Light suffix stripping so that plural, -ing and -ed forms meet (not a full stemmer)."""
     if word.isdigit() or len(word) <= 3:
@@ -82,36 +84,37 @@ def _stem(word: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Content-word stems of `text`, in order (stopwords and one-letter tokens dropped)."""
     words = _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
-    return [_stem(w) for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    stop = STOPWORDS
+    return [_stem(w) for w in words if w not in stop and (len(w) > 1 or w.isdigit())]
 
 
-def _pairs(tokens: Sequence[str]) -> set[frozenset[str]]:
-    return {frozenset(p) for p in zip(tokens, tokens[1:], strict=False) if p[0] != p[1]}
+def _has_phrase(tokens: Sequence[str], pairs: set[frozenset[str]]) -> bool:
+    """Whether two tokens side by side in `tokens` form one of `pairs` (either order)."""
+    return any(frozenset(p) in pairs for p in zip(tokens, tokens[1:], strict=False))
 
 
 def coverage(query: str, texts: Sequence[str]) -> list[tuple[float, bool]]:
     """Per passage: the IDF-weighted share of query terms it holds, and whether a phrase matches."""
     q_tokens = tokenize(query)
     q_terms = list(dict.fromkeys(q_tokens))
+    q_set = frozenset(q_terms)
     docs = [tokenize(t) for t in texts]
     if not q_terms or not docs:
         return [(0.0, False) for _ in docs]
     n = len(docs) + SMOOTHING_DOCS
-    df = Counter(t for d in docs for t in set(d) if t in q_terms)
+    df = Counter(t for d in docs for t in q_set.intersection(d))
     idf = {t: math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in q_terms}
     total = sum(idf.values())
     avg_len = max(1.0, sum(len(d) for d in docs) / len(docs))
-    q_pairs = _pairs(q_tokens)
+    q_pairs = {frozenset(p) for p in zip(q_tokens, q_tokens[1:], strict=False) if p[0] != p[1]}
     out: list[tuple[float, bool]] = []
     for d in docs:
-        tf = Counter(d)
+        tf = Counter(t for t in d if t in q_set)
         norm = 1.0 - B + B * len(d) / avg_len
         score = 0.0
-        for t in q_terms:
-            f = tf[t]
-            if f:
-                score += idf[t] * min(1.0, f * (K1 + 1.0) / (f + K1 * norm))
-        phrase = len(q_terms) == 1 or bool(q_pairs & _pairs(d))
+        for t, f in tf.items():
+            score += idf[t] * min(1.0, f * (K1 + 1.0) / (f + K1 * norm))
+        phrase = len(q_terms) == 1 or (len(tf) > 1 and _has_phrase(d, q_pairs))
         out.append((score / total, phrase))
     return out
 
