@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from monitor.settings import Settings
+from tests.support.api_server import ApiServer
 from tests.support.redis_server import RedisServer
+from tests.support.stack import Stack
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-dl"
 
@@ -47,3 +49,34 @@ def trec_dl() -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAGMON_TEST", "1")
+
+
+@pytest.fixture
+def stack(redis_url: str) -> Iterator[Stack]:
+    """The API and two workers as real processes on the test Redis (lexical judge)."""
+    s = Stack(redis_url, workers=2).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def make_api(redis_url: str) -> Iterator[Callable[..., ApiServer]]:
+    """Start the real API in-process with extra settings: `make_api(RAGMON_SAMPLE_RATE="0.5")`."""
+    servers: list[ApiServer] = []
+
+    def make(**env: str) -> ApiServer:
+        s = Settings.from_env(
+            {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", **env}, dotenv=None
+        )
+        server = ApiServer(s).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def api(make_api: Callable[..., ApiServer]) -> ApiServer:
+    return make_api()

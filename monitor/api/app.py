@@ -147,7 +147,11 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                         "forbidden",
                         f"{where}: this API key may only write app={principal.app}",
                     )
-        if await writer.queue_depth() >= settings.queue_limit:
+        try:
+            depth = await writer.queue_depth()
+        except Exception as exc:
+            raise store_unavailable(exc) from exc
+        if depth >= settings.queue_limit:
             raise Refused(
                 503,
                 "backpressure",
@@ -168,15 +172,20 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             )
         return events, items
 
+    def store_unavailable(exc: Exception) -> Refused:
+        log.warning("event store unavailable: %s", exc)
+        return Refused(
+            503,
+            "store_unavailable",
+            "event store unavailable; retry later",
+            {"Retry-After": str(RETRY_AFTER_S)},
+        )
+
     async def store_items(items: list[IngestItem]) -> list[tuple[str, bool]]:
         try:
             return await writer.submit(items)
         except Exception as exc:
-            log.warning("could not store events: %s", exc)
-            raise Refused(
-                503, "store_unavailable", "event store unavailable; retry later",
-                {"Retry-After": str(RETRY_AFTER_S)},
-            ) from exc  # fmt: skip
+            raise store_unavailable(exc) from exc
 
     responses = {
         413: {"model": ErrorResponse, "description": "Body over RAGMON_MAX_BODY_BYTES."},

@@ -1,0 +1,48 @@
+"""The real API in a uvicorn server thread on a free port (in-process, real HTTP)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import uvicorn
+
+from monitor.api import create_app
+from monitor.settings import Settings
+from tests.support.redis_server import free_port
+
+
+class ApiServer:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.app = create_app(settings)
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def store(self):  # noqa: ANN201 - the app's monitor.store.Store
+        return self.app.state.store
+
+    def start(self) -> ApiServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("API did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.client.close()
+        self.store.client.close()
