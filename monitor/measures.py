@@ -1,7 +1,16 @@
 """Per-event retrieval-quality measures: pure functions, no I/O, no project imports.
 
 Grades use the TREC DL / UMBRELA 0-3 scale. A passage is relevant when its grade is at
-least `MeasureParams.relevant_grade`.
+least `MeasureParams.relevant_grade`. Definitions and sources (DESIGN.md, "The measures"):
+
+- T = (1 - a) n_p - a n_n / K: Schwartz et al., eq. 3 (only n_n is divided by K).
+- nDCG@K, gain 2^g - 1 or g: Järvelin & Kekäläinen (2002); the ideal ranking is the judged
+  pool of the M passages sent (trec_eval's `ndcg_cut` when its qrels are that pool).
+- F_e = n_p / (a K + (1 - a) N̂_p), N̂_p = relevant among the top 2K: Schwartz et al.'s F
+  with N_p estimated; F and R@K use a known N_p (`relevant_total`).
+- Harm@K: share of the top K whose grade is a harm grade: Dallaire (Harm@K); distractors
+  (grade 1) per Trappolini et al.
+- P@K, Hit@K, RR@K: the usual set and rank measures, cut at K.
 
 Unjudged passages (grade `None`, e.g. the judge failed on one passage or the budget ran out)
 follow trec_eval's convention: they count as non-relevant (in n_n, gain 0) and never as
@@ -205,10 +214,10 @@ def compute(
         "judged_at_k": judged / k,
     }
     if len(grades) >= 2 * k:
-        head = grades[: 2 * k]
-        np_hat = 0
+        below = grades[k : 2 * k]  # ranks K+1..2K; the top K's share is n_p
+        np_hat = n_p
         for g in range(rel, 4):
-            np_hat += head.count(g)
+            np_hat += below.count(g)
         denom = a_f * k + (1.0 - a_f) * np_hat
         out["f_e"] = n_p / denom if denom > 0 else 0.0
         if np_hat:
