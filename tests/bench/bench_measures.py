@@ -90,8 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="a quick run (about a second)")
     parser.add_argument("--seconds", type=float, help="time per measurement")
     args = parser.parse_args(argv)
-    seconds = args.seconds or (0.03 if args.short else 0.5)
-    repeats = 1 if args.short else 5
+    seconds = args.seconds or (0.02 if args.short else 0.5)
+    repeats = 3 if args.short else 5
     n_events = 200 if args.short else 2000
 
     print(
