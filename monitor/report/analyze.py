@@ -1,0 +1,254 @@
+"""Turn gathered data into findings: ranked regressions with hints, the worst events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from monitor import drift
+from monitor.report.compare import (
+    MEASURES,
+    NAMES,
+    Group,
+    Row,
+    compare_all,
+    group_hist,
+    group_name,
+    groups_of,
+    segment_hists,
+    severity,
+)
+from monitor.report.gather import Dataset, WindowData
+from monitor.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
+from monitor.report.window import Window
+
+WORST_N = 10
+SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
+
+
+@dataclass
+class Regression:
+    """One group that got worse: its biggest change first, the others after."""
+
+    group: Group
+    headline: Row
+    others: list[Row]
+    severity: str
+    sure: str
+    look_first: list[str]
+
+
+@dataclass
+class Report:
+    current: Window
+    baseline: Window
+    generated_at: datetime
+    rows: list[Row]
+    regressions: list[Regression]
+    improvements: list[Row]
+    ops: list[OpsRow]
+    judge_base: JudgeOps
+    judge_cur: JudgeOps
+    worst_ndcg: list[dict]
+    worst_harm: list[dict]
+    trend: dict[str, dict[Group, list[float | None]]]
+    trend_labels: list[str]
+    store_text: bool
+    result_ttl_days: float
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, dict | None] = field(default_factory=dict)
+
+    @property
+    def tests(self) -> int:
+        return sum(1 for r in self.rows if r.diff is not None)
+
+    @property
+    def events_cur(self) -> int:
+        return sum(o.cur.events for o in self.ops)
+
+    @property
+    def events_base(self) -> int:
+        return sum(o.base.events for o in self.ops)
+
+    @property
+    def title(self) -> str:
+        return f"ragmon drift report {self.current.label}"
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _segment_hint(row: Row, cur: WindowData, base: WindowData) -> str | None:
+    """Name the segment (query class) that carries most of the change, or say it is spread."""
+    hc = segment_hists(cur.hists, row.measure, row.group)
+    hb = segment_hists(base.hists, row.measure, row.group)
+    both = sorted(set(hc) & set(hb))
+    if len(both) < 2:
+        return None
+    total = sum(h.count for h in hc.values())
+    contrib = {}
+    for s in both:
+        change = hc[s].sum / hc[s].count - hb[s].sum / hb[s].count
+        contrib[s] = (change * hc[s].count / total, change)
+    bad = {s: c for s, c in contrib.items() if (c[0] > 0) == (row.diff.estimate > 0)}
+    whole = sum(c[0] for c in bad.values())
+    if not bad or whole == 0:
+        return None
+    top = max(bad, key=lambda s: abs(bad[s][0]))
+    name = NAMES[row.measure]
+    if abs(bad[top][0]) >= SEGMENT_SHARE * abs(whole):
+        mb = hb[top].sum / hb[top].count
+        return (
+            f"segment `{top}` carries most of it: {name} {mb:.3f} → {mb + bad[top][1]:.3f} "
+            f"({hc[top].count} events): look at what changed for these queries"
+        )
+    return (
+        f"the change is spread over {len(bad)} of {len(both)} segments, not one query class: "
+        "suspect the retriever or the index itself"
+    )
+
+
+def _hints(
+    reg_rows: list[Row],
+    ops: OpsRow | None,
+    cur: WindowData,
+    base: WindowData,
+    judge_shift: bool,
+    models_changed: bool,
+) -> list[str]:
+    """Where a person should look first, most specific first (at most four)."""
+    head = reg_rows[0]
+    by = {r.measure: r for r in reg_rows}
+    hints = []
+    if models_changed:
+        hints.append("the judge model changed between the windows: grades may not be comparable")
+    elif judge_shift:
+        hints.append(
+            "the judge's grade mix shifted for every retriever: check the judge (model, prompt, "
+            "cache) before the retrievers"
+        )
+    if ops is not None and ops.k_changed:
+        hints.append(
+            f"K changed from {ops.base.k_mean:.1f} to {ops.cur.k_mean:.1f} per event: the app's "
+            "prompt size changed, and P@K, Harm@K and T move with K even when the retriever did not"
+        )
+    seg = _segment_hint(head, cur, base)
+    if seg:
+        hints.append(seg)
+    if "hit" in by:
+        hints.append(
+            "relevant passages are no longer retrieved at all (Hit@K fell): check the index "
+            "(rebuild, missing documents, embedding model)"
+        )
+    elif head.measure in ("ndcg", "precision", "t", "f_e"):
+        hints.append(
+            "relevant passages are still found but rank lower (Hit@K held): check the ranking "
+            "(scoring, reranker, boosts, chunking)"
+        )
+    if "harm" in by:
+        hints.append(
+            "more on-topic distractors (grade 1) in the prompt: check chunking and the reranker"
+        )
+    if ops is not None and ops.volume_ratio and not 0.67 <= ops.volume_ratio <= 1.5:
+        hints.append(f"traffic volume ×{ops.volume_ratio:.2f}: a new kind of query may be arriving")
+    hints = hints[:4]
+    hints.append("the worst events of the week, below")
+    return hints
+
+
+def _worst(events: list[dict], measure: str, highest: bool) -> list[dict]:
+    scored = [e for e in events if e["m"].get(measure) is not None]
+    scored.sort(key=lambda e: (-e["m"][measure] if highest else e["m"][measure], e["ts"]))
+    return scored[:WORST_N]
+
+
+def _trend(data: Dataset, groups: list[Group]) -> dict[str, dict[Group, list[float | None]]]:
+    out: dict[str, dict[Group, list[float | None]]] = {}
+    for m in MEASURES:
+        out[m] = {}
+        for g in groups:
+            means: list[float | None] = []
+            for block in data.trend:
+                h = group_hist(block.hists, m, g)
+                means.append(h.sum / h.count if h is not None and h.count else None)
+            out[m][g] = means
+    return out
+
+
+def analyze(data: Dataset, now: datetime | None = None) -> Report:
+    """Compare the windows, rank the regressions and pick the events to drill into."""
+    cur, base = data.current, data.baseline
+    rows = compare_all(cur, base)
+    groups = groups_of(cur, base)
+    ops = [OpsRow(g, group_ops(base, g), group_ops(cur, g)) for g in groups]
+    ops_by = {o.group: o for o in ops}
+    jb, jc = judge_ops(base), judge_ops(cur)
+    grade_psis = [o.grade_psi for o in ops if o.grade_psi is not None]
+    judge_shift = len(grade_psis) >= 2 and min(grade_psis) >= drift.PSI_MODERATE
+    models_changed = bool(jb.cost_usd and jc.cost_usd and set(jb.cost_usd) != set(jc.cost_usd))
+    regressions = []
+    for g in groups:
+        bad = [r for r in rows if r.group == g and r.status == "regression"]
+        if not bad:
+            continue
+        bad.sort(key=lambda r: -abs(r.diff.effect))
+        head = bad[0]
+        regressions.append(
+            Regression(
+                g,
+                head,
+                bad[1:],
+                severity(head),
+                drift.how_sure(head.p_adj),
+                _hints(bad, ops_by.get(g), cur, base, judge_shift, models_changed),
+            )
+        )
+    rank = {"major": 0, "moderate": 1, "minor": 2}
+    regressions.sort(key=lambda r: (rank[r.severity], -abs(r.headline.diff.effect)))
+    improvements = sorted(
+        (r for r in rows if r.status == "improvement"), key=lambda r: -abs(r.diff.effect)
+    )
+    notes = []
+    if not cur.days_with_data:
+        notes.append(f"no data in the current window {cur.window.label}")
+    if not base.days_with_data:
+        notes.append(f"no data in the baseline window {base.window.label}: nothing to compare")
+    if any(r.source == "binned counts" for r in rows):
+        notes.append(
+            "some series had more events than the per-day records keep: their intervals come "
+            "from the binned counts (normal, spread from bin mid-points) and they have no KS test"
+        )
+    return Report(
+        current=cur.window,
+        baseline=base.window,
+        generated_at=now or datetime.now(UTC),
+        rows=rows,
+        regressions=regressions,
+        improvements=improvements,
+        ops=ops,
+        judge_base=jb,
+        judge_cur=jc,
+        worst_ndcg=_worst(cur.events, "ndcg", highest=False),
+        worst_harm=_worst(cur.events, "harm", highest=True),
+        trend=_trend(data, groups),
+        trend_labels=[b.window.label for b in data.trend],
+        store_text=data.store_text,
+        result_ttl_days=data.result_ttl_days,
+        notes=notes,
+    )
+
+
+def summary_line(report: Report) -> str:
+    """One line for a chat message or a log."""
+    n = len(report.regressions)
+    head = f"{report.title}: {report.events_cur} events vs {report.events_base} in the baseline; "
+    if not n:
+        return head + "no regression."
+    r = report.regressions[0]
+    d = r.headline.diff
+    return head + (
+        f"{n} regression{'s' if n > 1 else ''}; worst: {group_name(r.group)} "
+        f"{NAMES[r.headline.measure]} {r.headline.base.estimate:.3f} → "
+        f"{r.headline.cur.estimate:.3f} ({d.estimate:+.3f}, {r.sure}, {r.severity} shift)"
+    )

@@ -1,0 +1,122 @@
+"""Read what the workers keep in Redis for the report's days (through `monitor.store` only)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.report.window import Window
+from monitor.store import Histogram, Store
+
+TREND_WEEKS = 8
+HIST_BOUNDS = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
+
+Hists = dict[str, dict[tuple[str, ...], Histogram]]
+Progress = Callable[[str], None]
+
+
+def stderr_progress(message: str) -> None:
+    """Progress lines on stderr (stdout stays clean for scripts)."""
+    print(f"ragmon report: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class WindowData:
+    """Histograms and counters summed over a window's days, and its per-event records."""
+
+    window: Window
+    hists: Hists = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    events: list[dict] = field(default_factory=list)
+    days_with_data: int = 0
+
+
+@dataclass
+class Dataset:
+    """Everything the analysis needs; `trend` holds 7-day blocks, oldest first, last = current."""
+
+    current: WindowData
+    baseline: WindowData
+    trend: list[WindowData]
+    store_text: bool
+    result_ttl_days: float
+
+
+def merge_hists(parts: Iterable[Hists]) -> Hists:
+    """Sum histograms of the same name and labels (bucket by bucket)."""
+    acc: dict[str, dict[tuple[str, ...], list]] = {}
+    for hists in parts:
+        for name, series in hists.items():
+            for labels, h in series.items():
+                cur = acc.setdefault(name, {}).setdefault(labels, [[0] * len(h.buckets), 0.0, 0])
+                cur[0] = [a + b for a, b in zip(cur[0], h.buckets, strict=True)]
+                cur[1] += h.sum
+                cur[2] += h.count
+    return {
+        name: {lbl: Histogram(v[0], v[1], v[2]) for lbl, v in series.items()}
+        for name, series in acc.items()
+    }
+
+
+def merge_counters(parts: Iterable[dict[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for counters in parts:
+        for k, v in counters.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+class _DayCache:
+    """Each day is read once even when windows overlap (trend weeks, current, baseline)."""
+
+    def __init__(self, store: Store, progress: Progress) -> None:
+        self.store = store
+        self.progress = progress
+        self.hists: dict[str, Hists] = {}
+        self.counters: dict[str, dict[str, float]] = {}
+
+    def window(self, window: Window, with_events: bool) -> WindowData:
+        data = WindowData(window)
+        hists, counters = [], []
+        for day in window.days:
+            if day not in self.hists:
+                self.hists[day] = self.store.histograms(HIST_BOUNDS, day=day)
+                self.counters[day] = self.store.counters(day=day)
+            hists.append(self.hists[day])
+            counters.append(self.counters[day])
+            if self.hists[day]:
+                data.days_with_data += 1
+            if with_events:
+                data.events.extend(self.store.day_events(day))
+        data.hists = merge_hists(hists)
+        data.counters = merge_counters(counters)
+        return data
+
+
+def gather(
+    store: Store, current: Window, baseline: Window, progress: Progress = stderr_progress
+) -> Dataset:
+    """Read the current and baseline windows (with per-event records) and 8 weekly blocks."""
+    cache = _DayCache(store, progress)
+    progress(f"reading {current.label} ({len(current.days)} days)")
+    cur = cache.window(current, with_events=True)
+    progress(f"  {len(cur.events)} per-event records, {cur.days_with_data} days with data")
+    progress(f"reading baseline {baseline.label} ({len(baseline.days)} days)")
+    base = cache.window(baseline, with_events=True)
+    progress(f"  {len(base.events)} per-event records, {base.days_with_data} days with data")
+    trend = []
+    for back in range(TREND_WEEKS - 1, -1, -1):
+        block = Window(current.end, current.end).shifted(-back)
+        block = Window(block.end.fromordinal(block.end.toordinal() - 6), block.end)
+        trend.append(cache.window(block, with_events=False))
+    progress(f"read {len(cache.hists)} days of histograms for the {TREND_WEEKS}-week trend")
+    return Dataset(cur, base, trend, store.settings.store_text, store.settings.result_ttl_days)
+
+
+def load_event_details(store: Store, event_ids: list[str]) -> dict[str, dict | None]:
+    """Stored payloads (query, passages; text only when retained) of a few events by id."""
+    if not event_ids:
+        return {}
+    return dict(zip(event_ids, store.load_events(event_ids), strict=True))
