@@ -16,6 +16,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.samples import Sample
 
 from monitor import catalog
 from monitor.store import Histogram, Store
@@ -37,6 +38,14 @@ def _histogram_family(m: catalog.Metric, series: dict[tuple[str, ...], Histogram
             cumulative.append((_le(bound), running))
         cumulative.append(("+Inf", h.count))
         fam.add_metric(list(labels), cumulative, h.sum)
+        if m.buckets[0] < 0:
+            # prometheus_client drops _sum/_count when a bucket bound is negative (an OpenMetrics
+            # rule); T can be negative and its mean needs them, and the text format allows them.
+            names = dict(zip(m.labels, labels, strict=True))
+            fam.samples += [
+                Sample(f"{m.name}_count", names, h.count),
+                Sample(f"{m.name}_sum", names, h.sum),
+            ]
     return fam
 
 
