@@ -1,0 +1,199 @@
+"""Redis state of the LLM judge: the shared rate limiter, the daily spend and per-call accounting.
+
+Every worker on every host talks to the same Redis, so limits hold for the whole fleet:
+
+- Requests and tokens per minute: a sliding-window log per model (two sorted sets scored by
+  Redis' own clock, `TIME`, so hosts' clocks do not matter). A Lua script admits a call only when
+  the last window holds fewer than RPM calls and fewer than TPM tokens, and records it in the
+  same step; otherwise it answers how long to wait. The window is 60 s plus `MARGIN_S`: a call
+  admitted at t reaches the provider a little later, and the margin keeps any 60 s window as the
+  provider sees it within the limit.
+- Spend: USD per UTC day in one float (`INCRBYFLOAT`) that expires after `SPEND_TTL_S`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis
+
+from monitor.catalog import JUDGE_LATENCY_BUCKETS
+from monitor.store import DAY_TTL_S, bucket_index
+from monitor.store.keys import SEP, Keys
+
+WINDOW_S = 60.0
+MARGIN_S = 1.0
+SPEND_TTL_S = 8 * 86400  # the gauge only needs today; a week back helps debugging
+
+# KEYS: requests zset, tokens zset. ARGV: window_ms, rpm, tpm, tokens, member.
+# Requests zset members are call ids; tokens zset members are `id:tokens`. Returns
+# {0, now_ms} when admitted (recorded), {wait_ms, now_ms} when not.
+ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[1])
+local rpm = tonumber(ARGV[2])
+local tpm = tonumber(ARGV[3])
+local tokens = tonumber(ARGV[4])
+local cutoff = now - window
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cutoff)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', cutoff)
+local wait = 0
+if rpm > 0 then
+  local n = redis.call('ZCARD', KEYS[1])
+  if n >= rpm then
+    local e = redis.call('ZRANGE', KEYS[1], n - rpm, n - rpm, 'WITHSCORES')
+    wait = tonumber(e[2]) + window - now
+  end
+end
+if tpm > 0 then
+  local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  local used = 0
+  for i = 1, #entries, 2 do
+    used = used + tonumber(string.match(entries[i], ':(%d+)$'))
+  end
+  if used > 0 and used + tokens > tpm then
+    local left = used
+    for i = 1, #entries, 2 do
+      left = left - tonumber(string.match(entries[i], ':(%d+)$'))
+      if left + tokens <= tpm or left == 0 then
+        local w = tonumber(entries[i + 1]) + window - now
+        if w > wait then wait = w end
+        break
+      end
+    end
+  end
+end
+if wait > 0 then return {wait, now} end
+redis.call('ZADD', KEYS[1], now, ARGV[5])
+redis.call('ZADD', KEYS[2], now, ARGV[5] .. ':' .. tokens)
+redis.call('PEXPIRE', KEYS[1], window + 1000)
+redis.call('PEXPIRE', KEYS[2], window + 1000)
+return {0, now}
+"""
+
+# KEYS: tokens zset. ARGV: old member, new member. Keeps the admission time.
+SETTLE = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[1], score, ARGV[2])
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """An admitted call: settle it with the tokens it really used."""
+
+    model: str
+    call_id: str
+    tokens: int
+    admitted_ms: int
+
+
+class JudgeState:
+    """The judge's Redis state (limiter, spend, counters) for one deployment's key prefix."""
+
+    def __init__(self, client: redis.Redis, keys: Keys | None = None) -> None:
+        self.client = client
+        self.keys = keys or Keys()
+        self._acquire = client.register_script(ACQUIRE)
+        self._settle = client.register_script(SETTLE)
+
+    # ---- rate limits ------------------------------------------------------------------------
+
+    def try_acquire(
+        self,
+        model: str,
+        rpm: int,
+        tpm: int,
+        tokens: int,
+        window_s: float = WINDOW_S + MARGIN_S,
+    ) -> tuple[float, Ticket | None]:
+        """Admit one call of about `tokens` tokens now, or say how many seconds to wait.
+
+        Returns `(0.0, ticket)` when admitted, `(wait_s, None)` when not. A limit of 0 is
+        unlimited. A call bigger than the whole TPM is admitted alone in an empty window.
+        """
+        call_id = uuid.uuid4().hex
+        tokens = max(0, int(tokens))
+        wait_ms, now_ms = self._acquire(
+            keys=[self.keys.rate(model, "req"), self.keys.rate(model, "tok")],
+            args=[int(window_s * 1000), int(rpm), int(tpm), tokens, call_id],
+        )
+        if int(wait_ms) > 0:
+            return int(wait_ms) / 1000.0, None
+        return 0.0, Ticket(model, call_id, tokens, int(now_ms))
+
+    def settle(self, ticket: Ticket, tokens: int) -> None:
+        """Replace a ticket's estimated tokens by the tokens the call really used."""
+        tokens = max(0, int(tokens))
+        if tokens == ticket.tokens:
+            return
+        self._settle(
+            keys=[self.keys.rate(ticket.model, "tok")],
+            args=[f"{ticket.call_id}:{ticket.tokens}", f"{ticket.call_id}:{tokens}"],
+        )
+
+    def window_usage(self, model: str, window_s: float = WINDOW_S + MARGIN_S) -> tuple[int, int]:
+        """(requests, tokens) currently in the window (for tests and diagnostics)."""
+        now_s, now_us = self.client.time()
+        cutoff = (now_s * 1000 + now_us // 1000) - window_s * 1000
+        reqs = self.client.zcount(self.keys.rate(model, "req"), f"({cutoff}", "+inf")
+        toks = self.client.zrangebyscore(self.keys.rate(model, "tok"), f"({cutoff}", "+inf")
+        return int(reqs), sum(int(m.decode().rsplit(":", 1)[1]) for m in toks)
+
+    # ---- spend and accounting -----------------------------------------------------------------
+
+    def spent(self, day: str) -> float:
+        """USD spent on the judge on a UTC day (all workers)."""
+        raw = self.client.get(self.keys.spend(day))
+        return float(raw) if raw is not None else 0.0
+
+    def record_call(
+        self,
+        model: str,
+        outcome: str,
+        latency_s: float | None,
+        day: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float = 0.0,
+    ) -> None:
+        """Count one judge call: outcome, latency, tokens, cost and the day's spend, at once."""
+        counters, day_counters = self.keys.counters, self.keys.day_counters(day)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hincrby(counters, SEP.join(["judge_requests", model, outcome]), 1)
+            if latency_s is not None:
+                _observe(pipe, self.keys.hist, "judge_latency_seconds", [model], latency_s)
+            for kind, n in (("input", input_tokens), ("output", output_tokens)):
+                if n:
+                    field = SEP.join(["judge_tokens", model, kind])
+                    pipe.hincrby(counters, field, n)
+                    pipe.hincrby(day_counters, field, n)
+            if cost_usd > 0:
+                field = SEP.join(["judge_cost_usd", model])
+                pipe.hincrbyfloat(counters, field, cost_usd)
+                pipe.hincrbyfloat(day_counters, field, cost_usd)
+                pipe.incrbyfloat(self.keys.spend(day), cost_usd)
+                pipe.expire(self.keys.spend(day), SPEND_TTL_S)
+            if input_tokens or output_tokens or cost_usd > 0:
+                pipe.expire(day_counters, DAY_TTL_S)
+            pipe.execute()
+
+
+def _observe(
+    pipe: redis.client.Pipeline,
+    key: str,
+    name: str,
+    labels: Sequence[str],
+    value: float,
+    bounds: Sequence[float] = JUDGE_LATENCY_BUCKETS,
+) -> None:
+    field = SEP.join([name, *labels])
+    pipe.hincrby(key, f"{field}{SEP}b{bucket_index(bounds, value)}", 1)
+    pipe.hincrbyfloat(key, f"{field}{SEP}sum", value)
+    pipe.hincrby(key, f"{field}{SEP}count", 1)

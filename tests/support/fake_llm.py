@@ -1,0 +1,300 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI's chat-completions protocol.
+
+Tests script its answers (`FakeLLM.script(Reply...)`); when the script is empty it grades by a
+deterministic rule: the offline lexical judge's grade of each delimited passage. It records
+every request (arrival time, headers, JSON body) for assertions.
+
+As a process, for benchmarks and manual runs::
+
+    python -m tests.support.fake_llm --port 8900 --latency 0.3
+
+prints `ready http://127.0.0.1:8900/v1` and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from workers.judges.lexical import lexical_grades
+
+# How the judge's prompt delimits untrusted text (workers/judges/prompt.py):
+# <<<QUERY nonce>>> ... <<<END nonce>>> and <<<PASSAGE nonce id=p1>>> ... <<<END nonce>>>.
+_QUERY = re.compile(r"<<<QUERY ([0-9a-f]+)>>>\n(.*?)\n<<<END \1>>>", re.S)
+_PASSAGE = re.compile(r"<<<PASSAGE ([0-9a-f]+) id=(\w+)>>>\n(.*?)\n<<<END \1>>>", re.S)
+
+
+@dataclass
+class Reply:
+    """One scripted answer. `kind`: content, status, drop, refusal, empty."""
+
+    kind: str = "content"
+    content: str | None = None
+    status: int = 200
+    retry_after: float | None = None
+    delay: float = 0.0
+    error_body: dict | None = None
+    finish_reason: str = "stop"
+
+    @classmethod
+    def text(cls, content: str, delay: float = 0.0) -> Reply:
+        return cls("content", content=content, delay=delay)
+
+    @classmethod
+    def error(cls, status: int, retry_after: float | None = None, message: str = "") -> Reply:
+        body = {"error": {"message": message or f"fake error {status}", "type": "fake"}}
+        return cls("status", status=status, retry_after=retry_after, error_body=body)
+
+    @classmethod
+    def drop(cls) -> Reply:
+        """Close the connection after reading the request, without answering."""
+        return cls("drop")
+
+    @classmethod
+    def refusal(cls, text: str = "I'm sorry, I can't help with that.") -> Reply:
+        return cls("refusal", content=text)
+
+    @classmethod
+    def empty(cls) -> Reply:
+        return cls("empty", content="")
+
+    @classmethod
+    def slow(cls, delay: float) -> Reply:
+        """The default rule's answer, after `delay` seconds."""
+        return cls("default", delay=delay)
+
+
+@dataclass
+class Recorded:
+    """One request as the server saw it."""
+
+    at: float  # time.time() on arrival
+    path: str
+    headers: dict[str, str]
+    body: dict
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(str(m.get("content") or "") for m in self.body.get("messages", []))
+
+
+@dataclass
+class FakeLLM:
+    """The server; `latency` delays every answer; `json_schema=False` rejects response_format."""
+
+    latency: float = 0.0
+    json_schema: bool = True
+    port: int = 0
+    fence: bool = False  # wrap default answers without a schema in ```json fences
+    requests: list[Recorded] = field(default_factory=list)
+    _script: deque = field(default_factory=deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The `OPENAI_BASE_URL` to use."""
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeLLM:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = _Server(("127.0.0.1", self.port), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, *replies: Reply) -> None:
+        """Queue answers for the next requests, in order; then the default rule answers."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def chat_requests(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self._script.clear()
+
+    def _next(self, rec: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(rec)
+            return self._script.popleft() if self._script else Reply("default")
+
+
+def default_content(body: dict) -> str:
+    """The deterministic rule: the lexical judge's grades of the delimited passages."""
+    prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+    q = _QUERY.search(prompt)
+    query = q.group(2) if q else ""
+    found = _PASSAGE.findall(prompt)
+    grades = lexical_grades(query, [text for _, _, text in found]) if found else []
+    schema = _schema(body)
+    props = (schema or {}).get("properties", {})
+    if "grade" in props or (schema is None and len(found) <= 1):
+        return json.dumps({"grade": grades[0] if grades else 0})
+    return json.dumps({pid: g for (_, pid, _), g in zip(found, grades, strict=True)})
+
+
+def _schema(body: dict) -> dict | None:
+    rf = body.get("response_format") or {}
+    if rf.get("type") == "json_schema":
+        return (rf.get("json_schema") or {}).get("schema") or {}
+    return None
+
+
+def _tokens(text: str) -> int:
+    """A stand-in tokenizer: about four characters per token, like English with GPT tokenizers."""
+    return max(1, (len(text) + 3) // 4)
+
+
+def completion(body: dict, content: str | None, refusal: str | None, finish: str) -> dict:
+    """A chat.completion object with usage (and logprobs when asked)."""
+    prompt = "".join(str(m.get("content") or "") for m in body.get("messages", []))
+    out_tokens = _tokens(content or refusal or "")
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": finish,
+        "message": {"role": "assistant", "content": content, "refusal": refusal},
+        "logprobs": None,
+    }
+    if body.get("logprobs") and content:
+        top_n = int(body.get("top_logprobs") or 0)
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": ch,
+                    "logprob": -0.01,
+                    "bytes": list(ch.encode()),
+                    "top_logprobs": [{"token": ch, "logprob": -0.01, "bytes": list(ch.encode())}][
+                        :top_n
+                    ],
+                }
+                for ch in content
+            ],
+            "refusal": None,
+        }
+    return {
+        "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "fake"),
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": _tokens(prompt),
+            "completion_tokens": out_tokens,
+            "total_tokens": _tokens(prompt) + out_tokens,
+        },
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # many judges connect at once
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeLLM
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        size = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(size) if size else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        rec = Recorded(
+            time.time(), self.path, {k.lower(): v for k, v in self.headers.items()}, body
+        )
+        reply = self.fake._next(rec)
+        delay = reply.delay + self.fake.latency
+        if delay:
+            time.sleep(delay)
+        if not self.path.endswith("/chat/completions"):
+            return self._json(404, {"error": {"message": "not found", "type": "fake"}})
+        if reply.kind == "drop":
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if reply.kind == "status":
+            headers = {}
+            if reply.retry_after is not None:
+                headers["Retry-After"] = f"{reply.retry_after:g}"
+            return self._json(reply.status, reply.error_body or {}, headers)
+        if body.get("response_format") and not self.fake.json_schema:
+            msg = "response_format json_schema is not supported by this server"
+            err = {"message": msg, "type": "invalid_request_error", "param": "response_format"}
+            return self._json(400, {"error": err})
+        if reply.kind == "refusal":
+            return self._json(200, completion(body, None, reply.content, "stop"))
+        if reply.kind in ("content", "empty"):
+            return self._json(200, completion(body, reply.content, None, reply.finish_reason))
+        content = default_content(body)
+        if self.fake.fence and not body.get("response_format"):
+            content = f"```json\n{content}\n```"
+        self._json(200, completion(body, content, None, "stop"))
+
+    def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True  # the client gave up (its timeout)
+
+
+def serve(argv: list[str] | None = None, ready: Callable[[str], None] = print) -> None:
+    """`python -m tests.support.fake_llm`: serve the default rule until killed."""
+    p = argparse.ArgumentParser(prog="python -m tests.support.fake_llm")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    p.add_argument("--no-json-schema", action="store_true", help="answer 400 to response_format")
+    args = p.parse_args(argv)
+    fake = FakeLLM(latency=args.latency, json_schema=not args.no_json_schema, port=args.port)
+    fake.start()
+    ready(f"ready {fake.url}")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve(sys.argv[1:], ready=lambda line: print(line, flush=True))

@@ -1,0 +1,338 @@
+"""The LLM judge: any OpenAI-compatible chat-completions endpoint (OpenAI, Azure, vLLM, Ollama).
+
+One job builds one `OpenAIJudge` and closes it (`aclose`) when done: RQ forks a work horse per
+job and `asyncio.run` gives each job its own event loop, so the HTTP client is created lazily
+inside that loop and never shared across processes.
+
+Per call: wait for the fleet-wide RPM/TPM limiter, send with a per-call timeout, retry passing
+failures (429, 5xx, timeout, connection) with exponential backoff and jitter that honours
+`Retry-After`, count the call (`judge_requests{model,outcome}`), its tokens, cost and latency.
+The openai client's own retries are off (`max_retries=0`) so that every attempt is counted
+and limited. A malformed or empty answer gets one repair attempt; a refusal never does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import openai
+
+from monitor.store.judging import JudgeState
+from workers.judges import prompt
+from workers.judges.base import JudgeError
+from workers.limits import Budget, RateLimiter, utc_today
+
+if TYPE_CHECKING:
+    from monitor.settings import Settings
+    from monitor.store import Store
+
+log = logging.getLogger("ragmon.judge")
+T = TypeVar("T")
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+MAX_INLINE_WAIT_S = 60.0  # a longer Retry-After gives the job back to RQ (retried later)
+LISTWISE_MAX = 20  # passages per listwise call; more are split into several calls
+EST_OUTPUT_TOKENS = 8  # per grade, for the TPM reservation before usage is known
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")  # reject temperature != 1
+_warned_unpriced: set[str] = set()
+
+
+class _Transient(Exception):
+    """A passing failure of one attempt; `retry_after` is the server's hint in seconds."""
+
+    def __init__(self, outcome: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.retry_after = retry_after
+
+
+def price_of(prices: dict[str, tuple[float, float]], model: str) -> tuple[float, float] | None:
+    """USD per million (input, output) tokens: exact name, else the longest listed prefix
+    (`gpt-4o-mini-2024-07-18` costs what `gpt-4o-mini` costs), else None."""
+    if model in prices:
+        return prices[model]
+    best = max((m for m in prices if model.startswith(m)), key=len, default=None)
+    return prices[best] if best else None
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date), if present."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_s(attempt: int, retry_after: float | None) -> float:
+    """Wait before retry `attempt` (0-based): the server's hint, else capped exponential with
+    full jitter; a hint gets 0-10% jitter so waiting workers do not return all at once."""
+    if retry_after is not None:
+        return retry_after * (1.0 + random.uniform(0.0, 0.1))
+    return random.uniform(0.5, 1.0) * min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+
+
+class OpenAIJudge:
+    """Grades passages 0-3 with a chat model (pointwise, or listwise with RAGMON_JUDGE_MODE)."""
+
+    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+        self.settings = settings
+        self.model = settings.judge_model
+        self.mode = settings.judge_mode
+        self.prompt_version = f"{prompt.PROMPT_VERSION}-{self.mode}"
+        self._state = JudgeState(store.client, store.keys) if store is not None else None
+        self._limiter = (
+            RateLimiter(self._state, self.model, settings.judge_rpm, settings.judge_tpm)
+            if self._state is not None
+            else None
+        )
+        self._budget = (
+            Budget(self._state, settings.daily_budget_usd) if self._state is not None else None
+        )
+        self._client: openai.AsyncOpenAI | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self.structured = True  # False once the server rejected response_format
+        self.temperature: float | None = None if self.model.startswith(_REASONING_PREFIXES) else 0.0
+        #: Totals of this judge's calls (calibrate's summary, the token-saving measurement).
+        self.usage_in = self.usage_out = self.calls = 0
+        self._price = price_of(settings.prices, self.model)
+        if self._price is None and self.model not in _warned_unpriced:
+            _warned_unpriced.add(self.model)
+            log.warning(
+                'no price for judge model %r: its cost counts as 0; set RAGMON_PRICES=\'{"%s": '
+                "[usd_per_million_input, usd_per_million_output]}'",
+                self.model,
+                self.model,
+            )
+
+    # ---- the Judge protocol -------------------------------------------------------------------
+
+    async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
+        """One grade per `(passage_id, text)`; raises `JudgeError` (see module docstring)."""
+        if not passages:
+            return []
+        if self._budget is not None and self._budget.exhausted():
+            raise JudgeError(
+                "budget_exhausted",
+                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
+                "the event is stored, re-judge it later with `ragmon requeue-failed`",
+            )
+        texts = [text for _, text in passages]
+        if self.mode == "listwise":
+            chunks = [texts[i : i + LISTWISE_MAX] for i in range(0, len(texts), LISTWISE_MAX)]
+            parts = await asyncio.gather(*(self._listwise(query, c) for c in chunks))
+            return [g for part in parts for g in part]
+        return list(await asyncio.gather(*(self._pointwise(query, t) for t in texts)))
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (called by the job when it is done)."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    # ---- one prompt, with the repair attempt ----------------------------------------------------
+
+    async def _pointwise(self, query: str, text: str) -> int:
+        return await self._ask(
+            prompt.pointwise_messages(query, text),
+            prompt.pointwise_format(),
+            prompt.parse_pointwise,
+            n=None,
+        )
+
+    async def _listwise(self, query: str, texts: Sequence[str]) -> list[int]:
+        n = len(texts)
+        return await self._ask(
+            prompt.listwise_messages(query, texts),
+            prompt.listwise_format(n),
+            lambda content: prompt.parse_listwise(content, n),
+            n=n,
+        )
+
+    async def _ask(
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict,
+        parse: Callable[[str], T],
+        n: int | None,
+    ) -> T:
+        """Ask, parse strictly; on a malformed or empty answer ask once more, then give up."""
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.settings.judge_concurrency)
+        async with self._semaphore:
+            outcome, error = "", ""
+            for attempt in range(2):
+                reply, usage, latency = await self._call(messages, response_format, n)
+                message = reply.message
+                refused = getattr(message, "refusal", None)
+                if refused or reply.finish_reason == "content_filter":
+                    self._record("refused", latency, usage)
+                    raise JudgeError(
+                        "refused", f"the judge model refused: {str(refused or '')[:200]}"
+                    )
+                content = message.content or ""
+                if not content.strip():
+                    outcome, error = "empty", "the answer is empty"
+                else:
+                    try:
+                        value = parse(content)
+                    except prompt.ParseError as exc:
+                        outcome, error = "malformed", str(exc)
+                    else:
+                        self._record("ok", latency, usage)
+                        return value
+                self._record(outcome, latency, usage)
+                if attempt == 0 and outcome == "malformed":
+                    messages = [
+                        *messages,
+                        {"role": "assistant", "content": content},
+                        prompt.repair_message(error, n),
+                    ]
+            raise JudgeError(outcome, f"{outcome} answer after one repair attempt: {error}")
+
+    # ---- one HTTP call, with retries ---------------------------------------------------------
+
+    def _client_for_loop(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(
+                api_key=self.settings.openai_api_key or "not-needed",
+                base_url=self.settings.openai_base_url,
+                timeout=self.settings.judge_timeout_s,
+                max_retries=0,
+            )
+        return self._client
+
+    async def _call(
+        self, messages: list[dict[str, str]], response_format: dict, n: int | None
+    ) -> tuple[Any, Any, float]:
+        """One completion (a choice, its usage, its latency), retrying passing failures.
+
+        Each attempt passes the limiter and is counted. Usage is returned, not recorded, so
+        the caller records the call once with its final outcome.
+        """
+        est = sum(len(m["content"]) for m in messages) // 4 + EST_OUTPUT_TOKENS * (n or 1)
+        attempt = 0
+        while True:
+            ticket = await self._limiter.acquire(est) if self._limiter is not None else None
+            kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+            if self.structured:
+                kwargs["response_format"] = response_format
+            if self.temperature is not None:
+                kwargs["temperature"] = self.temperature
+            started = time.perf_counter()
+            try:
+                resp = await self._client_for_loop().chat.completions.create(**kwargs)
+            except openai.APIStatusError as exc:
+                latency = time.perf_counter() - started
+                self._settle(ticket, est)
+                if exc.status_code in (400, 422) and self._drop_option(exc, kwargs):
+                    self._record("client_error", latency)
+                    continue  # same attempt again without the option the server rejected
+                failure = self._classify(exc)
+                self._record(failure.outcome, latency)
+                if failure.outcome == "client_error":
+                    raise JudgeError(
+                        "client_error", f"HTTP {exc.status_code}: {exc.message}"[:300]
+                    ) from None
+                attempt = await self._wait_or_raise(failure, attempt)
+                continue
+            except openai.APIConnectionError as exc:
+                latency = time.perf_counter() - started
+                self._settle(ticket, est)
+                outcome = (
+                    "timeout" if isinstance(exc, openai.APITimeoutError) else "connection_error"
+                )
+                self._record(outcome, latency)
+                attempt = await self._wait_or_raise(_Transient(outcome, str(exc)), attempt)
+                continue
+            latency = time.perf_counter() - started
+            usage = resp.usage
+            self._settle(ticket, usage.total_tokens if usage is not None else est)
+            if not resp.choices:
+                self._record("empty", latency, usage)
+                attempt = await self._wait_or_raise(_Transient("empty", "no choices"), attempt)
+                continue
+            return resp.choices[0], usage, latency
+
+    def _drop_option(self, exc: openai.APIStatusError, kwargs: dict) -> bool:
+        """On a 400/422: stop sending an option the server does not support, if that is the
+        cause. Remembered for this judge (one job)."""
+        text = str(exc.message).lower()
+        if "temperature" in text and "temperature" in kwargs:
+            self.temperature = None
+            return True
+        if "response_format" in kwargs:
+            log.warning("judge endpoint rejected response_format (%s): parsing plain JSON", text)
+            self.structured = False
+            return True
+        return False
+
+    @staticmethod
+    def _classify(exc: openai.APIStatusError) -> _Transient:
+        status = exc.status_code
+        hint = retry_after_s(exc.response.headers if exc.response is not None else None)
+        if status == 429:
+            return _Transient("rate_limited", f"HTTP 429: {exc.message}", hint)
+        if status == 408:
+            return _Transient("timeout", f"HTTP 408: {exc.message}", hint)
+        if status >= 500 or status == 409:
+            return _Transient("server_error", f"HTTP {status}: {exc.message}", hint)
+        return _Transient("client_error", f"HTTP {status}: {exc.message}")
+
+    async def _wait_or_raise(self, failure: _Transient, attempt: int) -> int:
+        """Sleep before the next attempt, or raise a retryable JudgeError after the last one
+        (RQ then retries the job later; `ragmon requeue-failed` after its last retry)."""
+        hint = failure.retry_after
+        if attempt >= self.settings.judge_max_retries or (
+            hint is not None and hint > MAX_INLINE_WAIT_S
+        ):
+            raise JudgeError(
+                failure.outcome,
+                f"{failure} (after {attempt + 1} attempts)",
+                retryable=True,
+            )
+        await asyncio.sleep(backoff_s(attempt, hint))
+        return attempt + 1
+
+    # ---- accounting ---------------------------------------------------------------------------
+
+    def _settle(self, ticket: Any, tokens: int) -> None:
+        if self._limiter is not None:
+            self._limiter.settle(ticket, tokens)
+
+    def _record(self, outcome: str, latency: float, usage: Any = None) -> None:
+        """Count one call: outcome, latency, tokens and their cost (also into today's spend)."""
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = 0.0
+        if self._price is not None:
+            cost = (tokens_in * self._price[0] + tokens_out * self._price[1]) / 1_000_000
+        self.usage_in += tokens_in
+        self.usage_out += tokens_out
+        self.calls += 1
+        if self._state is not None:
+            self._state.record_call(
+                self.model, outcome, latency, utc_today(), tokens_in, tokens_out, cost
+            )

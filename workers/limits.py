@@ -1,0 +1,76 @@
+"""Waiting for the fleet-wide judge limits: RPM/TPM admission and the daily budget.
+
+The state lives in Redis (`monitor.store.judging.JudgeState`); this module only decides how a
+call waits for its turn inside a job's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime
+
+from monitor.store.judging import MARGIN_S, WINDOW_S, JudgeState, Ticket
+
+MAX_WAIT_SLICE_S = 5.0  # re-ask Redis at least this often while waiting
+
+
+def utc_today() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+class RateLimiter:
+    """Admits judge calls for one model under requests-per-minute and tokens-per-minute limits.
+
+    All workers share the window through Redis, so with N workers the provider still sees at
+    most `rpm` calls (and about `tpm` tokens) in any minute. 0 disables a limit.
+    """
+
+    def __init__(
+        self,
+        state: JudgeState,
+        model: str,
+        rpm: int,
+        tpm: int,
+        window_s: float = WINDOW_S + MARGIN_S,
+    ) -> None:
+        self.state = state
+        self.model = model
+        self.rpm = rpm
+        self.tpm = tpm
+        self.window_s = window_s
+
+    @property
+    def enabled(self) -> bool:
+        return self.rpm > 0 or self.tpm > 0
+
+    async def acquire(self, tokens: int) -> Ticket | None:
+        """Wait until a call of about `tokens` tokens may start; None when no limit is set."""
+        if not self.enabled:
+            return None
+        while True:
+            wait, ticket = self.state.try_acquire(
+                self.model, self.rpm, self.tpm, tokens, self.window_s
+            )
+            if ticket is not None:
+                return ticket
+            # jitter spreads the waiters so they do not all retry in the same millisecond
+            await asyncio.sleep(min(wait, MAX_WAIT_SLICE_S) + random.uniform(0, 0.05))
+
+    def settle(self, ticket: Ticket | None, tokens: int) -> None:
+        """Record the tokens a call really used (the TPM window held an estimate)."""
+        if ticket is not None and self.tpm > 0:
+            self.state.settle(ticket, tokens)
+
+
+class Budget:
+    """The daily judge budget (`RAGMON_DAILY_BUDGET_USD`, 0 = none), shared by all workers."""
+
+    def __init__(self, state: JudgeState, daily_usd: float) -> None:
+        self.state = state
+        self.daily_usd = daily_usd
+
+    def exhausted(self, day: str | None = None) -> bool:
+        if self.daily_usd <= 0:
+            return False
+        return self.state.spent(day or utc_today()) >= self.daily_usd
