@@ -204,7 +204,9 @@ def _run(
     workers = [spawn_worker(env, f"demo-{os.getpid()}-{i}") for i in range(args.workers)]
     on_exit(_stop_all, workers)
     port = args.port
-    if not port_free(port):
+    if port == 0:
+        port = free_port()
+    elif not port_free(port):
         port = free_port()
         say(f"port {args.port} is busy: the API uses port {port}")
     store = Store.connect(settings)
