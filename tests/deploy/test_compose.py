@@ -225,3 +225,29 @@ def test_docker_compose_config_accepts_the_file():
             cwd=DEPLOY,
         )
         assert out.returncode == 0, out.stderr
+
+
+def test_promtool_accepts_the_config_as_mounted(services, tmp_path):
+    """`promtool check config` on prometheus.yml laid out as the compose volumes lay it out."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package `prometheus`)")
+    if not (DEPLOY / "prometheus" / "prometheus.yml").is_file():
+        pytest.skip("deploy/prometheus/prometheus.yml not written yet")
+    etc = tmp_path / "etc" / "prometheus"
+    for volume in services["prometheus"]["volumes"]:
+        source, target = volume.split(":")[:2]
+        if not source.startswith("."):
+            continue
+        dest = tmp_path / target.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        src = DEPLOY / source
+        if src.is_dir():
+            shutil.copytree(src, dest)
+        else:
+            shutil.copy2(src, dest)
+    out = subprocess.run(
+        [promtool, "check", "config", str(etc / "prometheus.yml")], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout and "rules found" in out.stdout
