@@ -97,6 +97,8 @@ class FakeLLM:
     port: int = 0
     fence: bool = False  # wrap default answers without a schema in ```json fences
     requests: list[Recorded] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0  # the most requests the server held at once
     _script: deque = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -139,11 +141,18 @@ class FakeLLM:
         with self._lock:
             self.requests.clear()
             self._script.clear()
+            self.max_in_flight = 0
 
     def _next(self, rec: Recorded) -> Reply:
         with self._lock:
             self.requests.append(rec)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             return self._script.popleft() if self._script else Reply("default")
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
 
 def default_content(body: dict) -> str:
@@ -235,6 +244,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.time(), self.path, {k.lower(): v for k, v in self.headers.items()}, body
         )
         reply = self.fake._next(rec)
+        try:
+            self._answer(body, reply)
+        finally:
+            self.fake._done()
+
+    def _answer(self, body: dict, reply: Reply) -> None:
         delay = reply.delay + self.fake.latency
         if delay:
             time.sleep(delay)
