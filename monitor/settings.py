@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -78,12 +79,32 @@ def _grades(raw: str) -> frozenset[int]:
     return grades
 
 
+_APP_LABEL = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
 def _api_keys(raw: str) -> tuple[str, ...]:
     keys = tuple(part.strip() for part in raw.split(",") if part.strip())
     for key in keys:
-        secret = key.split(":", 1)[0]
+        secret, sep, app = key.partition(":")
         if len(secret) < 16:
             raise ValueError("each key must be at least 16 characters (format: key or key:app)")
+        if sep and not _APP_LABEL.match(app):
+            # `key:` would otherwise silently mean "any app"
+            raise ValueError("the app after ':' must be a label value ^[A-Za-z0-9_.:-]{1,64}$")
+    return keys
+
+
+def read_keys_file(path: str | Path) -> tuple[str, ...]:
+    """API keys from a file (e.g. a mounted secret): one `key` or `key:app` per line, `#`
+    comments and blank lines ignored. A file without keys is an error, never "auth off"."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    keys = _api_keys(",".join(line for line in lines if line))
+    if not keys:
+        raise ValueError(f"{path} holds no keys")
     return keys
 
 
@@ -138,6 +159,9 @@ class Settings:
     metrics_api_keys: tuple[str, ...] = field(
         default=(),
         metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": _api_keys, "secret": True},
+    )
+    api_keys_file: str | None = field(
+        default=None, metadata={"env": "RAGMON_API_KEYS_FILE", "parse": _text}
     )
     judge: str = field(
         default="openai", metadata={"env": "RAGMON_JUDGE", "parse": _choice("openai", "lexical")}
@@ -247,6 +271,12 @@ class Settings:
             except ValueError as exc:
                 shown = name if f.metadata.get("secret") else f"{name}={raw!r}"
                 raise SettingsError(f"{shown}: {exc}") from None
+        if values.get("api_keys_file"):  # its keys join RAGMON_API_KEYS'
+            try:
+                extra = read_keys_file(values["api_keys_file"])
+            except ValueError as exc:
+                raise SettingsError(f"RAGMON_API_KEYS_FILE: {exc}") from None
+            values["api_keys"] = (*values.get("api_keys", ()), *extra)
         return cls(**values)
 
     def env_names(self) -> dict[str, str]:

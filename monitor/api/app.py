@@ -242,8 +242,15 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         tags=["events"],
     )
     async def get_event(event_id: str, request: Request) -> JSONResponse:
-        authorize(request)
+        principal = authorize(request)
         result = await asyncio.to_thread(store.result, event_id)
+        if (
+            result is not None
+            and principal is not None
+            and principal.app is not None
+            and result.get("labels", {}).get("app", principal.app) != principal.app
+        ):
+            result = None  # another app's event: answer as if unknown, do not confirm the id
         if result is None:
             return JSONResponse(
                 {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},

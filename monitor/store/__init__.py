@@ -257,6 +257,9 @@ class Store:
         if result is not None:
             out = json.loads(result)
             out["status"] = status
+            if "labels" not in out and payload is not None:  # a failed event's result
+                event = json.loads(payload)
+                out["k"], out["labels"] = event["k"], event["labels"]
             return out
         out = {"event_id": event_id, "status": status}
         if payload is not None:
