@@ -58,8 +58,8 @@ class RateLimiter:
             await asyncio.sleep(min(wait, MAX_WAIT_SLICE_S) + random.uniform(0, 0.05))
 
     def settle(self, ticket: Ticket | None, tokens: int) -> None:
-        """Record the tokens a call really used (the TPM window held an estimate)."""
-        if ticket is not None and self.tpm > 0:
+        """A call ended (in any way): record when, and the tokens it really used."""
+        if ticket is not None:
             self.state.settle(ticket, tokens)
 
 

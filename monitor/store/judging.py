@@ -5,9 +5,11 @@ Every worker on every host talks to the same Redis, so limits hold for the whole
 - Requests and tokens per minute: a sliding-window log per model (two sorted sets scored by
   Redis' own clock, `TIME`, so hosts' clocks do not matter). A Lua script admits a call only when
   the last window holds fewer than RPM calls and fewer than TPM tokens, and records it in the
-  same step; otherwise it answers how long to wait. The window is 60 s plus `MARGIN_S`: a call
-  admitted at t reaches the provider a little later, and the margin keeps any 60 s window as the
-  provider sees it within the limit.
+  same step; otherwise it answers how long to wait. When the call ends it is re-stamped with
+  its end time (and its real token count), which is no earlier than when the provider saw it.
+  The window is 60 s plus `MARGIN_S` for calls still in flight, which reach the provider a
+  little after their admission. So the provider sees at most RPM calls in any 60 s, as long
+  as no call stays in flight longer than the window (RAGMON_JUDGE_TIMEOUT < 60 s).
 - Spend: USD per UTC day in one float (`INCRBYFLOAT`) that expires after `SPEND_TTL_S`.
 """
 
@@ -74,12 +76,15 @@ redis.call('PEXPIRE', KEYS[2], window + 1000)
 return {0, now}
 """
 
-# KEYS: tokens zset. ARGV: old member, new member. Keeps the admission time.
+# KEYS: requests zset, tokens zset. ARGV: call id, old tokens member, new tokens member.
+# Moves the call to the window's present (its end) with the tokens it really used.
 SETTLE = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score then return 0 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[1], score, ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], 'XX', now, ARGV[1])
+if redis.call('ZREM', KEYS[2], ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[2], now, ARGV[3])
+end
 return 1
 """
 
@@ -129,13 +134,19 @@ class JudgeState:
         return 0.0, Ticket(model, call_id, tokens, int(now_ms))
 
     def settle(self, ticket: Ticket, tokens: int) -> None:
-        """Replace a ticket's estimated tokens by the tokens the call really used."""
-        tokens = max(0, int(tokens))
-        if tokens == ticket.tokens:
-            return
+        """A call ended: stamp it with the end time and the tokens it really used.
+
+        The window then holds each call at a time no earlier than when the provider saw it,
+        whatever the delay between admission and sending (a first call's imports and TLS
+        handshake can take longer than `MARGIN_S`).
+        """
         self._settle(
-            keys=[self.keys.rate(ticket.model, "tok")],
-            args=[f"{ticket.call_id}:{ticket.tokens}", f"{ticket.call_id}:{tokens}"],
+            keys=[self.keys.rate(ticket.model, "req"), self.keys.rate(ticket.model, "tok")],
+            args=[
+                ticket.call_id,
+                f"{ticket.call_id}:{ticket.tokens}",
+                f"{ticket.call_id}:{max(0, int(tokens))}",
+            ],
         )
 
     def window_usage(self, model: str, window_s: float = WINDOW_S + MARGIN_S) -> tuple[int, int]:
