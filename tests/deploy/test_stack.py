@@ -147,9 +147,9 @@ def test_compose_layout_runs_and_prometheus_sees_metrics(redis_url, tmp_path, pr
     expected_workers = {f"worker-{i + 1}" for i in range(replicas)}
     scheduler = services["scheduler"]
     if importlib.util.find_spec("workers.schedule") is not None:
-        argv = local_argv(scheduler["command"])
+        argv = [*local_argv(scheduler["command"]), "--name", "scheduler"]
         processes.start("scheduler", argv, compose_env(scheduler, redis_url, tmp_path))
-        expected_workers.add(argv[argv.index("--name") + 1])
+        expected_workers.add("scheduler")
     else:
         print("workers/schedule.py not written yet: the scheduler worker is not started")
 
