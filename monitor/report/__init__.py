@@ -1,0 +1,1 @@
+"""The weekly drift report: gather from the store, analyze, plot, render, schedule."""

@@ -1,0 +1,135 @@
+"""`ragmon report`: gather, analyze, plot, write report.md + report.html, keep N, notify."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from monitor.report.analyze import Report, analyze, summary_line
+from monitor.report.document import to_html, to_markdown
+from monitor.report.gather import Progress, gather, load_event_details, stderr_progress
+from monitor.report.window import Window, windows
+from monitor.settings import Settings
+from monitor.store import Store
+
+log = logging.getLogger("ragmon.report")
+WEBHOOK_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a run produced: the latest copies, the dated ones, and the analysis."""
+
+    markdown: Path
+    html: Path
+    dated_html: Path
+    report: Report
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prune(out: Path, keep: int) -> list[Path]:
+    """Keep the newest `keep` dated reports (report-*.html/.md) in `out`; returns removed files."""
+    dated = sorted(out.glob("report-*.html"), key=lambda p: p.stat().st_mtime, reverse=True)
+    removed = []
+    for html_path in dated[keep:]:
+        for p in (html_path, html_path.with_suffix(".md")):
+            if p.exists():
+                p.unlink()
+                removed.append(p)
+    return removed
+
+
+def write_report(
+    store: Store,
+    current: Window,
+    baseline: Window,
+    out: Path,
+    keep: int = 12,
+    progress: Progress = stderr_progress,
+) -> Written:
+    """Build the report for `current` against `baseline` and write it into `out`."""
+    from monitor.report import plots
+    from monitor.report.render import build
+
+    data = gather(store, current, baseline, progress)
+    progress("comparing windows")
+    report = analyze(data)
+    ids = [e["id"] for e in report.worst_ndcg + report.worst_harm]
+    report.details = load_event_details(store, list(dict.fromkeys(ids)))
+    images = {}
+    progress("plotting the 8-week trend")
+    images["Weekly trend of each measure per retriever, last 8 weeks"] = plots.trend_png(report)
+    for g in plots.overlay_groups(report):
+        progress(f"plotting distributions of {'/'.join(g)}")
+        images[f"Distributions this week vs baseline: {'/'.join(g)}"] = plots.overlay_png(
+            report.rows, g
+        )
+    doc = build(report, images)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "report-" + current.label.replace("..", "_")
+    md, page = to_markdown(doc), to_html(doc)
+    dated_html = out / f"{stem}.html"
+    _write(out / f"{stem}.md", md)
+    _write(dated_html, page)
+    _write(out / "report.md", md)
+    _write(out / "report.html", page)
+    for p in prune(out, keep):
+        progress(f"removed old report {p.name}")
+    progress(f"wrote {out / 'report.html'} and {out / 'report.md'}")
+    return Written(out / "report.md", out / "report.html", dated_html, report)
+
+
+def post_summary(url: str, report: Report, location: str) -> bool:
+    """POST a Slack-compatible `{"text": ...}` summary; False (logged) when it fails."""
+    lines = [summary_line(report)]
+    for i, r in enumerate(report.regressions[:3], 1):
+        h = r.headline
+        lines.append(
+            f"{i}. {'/'.join(r.group)} {h.measure}: {h.diff.estimate:+.3f} ({r.sure}); "
+            f"look first: {r.look_first[0]}"
+        )
+    lines.append(f"Full report: {location}")
+    try:
+        resp = httpx.post(url, json={"text": "\n".join(lines)}, timeout=WEBHOOK_TIMEOUT_S)
+        resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        log.warning("report webhook failed: %s", exc)
+        return False
+    return True
+
+
+def run_report(args: argparse.Namespace, settings: Settings) -> int:
+    """The `ragmon report` command; also called by `ragmon demo --report` and the weekly job."""
+    try:
+        current, baseline = windows(
+            end=getattr(args, "end", None),
+            days=getattr(args, "days", 7) or 7,
+            week=getattr(args, "week", None),
+            baseline=getattr(args, "baseline", "previous") or "previous",
+        )
+    except ValueError as exc:
+        print(f"ragmon report: {exc}", file=sys.stderr)
+        return 2
+    store = Store.connect(settings)
+    try:
+        store.ping()
+    except Exception as exc:  # noqa: BLE001 - any connection error ends the run with a message
+        print(f"ragmon report: cannot reach Redis at {settings.redis_url}: {exc}", file=sys.stderr)
+        return 1
+    written = write_report(store, current, baseline, Path(args.out), settings.report_keep)
+    print(summary_line(written.report))
+    print(f"report: {written.html.resolve()}")
+    if settings.report_webhook:
+        post_summary(settings.report_webhook, written.report, str(written.dated_html.resolve()))
+    return 0

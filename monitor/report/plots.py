@@ -1,0 +1,93 @@
+"""Plots of the report as base64 PNGs (matplotlib's object API: no pyplot global state)."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from matplotlib.figure import Figure
+
+from monitor.measures import BUCKETS
+from monitor.report.analyze import Report
+from monitor.report.compare import MEASURES, NAMES, Group, Row, group_name
+
+MAX_OVERLAYS = 6
+_BASE_COLOR, _CUR_COLOR = "#8a8f98", "#d9480f"
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _short(label: str) -> str:
+    """`2026-W47` stays; `2026-11-17..2026-11-23` becomes `11-23`."""
+    return label.split("..")[-1][5:] if ".." in label else label
+
+
+def trend_png(report: Report) -> str:
+    """Weekly means of each measure per retriever over the last 8 weeks."""
+    fig = Figure(figsize=(12, 6.5), layout="constrained")
+    axes = fig.subplots(2, 3)
+    x = list(range(len(report.trend_labels)))
+    ticks = [_short(lbl) for lbl in report.trend_labels]
+    for ax, m in zip(axes.flat, MEASURES, strict=True):
+        for g, means in report.trend[m].items():
+            pts = [(i, v) for i, v in zip(x, means, strict=True) if v is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", label=group_name(g))
+        ax.set_title(NAMES[m])
+        ax.set_xticks(x, ticks, rotation=45, fontsize=7)
+        ax.grid(alpha=0.3)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4))
+    fig.suptitle("Weekly mean per retriever (7-day blocks ending on the report's last day)")
+    return _png(fig)
+
+
+def _shares(counts: list[int] | None) -> list[float] | None:
+    if not counts or not sum(counts):
+        return None
+    total = sum(counts)
+    return [c / total for c in counts]
+
+
+def overlay_png(rows: list[Row], group: Group) -> str:
+    """This week's distribution of each measure over the baseline's, on the fixed bins."""
+    fig = Figure(figsize=(12, 5.5), layout="constrained")
+    axes = fig.subplots(2, 3)
+    by = {r.measure: r for r in rows if r.group == group}
+    for ax, m in zip(axes.flat, MEASURES, strict=True):
+        row = by.get(m)
+        bounds = BUCKETS[m]
+        ticks = [f"≤{b:g}" for b in bounds] + ["+Inf"]
+        x = list(range(len(ticks)))
+        for counts, color, name, off in (
+            (row.base_counts if row else None, _BASE_COLOR, "baseline", -0.2),
+            (row.cur_counts if row else None, _CUR_COLOR, "this week", 0.2),
+        ):
+            shares = _shares(counts)
+            if shares:
+                ax.bar([i + off for i in x], shares, width=0.4, color=color, label=name)
+        title = NAMES[m]
+        if row is not None and row.psi is not None:
+            title += f"  (PSI {row.psi:.2f}, {row.psi_level})"
+        ax.set_title(title, fontsize=9)
+        step = max(1, len(ticks) // 8)
+        ax.set_xticks(x[::step], ticks[::step], fontsize=7)
+        ax.set_ylabel("share of events", fontsize=7)
+        ax.grid(alpha=0.3, axis="y")
+    handles, labels = axes.flat[1].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=2)
+    fig.suptitle(f"{group_name(group)}: this week vs baseline")
+    return _png(fig)
+
+
+def overlay_groups(report: Report) -> list[Group]:
+    """Groups to draw overlays for: the regressed ones first, then the others."""
+    order = [r.group for r in report.regressions]
+    order += [o.group for o in report.ops if o.group not in order]
+    return order[:MAX_OVERLAYS]

@@ -1,0 +1,340 @@
+"""The drift report end to end: synthetic weeks with known grades through the real API and a
+real worker on a real Redis; then the analysis alone over many seeds (false alarms)."""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from monitor.api import create_app
+from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from monitor.report.analyze import analyze
+from monitor.report.cli import run_report
+from monitor.report.gather import Dataset, WindowData
+from monitor.report.window import Window, windows
+from monitor.settings import Settings
+from monitor.store import Histogram, Store, bucket_index
+from tests.support.redis_server import free_port
+from workers.worker import make_worker
+
+POOL = (3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0)  # candidate grades per query; 10 are sent, K = 5
+K = 5
+GOOD, BAD = 1.0, 1.5  # ranking noise: mean nDCG@5 ≈ 0.84 and ≈ 0.73 (a drop of ~0.1)
+APP, INDEX = "shop", "kb-1"
+
+
+def ranked_grades(rng: random.Random, noise: float) -> list[int]:
+    """A noisy ranker of the pool: score = grade + noise * N(0, 1), best first, top 10."""
+    return sorted(POOL, key=lambda g: -(g + rng.gauss(0, noise)))[: 2 * K]
+
+
+def synthetic_events(
+    seed: int, plan: dict[str, tuple[float, float]], end: date, per_day: int, days: int = 14
+) -> list[dict]:
+    """`days` days ending on `end`; retriever → (noise in the first half, in the second)."""
+    rng = random.Random(seed)
+    out = []
+    for d in range(days):
+        day = end - timedelta(days=days - 1 - d)
+        second = d >= days // 2
+        for retriever, noises in plan.items():
+            for i in range(per_day):
+                grades = ranked_grades(rng, noises[second])
+                ts = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(
+                    seconds=rng.randrange(86_000)
+                )
+                qid = f"q{rng.randrange(10**6)}"
+                out.append(
+                    {
+                        "event_id": str(uuid.uuid4()),
+                        "query": f"question {qid} about {retriever} number {i}",
+                        "k": K,
+                        "passages": [
+                            {"id": f"{qid}-p{j}", "text": f"passage {j} of {qid}", "grade": g}
+                            for j, g in enumerate(grades)
+                        ],
+                        "labels": {
+                            "app": APP,
+                            "index": INDEX,
+                            "retriever": retriever,
+                            "segment": "faq" if i % 2 else "howto",
+                        },
+                        "timestamp": ts.isoformat().replace("+00:00", "Z"),
+                    }
+                )
+    return out
+
+
+class Live:
+    """The API in a thread on a free port, plus a way to drain the queue with a real worker."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+            )
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def send(self, events: list[dict]) -> None:
+        with httpx.Client(base_url=self.base, timeout=60) as client:
+            for i in range(0, len(events), 500):
+                r = client.post("/v1/retrievals/batch", json={"events": events[i : i + 500]})
+                assert r.status_code in (200, 202), r.text
+
+    def process(self) -> None:
+        make_worker(self.settings).work(burst=True, with_scheduler=False)
+
+
+def start_live(settings: Settings) -> Iterator[Live]:
+    live = Live(replace(settings, job_batch_size=500))
+    live.thread.start()
+    deadline = time.monotonic() + 20
+    while not live.server.started:
+        assert time.monotonic() < deadline, "API did not start"
+        time.sleep(0.05)
+    yield live
+    live.server.should_exit = True
+    live.thread.join(10)
+
+
+@pytest.fixture
+def live(settings: Settings) -> Iterator[Live]:
+    yield from start_live(settings)
+
+
+def yesterday() -> date:
+    return datetime.now(UTC).date() - timedelta(days=1)
+
+
+def report_args(out: Path, end: date) -> argparse.Namespace:
+    return argparse.Namespace(
+        out=str(out), end=end.isoformat(), days=7, week=None, baseline="previous"
+    )
+
+
+PLAN = {
+    "bm25": (GOOD, BAD),
+    "stable-a": (GOOD, GOOD),
+    "stable-b": (1.2, 1.2),
+    "stable-c": (GOOD, GOOD),
+}
+
+
+@pytest.mark.slow
+def test_regression_ranked_first_and_stable_not_flagged(live: Live, tmp_path: Path) -> None:
+    end = yesterday()
+    live.send(synthetic_events(seed=7, plan=PLAN, end=end, per_day=30))
+    live.process()
+    out = tmp_path / "reports"
+    assert run_report(report_args(out, end), live.settings) == 0
+
+    store = Store.connect(live.settings)
+    from monitor.report.cli import write_report
+
+    cur, base = windows(end=end.isoformat(), days=7)
+    report = write_report(store, cur, base, tmp_path / "again", progress=lambda m: None).report
+    assert report.events_cur == report.events_base == 4 * 30 * 7
+    assert [r.group[2] for r in report.regressions] == ["bm25"], "only bm25 is flagged"
+    top = report.regressions[0]
+    assert top.severity in ("major", "moderate")
+    ndcg = next(r for r in report.rows if r.group[2] == "bm25" and r.measure == "ndcg")
+    assert ndcg.status == "regression"
+    assert -0.16 < ndcg.diff.estimate < -0.06
+    assert ndcg.diff.high < 0 and ndcg.p_adj < 0.001
+    assert ndcg.psi >= 0.1 and ndcg.ks is not None and ndcg.ks.pvalue < 0.001
+    assert ndcg.cur.method == "bootstrap" and ndcg.source == "per-event values"
+    for r in report.rows:
+        if r.group[2].startswith("stable"):
+            assert r.status != "regression", (r.group, r.measure, r.diff, r.p_adj)
+
+    md = (out / "report.md").read_text()
+    first_screen = md[: md.index("## All measures")]
+    assert "shop/kb-1/bm25" in first_screen and "stable-a" not in first_screen
+    assert "how sure" in first_screen and "look at first" in first_screen
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 2
+    assert (out / f"report-{cur.label.replace('..', '_')}.html").exists()
+    # worst events carry the query and passage text (retention on) and passage ids
+    worst = report.worst_ndcg[0]
+    assert worst["m"]["ndcg"] == min(
+        e["m"]["ndcg"] for e in store_events(store, cur) if e["m"]["ndcg"] is not None
+    )
+    assert "question q" in md and f"{worst['pids'][0]}:" in md
+    # volume, K and grades are reported per retriever
+    ops = {o.group[2]: o for o in report.ops}
+    assert ops["bm25"].cur.events == 210 and ops["bm25"].cur.k_mean == K
+    assert sum(ops["bm25"].cur.grades) == 210 * 2 * K
+    assert report.judge_cur.cost_usd is None  # known grades: the judge never ran
+    assert "not recorded" in md
+
+
+def store_events(store: Store, window: Window) -> list[dict]:
+    return [e for day in window.days for e in store.day_events(day)]
+
+
+@pytest.mark.slow
+def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_STORE_TEXT": "false"},
+        dotenv=None,
+    )
+    for live in start_live(s):
+        end = yesterday()
+        live.send(synthetic_events(seed=3, plan={"bm25": (GOOD, GOOD)}, end=end, per_day=3))
+        live.process()
+        assert run_report(report_args(tmp_path, end), live.settings) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "RAGMON_STORE_TEXT=false" in md
+    assert "not retained (hash only)" in md and "question q" not in md
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    bodies: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        n = int(self.headers["Content-Length"])
+        _Hook.bodies.append(json.loads(self.rfile.read(n)))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_keeps_last_n_and_posts_webhook(live: Live, tmp_path: Path) -> None:
+    end = yesterday()
+    live.send(synthetic_events(seed=5, plan={"bm25": (GOOD, BAD)}, end=end, per_day=25))
+    live.process()
+    hook = http.server.HTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    _Hook.bodies.clear()
+    s = replace(
+        live.settings,
+        report_keep=2,
+        report_webhook=f"http://127.0.0.1:{hook.server_address[1]}/hook",
+    )
+    try:
+        for back in (2, 1, 0):
+            assert run_report(report_args(tmp_path, end - timedelta(days=back)), s) == 0
+            time.sleep(0.05)  # distinct modification times
+    finally:
+        hook.shutdown()
+    dated = sorted(p.name for p in tmp_path.glob("report-*.html"))
+    assert len(dated) == 2 and len(list(tmp_path.glob("report-*.md"))) == 2
+    assert dated[-1].endswith(f"{end.isoformat()}.html")
+    assert len(_Hook.bodies) == 3
+    text = _Hook.bodies[-1]["text"]
+    assert "1 regression" in text and "bm25" in text and "Full report:" in text
+
+
+def test_bad_window_arguments_exit_2(settings: Settings, tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        out=str(tmp_path), end=None, days=7, week="2026-W99", baseline="previous"
+    )
+    assert run_report(args, settings) == 2
+    args = argparse.Namespace(
+        out=str(tmp_path), end="2026-11-22", days=7, week=None, baseline="last"
+    )
+    assert run_report(args, settings) == 2
+
+
+def test_windows() -> None:
+    cur, base = windows(week="2026-W47")
+    assert (cur.start, cur.end, cur.label) == (date(2026, 11, 16), date(2026, 11, 22), "2026-W47")
+    assert (base.start, base.end, base.label) == (date(2026, 11, 9), date(2026, 11, 15), "2026-W46")
+    cur, base = windows(end="2026-11-20", days=3, baseline="2026-10-01..2026-10-31")
+    assert cur.days == ["2026-11-18", "2026-11-19", "2026-11-20"]
+    assert len(base.days) == 31 and cur.label == "2026-11-18..2026-11-20"
+
+
+# ---- the analysis alone: the false-alarm rate over many seeds ---------------------------------
+
+PARAMS = MeasureParams()
+
+
+def window_data(window: Window, events: list[tuple[str, list[int]]]) -> WindowData:
+    """What the store would hold for these (retriever, grades) events: histograms and records."""
+    acc: dict[str, dict[tuple[str, ...], list]] = {}
+    records = []
+    for i, (retriever, grades) in enumerate(events):
+        m = compute(grades, K, PARAMS)
+        labels = (APP, INDEX, retriever, "default")
+        for name in HISTOGRAM_MEASURES:
+            if m[name] is None:
+                continue
+            h = acc.setdefault(f"retrieval_{name}", {}).setdefault(
+                labels, [[0] * (len(BUCKETS[name]) + 1), 0.0, 0]
+            )
+            h[0][bucket_index(BUCKETS[name], m[name])] += 1
+            h[1] += m[name]
+            h[2] += 1
+        records.append(
+            {
+                "id": f"{retriever}-{i}",
+                "ts": window.start.isoformat(),
+                "labels": dict(zip(("app", "index", "retriever", "segment"), labels, strict=True)),
+                "k": K,
+                "m": {n: m[n] for n in HISTOGRAM_MEASURES},
+                "pids": [],
+                "grades": grades[:K],
+            }
+        )
+    hists = {n: {lb: Histogram(*v) for lb, v in s.items()} for n, s in acc.items()}
+    return WindowData(window, hists, {}, records, len(window.days))
+
+
+def test_no_false_alarms_over_seeds() -> None:
+    """Three stable retrievers per report, 40 reports: at most 1 flagged report (rate ~1%)."""
+    cur, base = windows(end="2026-11-22", days=7)
+    flagged = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+
+        def week(rng: random.Random = rng) -> list[tuple[str, list[int]]]:
+            return [
+                (r, ranked_grades(rng, noise))
+                for r, noise in (("a", GOOD), ("b", 1.2), ("c", 1.6))
+                for _ in range(200)
+            ]
+
+        data = Dataset(window_data(cur, week()), window_data(base, week()), [], True, 35.0)
+        flagged += bool(analyze(data).regressions)
+    assert flagged <= 1, f"{flagged} of 40 stable reports flagged a regression"
+
+
+def test_detects_the_drop_over_seeds() -> None:
+    """The 0.1 nDCG drop at 200 events a week is found, at the top, in every seed."""
+    cur, base = windows(end="2026-11-22", days=7)
+    for seed in range(10):
+        rng = random.Random(100 + seed)
+        b = [(r, ranked_grades(rng, GOOD)) for r in ("bm25", "dense") for _ in range(200)]
+        c = [
+            (r, ranked_grades(rng, BAD if r == "bm25" else GOOD))
+            for r in ("bm25", "dense")
+            for _ in range(200)
+        ]
+        report = analyze(Dataset(window_data(cur, c), window_data(base, b), [], True, 35.0))
+        assert report.regressions and report.regressions[0].group[2] == "bm25", seed
+        assert report.regressions[0].severity in ("major", "moderate")
