@@ -1,0 +1,159 @@
+"""Alert rules: promtool checks and unit tests, the guards matter, Grafana's copy is equivalent."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.grafana.queries import (
+    GRAFANA_ALERTS,
+    PROM_DIR,
+    QUALITY_UNIT_TESTS,
+    RULE_FILES,
+    UNIT_TESTS,
+    prometheus_rules,
+)
+
+REQUIRED_ALERTS = {
+    "RagmonQualityDropNDCG", "RagmonQualityDropT", "RagmonHarmHigh", "RagmonHitRateLow",
+    "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
+    "RagmonJudgeBudgetExhausted", "RagmonIngestRejectionsHigh", "RagmonDown",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=240)
+
+
+def unit_test_with(
+    rule_files: list[Path], tmp_path: Path, promtool: str, tests: list[Path] = UNIT_TESTS
+) -> subprocess.CompletedProcess:
+    """Run the committed promtool unit tests against other rule files."""
+    copies = []
+    for path in tests:
+        doc = yaml.safe_load(path.read_text())
+        doc["rule_files"] = [str(p) for p in rule_files]
+        copy = tmp_path / f"test-{path.name}"
+        copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+        copies.append(str(copy))
+    return run(promtool, "test", "rules", *copies)
+
+
+def test_every_alert_is_present_and_documented() -> None:
+    alerts = {r["alert"]: r for r in prometheus_rules() if "alert" in r}
+    assert set(alerts) == REQUIRED_ALERTS
+    for name, rule in alerts.items():
+        assert rule["labels"]["severity"] in {"warning", "critical"}, name
+        assert rule["annotations"]["summary"], name
+        assert "Look first at" in rule["annotations"]["description"], name
+
+
+def test_rules_and_config_pass_promtool_check(promtool: str) -> None:
+    r = run(promtool, "check", "rules", *map(str, RULE_FILES))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run(promtool, "check", "config", str(PROM_DIR / "prometheus.yml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 rule files found" in r.stdout
+
+
+def test_every_alert_has_a_unit_test_that_fires_it_and_one_that_does_not() -> None:
+    fired, quiet = set(), set()
+    for path in UNIT_TESTS:
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            for case in group["alert_rule_test"]:
+                (fired if case["exp_alerts"] else quiet).add(case["alertname"])
+    assert fired == REQUIRED_ALERTS
+    assert quiet == REQUIRED_ALERTS
+
+
+@pytest.mark.slow
+def test_promtool_unit_tests_pass(promtool: str) -> None:
+    assert len(UNIT_TESTS) == 2
+    r = run(promtool, "test", "rules", *map(str, UNIT_TESTS))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("SUCCESS") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("tunable", "weakened", "should_fire_for"),
+    [
+        ("vector(30)", "vector(0)", 'retriever="dense"'),  # the too-few-events guard
+        ("vector(0.10)", "vector(0.0)", 'retriever="rerank"'),  # the quality-drop margin
+    ],
+)
+def test_the_unit_tests_notice_a_weakened_guard(
+    promtool: str, tmp_path: Path, tunable: str, weakened: str, should_fire_for: str
+) -> None:
+    """With the guard or margin removed, the quiet series fire and the unit tests fail."""
+    copies = []
+    for path in RULE_FILES:
+        text = path.read_text()
+        if path.name == "ragmon-recording.yml":
+            assert tunable in text
+            text = text.replace(tunable, weakened)
+        copy = tmp_path / path.name
+        copy.write_text(text)
+        copies.append(copy)
+    r = unit_test_with(copies, tmp_path, promtool, [QUALITY_UNIT_TESTS])
+    assert r.returncode != 0
+    assert should_fire_for in r.stdout + r.stderr
+
+
+def _grafana_as_prometheus_rules(tmp_path: Path) -> Path:
+    """Grafana's provisioned alerts turned back into a Prometheus rule file."""
+    doc = yaml.safe_load(GRAFANA_ALERTS.read_text())
+    groups = []
+    for g in doc["groups"]:
+        rules = []
+        for r in g["rules"]:
+            (query,) = [d for d in r["data"] if d["refId"] == "A"]
+            (cond,) = [d for d in r["data"] if d["refId"] == r["condition"]]
+            assert cond["model"] == {**cond["model"], "type": "math", "expression": "abs($A) >= 0"}
+            assert query["model"]["instant"] is True
+            annotations = {
+                k: re.sub(r"\$values\.A\.Value", "$value", v) for k, v in r["annotations"].items()
+            }
+            rules.append(
+                {"alert": r["title"], "expr": query["model"]["expr"], "for": r["for"],
+                 "labels": r["labels"], "annotations": annotations}
+            )  # fmt: skip
+        groups.append({"name": g["name"], "interval": g["interval"], "rules": rules})
+    path = tmp_path / "grafana-rules.yml"
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def test_grafana_alerts_mirror_the_prometheus_alerts() -> None:
+    doc = yaml.safe_load(GRAFANA_ALERTS.read_text())
+    grafana = {r["title"]: r for g in doc["groups"] for r in g["rules"]}
+    prom = {r["alert"]: r for r in prometheus_rules() if "alert" in r}
+    assert set(grafana) == set(prom)
+    uids = [r["uid"] for r in grafana.values()]
+    assert len(set(uids)) == len(uids) and all(len(u) <= 40 for u in uids)
+    for name, r in grafana.items():
+        assert r["for"] == prom[name]["for"] and r["labels"] == prom[name]["labels"]
+        assert r["data"][0]["datasourceUid"] == "ragmon-prometheus"
+        assert ":" not in re.sub(
+            r"\[[^\]]*\]|\{[^}]*\}|\"[^\"]*\"", "", r["data"][0]["model"]["expr"]
+        ), f"{name}: a recording rule was not inlined"
+
+
+@pytest.mark.slow
+def test_grafana_alerts_pass_the_same_unit_tests(promtool: str, tmp_path: Path) -> None:
+    """The inlined expressions, without any recording rule loaded, fire exactly as the originals."""
+    r = unit_test_with([_grafana_as_prometheus_rules(tmp_path)], tmp_path, promtool)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,136 @@
+"""The dashboards' JSON is well formed for Grafana and matches the provisioning."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.grafana.queries import PROVISIONING, ROOT, dashboards, panels
+
+DASHBOARDS = dashboards()
+
+
+def provisioned_datasource_uid() -> str:
+    doc = yaml.safe_load((PROVISIONING / "datasources" / "ragmon.yml").read_text())
+    (ds,) = doc["datasources"]
+    assert ds["type"] == "prometheus"
+    return ds["uid"]
+
+
+def test_generated_files_are_up_to_date() -> None:
+    """The JSON and the Grafana alerting file are what scripts/build_grafana.py makes now."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_grafana.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_both_dashboards_exist() -> None:
+    assert set(DASHBOARDS) == {"ragmon-quality", "ragmon-operations"}
+
+
+@pytest.mark.parametrize("uid", DASHBOARDS)
+def test_panel_ids_unique_and_layout_fits(uid: str) -> None:
+    ps = list(panels(DASHBOARDS[uid]))
+    ids = [p["id"] for p in ps]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids in {uid}"
+    cells: set[tuple[int, int]] = set()
+    for p in ps:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24, f"{p['title']} overflows the grid"
+        mine = {
+            (x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])
+        }
+        assert not cells & mine, f"{p['title']} overlaps another panel"
+        cells |= mine
+
+
+@pytest.mark.parametrize("uid", DASHBOARDS)
+def test_datasource_is_the_provisioned_one(uid: str) -> None:
+    """Panels read `${datasource}`, whose default is the provisioned uid (any other on import)."""
+    d = DASHBOARDS[uid]
+    (var,) = [v for v in d["templating"]["list"] if v["type"] == "datasource"]
+    assert var["name"] == "datasource" and var["query"] == "prometheus"
+    assert var["current"]["value"] == provisioned_datasource_uid()
+    for p in panels(d):
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+        for t in p.get("targets", []):
+            assert t["datasource"] == p["datasource"], p["title"]
+
+
+@pytest.mark.parametrize("uid", DASHBOARDS)
+def test_every_panel_explains_itself(uid: str) -> None:
+    for p in panels(DASHBOARDS[uid]):
+        if p["type"] == "row":
+            continue
+        desc = p.get("description", "")
+        assert 20 <= len(desc) <= 300 and desc.endswith("."), f"{p['title']}: {desc!r}"
+        refs = [t["refId"] for t in p.get("targets", [])]
+        assert len(refs) == len(set(refs)), p["title"]
+        assert p["type"] == "text" or refs, f"{p['title']} has no query"
+
+
+def test_quality_variables_are_multi_select_label_values() -> None:
+    variables = {v["name"]: v for v in DASHBOARDS["ragmon-quality"]["templating"]["list"]}
+    for name in ("app", "index", "retriever", "segment"):
+        v = variables[name]
+        assert v["type"] == "query" and v["multi"] and v["includeAll"], name
+        assert v["allValue"] == ".*"
+        assert v["query"]["query"].startswith("label_values(ragmon_retrieval_")
+        assert v["query"]["query"].endswith(f", {name})")
+    # Every quality query filters on all four variables with regex matchers.
+    for p in panels(DASHBOARDS["ragmon-quality"]):
+        for t in p.get("targets", []):
+            for name in ("app", "index", "retriever", "segment"):
+                assert f'{name}=~"${name}"' in t["expr"], (p["title"], name)
+
+
+def test_quality_dashboard_has_the_required_views() -> None:
+    ps = [p for p in panels(DASHBOARDS["ragmon-quality"]) if p["type"] != "row"]
+    exprs = "\n".join(t["expr"] for p in ps for t in p.get("targets", []))
+    titles = {p["title"] for p in ps}
+    for key in ("t", "ndcg", "f_e", "harm", "precision", "hit"):
+        assert f"rate(ragmon_retrieval_{key}_sum" in exprs, key
+        assert f"rate(ragmon_retrieval_{key}_count" in exprs, key
+    assert sum(p["type"] == "heatmap" for p in ps) >= 5
+    for p in ps:
+        if p["type"] == "heatmap":
+            assert p["targets"][0]["format"] == "heatmap" and "by (le)" in p["targets"][0]["expr"]
+    assert "histogram_quantile(0.1," in exprs and "histogram_quantile(0.5," in exprs
+    assert "sum by (retriever)" in exprs
+    assert "offset 1w" in exprs
+    assert any("k_over_np" in t["expr"] for p in ps for t in p.get("targets", []))
+    note = next(p for p in ps if p["type"] == "text")["options"]["content"]
+    assert "below 1" in note and "T" in note and "nDCG" in note
+    assert "Scorecard per retriever (selected range)" in titles
+
+
+def test_operations_dashboard_has_the_required_views() -> None:
+    exprs = "\n".join(
+        t["expr"] for p in panels(DASHBOARDS["ragmon-operations"]) for t in p.get("targets", [])
+    )
+    for name in (
+        "ragmon_events_received_total", "ragmon_events_labeled_total",
+        "ragmon_events_failed_total", "ragmon_events_rejected_total",
+        "ragmon_events_sampled_out_total", "ragmon_queue_depth",
+        "ragmon_labeling_lag_seconds_bucket", "ragmon_judge_requests_total",
+        "ragmon_judge_tokens_total", "ragmon_judge_cost_usd_total",
+        "ragmon_judge_cache_hits_total", "ragmon_judge_cache_misses_total", "ragmon_grades_total",
+    ):  # fmt: skip
+        assert name in exprs, name
+    assert "by (model, outcome)" in exprs and "by (grade)" in exprs
+    assert "[1h]" in exprs and "[1d]" in exprs  # per hour and per day
+
+
+def test_provisioning_points_at_the_dashboards() -> None:
+    doc = yaml.safe_load((PROVISIONING / "dashboards" / "ragmon.yml").read_text())
+    (provider,) = doc["providers"]
+    assert provider["type"] == "file" and provider["folder"] == "ragmon"
+    assert provider["options"]["path"].startswith("/var/lib/grafana/dashboards")

@@ -1,0 +1,79 @@
+"""Every metric and label name the dashboards and rules use exists in ragmon's catalog."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from monitor import catalog
+from tests.grafana.queries import (
+    DASHBOARD_DIR,
+    PROM_DIR,
+    PROVISIONING,
+    alert_queries,
+    label_names,
+    metric_names,
+    panel_queries,
+    recorded_names,
+    variable_queries,
+)
+
+ALL_QUERIES = panel_queries() + alert_queries() + variable_queries()
+KNOWN_LABELS = {label for m in catalog.ALL for label in m.labels} | {"le", "job", "instance"}
+
+
+def known_names() -> set[str]:
+    return catalog.exposed_names() | recorded_names() | {"up"}
+
+
+def test_queries_were_found() -> None:
+    # Guards the tests below against passing on nothing (a moved file, a broken parser).
+    assert len(panel_queries()) >= 50
+    assert len(alert_queries()) >= 20
+    assert {q.source.split(" $")[1] for q in variable_queries()} >= {"app", "index", "retriever"}
+
+
+@pytest.mark.parametrize("query", ALL_QUERIES, ids=str)
+def test_metric_names_exist(query) -> None:
+    names = metric_names(query.expr)
+    constant = re.fullmatch(r"vector\([0-9.]+\)", query.expr.strip())
+    assert names or constant, f"no metric name found in {query.expr!r}"
+    unknown = names - known_names()
+    assert not unknown, f"{query}: unknown metric names {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("query", ALL_QUERIES, ids=str)
+def test_label_names_exist(query) -> None:
+    unknown = label_names(query.expr) - KNOWN_LABELS
+    assert not unknown, f"{query}: unknown label names {sorted(unknown)}"
+
+
+def test_every_ragmon_token_in_the_files_is_known() -> None:
+    """Also descriptions, annotations and the promtool unit tests' input series."""
+    files = [
+        *DASHBOARD_DIR.glob("*.json"),
+        *PROVISIONING.rglob("*.yml"),
+        *PROM_DIR.rglob("*.yml"),
+    ]
+    assert len(files) >= 7
+    unknown = {}
+    for path in files:
+        tokens = set(re.findall(r"\bragmon[_:][a-zA-Z0-9_:]*[a-zA-Z0-9_]", path.read_text()))
+        bad = tokens - known_names()
+        if bad:
+            unknown[path.name] = sorted(bad)
+    assert not unknown, f"names not in monitor.catalog nor recorded: {unknown}"
+
+
+def test_recorded_names_do_not_shadow_exported_ones() -> None:
+    assert recorded_names()
+    assert all(":" in n for n in recorded_names()), "recording rules are named level:metric:op"
+    assert not recorded_names() & catalog.exposed_names()
+
+
+def test_a_typo_would_be_caught() -> None:
+    """The name extraction sees a misspelt metric (so the checks above can fail)."""
+    expr = 'sum(rate(ragmon_retrieval_ndcg_summ{app=~"$app"}[5m])) / on() up'
+    assert metric_names(expr) - known_names() == {"ragmon_retrieval_ndcg_summ"}
+    assert label_names('sum by (retreiver) (x{ap="a"})') == {"retreiver", "ap"}
