@@ -140,7 +140,8 @@ def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expect
 
 def test_every_variable_has_a_parse_case() -> None:
     covered = {case[0] for case in test_each_variable_is_parsed.pytestmark[0].args[1]}
-    assert covered >= set(env_variables()) - {"RAGMON_PRICES"}
+    # RAGMON_PRICES and RAGMON_API_KEYS_FILE have their own tests below.
+    assert covered >= set(env_variables()) - {"RAGMON_PRICES", "RAGMON_API_KEYS_FILE"}
 
 
 def test_prices_merge_with_the_defaults() -> None:
@@ -148,6 +149,37 @@ def test_prices_merge_with_the_defaults() -> None:
     assert s.prices["my-model"] == (1.0, 2.5)
     assert s.prices["gpt-4o"] == (3.0, 12.0)
     assert s.prices["gpt-4o-mini"] == DEFAULT_PRICES["gpt-4o-mini"]
+
+
+def test_api_keys_file_adds_to_the_api_keys(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"# mounted secret\n{KEY}a:shop\n\n{KEY}b  # ops\n")
+    s = load({"RAGMON_API_KEYS": KEY, "RAGMON_API_KEYS_FILE": str(keys)})
+    assert s.api_keys == (KEY, f"{KEY}a:shop", f"{KEY}b")
+    assert s.api_keys_file == str(keys)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "cannot read"),
+        ("# no keys here\n", "holds no keys"),
+        ("short\n", "at least 16 characters"),
+    ],
+)
+def test_bad_api_keys_file_names_the_variable(
+    tmp_path: Path, content: str | None, reason: str
+) -> None:
+    keys = tmp_path / "keys"
+    if content is not None:
+        keys.write_text(content)
+    with pytest.raises(SettingsError, match=rf"^RAGMON_API_KEYS_FILE: .*{reason}"):
+        load({"RAGMON_API_KEYS_FILE": str(keys)})
+
+
+def test_api_key_bound_to_an_empty_app_is_refused() -> None:
+    with pytest.raises(SettingsError, match=r"^RAGMON_API_KEYS: the app after ':'"):
+        load({"RAGMON_API_KEYS": f"{KEY}:"})
 
 
 def test_judge_configured_with_a_key_or_a_base_url() -> None:
