@@ -1,0 +1,179 @@
+"""`ragmon calibrate`: agreement statistics, both input formats, the lexical and the LLM judge."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import re
+
+import pytest
+from scipy.stats import kendalltau
+
+from monitor.settings import Settings
+from tests.support.fake_llm import FakeLLM, Reply
+from workers.calibrate import (
+    binary_kappa,
+    confusion,
+    kendall_tau,
+    landis_koch,
+    load_records,
+    run_calibrate,
+    weighted_kappa,
+)
+
+# ---- statistics -----------------------------------------------------------------------------
+
+
+def test_cohen_kappa_textbook_example():
+    # 50 items: both say yes 20, both no 15, disagree 15 -> p_o 0.7, p_e 0.5, kappa 0.4
+    assert weighted_kappa([[20, 5], [10, 15]]) == pytest.approx(0.4)
+
+
+def test_kappa_extremes_and_quadratic_weights():
+    grades = [0, 1, 2, 3, 3, 2, 1, 0]
+    assert weighted_kappa(confusion(grades, grades), "quadratic") == pytest.approx(1.0)
+    assert binary_kappa(grades, grades, 2) == pytest.approx(1.0)
+    # off by one everywhere is penalised far less by quadratic weights than unweighted kappa
+    off = [min(3, g + 1) for g in grades]
+    m = confusion(grades, off)
+    assert weighted_kappa(m, "quadratic") > 0.5 > weighted_kappa(m)
+    # quadratic kappa from its definition, computed by hand on a 2-category case:
+    # rows (10, 0 / 5, 5): p_o disagreement 5/20, expected (10*5 + 10*15)/400 = 0.5 -> 0.5
+    assert weighted_kappa([[10, 0], [5, 5]], "quadratic") == pytest.approx(0.5)
+    assert math.isnan(weighted_kappa(confusion([1, 1], [1, 1])))
+
+
+@pytest.mark.parametrize(
+    "xs, ys",
+    [
+        ([0.5, 0.6, 0.7, 0.8, 0.9], [0.5, 0.6, 0.7, 0.8, 0.9]),
+        ([0.5, 0.6, 0.7, 0.8, 0.9], [0.9, 0.8, 0.7, 0.6, 0.5]),
+        ([0.63, 0.60, 0.74, 0.72, 0.75], [0.79, 0.77, 0.70, 0.72, 0.73]),
+        ([1, 2, 2, 3, 4, 4], [2, 1, 3, 3, 5, 4]),
+    ],
+)
+def test_kendall_tau_b_matches_scipy(xs, ys):
+    assert kendall_tau(xs, ys) == pytest.approx(kendalltau(xs, ys).statistic)
+
+
+def test_landis_koch_words():
+    assert [landis_koch(k) for k in (-0.1, 0.1, 0.3, 0.5, 0.7, 0.9)] == [
+        "poor", "slight", "fair", "moderate", "substantial", "almost perfect"
+    ]  # fmt: skip
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+
+def _run(settings: Settings, path, limit=None) -> tuple[int, str]:
+    out = io.StringIO()
+    code = run_calibrate(argparse.Namespace(file=str(path), limit=limit), settings, out=out)
+    return code, out.getvalue()
+
+
+def _matrix(report: str) -> list[list[int]]:
+    rows = re.findall(r"^\| ([0-3]) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| \d+ \|$", report, re.M)
+    return [[int(x) for x in row[1:]] for row in rows]
+
+
+def _kappas(report: str) -> tuple[float, float]:
+    b = float(re.search(r"binary \(relevant = grade >= 2\): (-?[\d.]+)", report).group(1))
+    q = float(re.search(r"quadratic-weighted 0-3: +(-?[\d.]+)", report).group(1))
+    return b, q
+
+
+def test_trec_dl_with_the_lexical_judge(trec_dl, capsys):
+    settings = Settings.from_env({"RAGMON_JUDGE": "lexical"}, dotenv=None)
+    code, report = _run(settings, trec_dl / "trec-dl-top20.jsonl")
+    assert code == 0, report
+    assert "485 records, 97 queries, 5 retrievers" in report
+    matrix = _matrix(report)
+    assert len(matrix) == 4
+    pairs = int(re.search(r"Agreement on (\d+) \(query, passage\) pairs", report).group(1))
+    assert sum(map(sum, matrix)) == pairs > 3000  # every known-graded distinct pair of the top 20
+    kb, kq = _kappas(report)
+    assert -1 < kb < 0.5 and -1 < kq < 0.5  # a real, low kappa: lexical overlap is not relevance
+    assert kq == pytest.approx(weighted_kappa(matrix, "quadratic"), abs=5e-4)
+    for run in ("BM25", "BM25_RM3", "D_BERT_KD_TASB", "OPEN_AI_ADA2", "SPLADE_P_P_ENSEMBLE_DISTIL"):
+        assert run in report
+    ndcg = re.search(r"^\| nDCG@K \|(.*)\| (-?[\d.]+|n/a) \|$", report, re.M)
+    assert ndcg and ndcg.group(2) != "n/a"
+    # with known grades the dense and learned-sparse runs beat BM25 on nDCG@10, as published
+    known = [float(x) for x in re.findall(r"([\d.]+) -> ", ndcg.group(1))]
+    assert known[0] < min(known[2:])
+    assert "calibrate: 485/485 records" in capsys.readouterr().err
+
+
+def _golden_events(path) -> None:
+    rows = [
+        {
+            "query": "What does the Personal plan cost?",
+            "k": 2,
+            "labels": {"retriever": "bm25"},
+            "passages": [
+                {"id": "a", "text": "The Personal plan costs $8 per month.", "grade": 3},
+                {"id": "b", "text": "Invoices are emailed monthly.", "grade": 0},
+                {"id": "c", "text": "The Personal plan has 1 TB of storage.", "grade": 1},
+                {"id": "d", "text": "Reset a password under Settings.", "grade": 0},
+            ],
+        },
+        {
+            "query": "What does the Personal plan cost?",
+            "k": 2,
+            "labels": {"retriever": "dense"},
+            "passages": [
+                {"id": "c", "text": "The Personal plan has 1 TB of storage.", "grade": 1},
+                {"id": "a", "text": "The Personal plan costs $8 per month.", "grade": 3},
+                {"id": "e", "text": "Plans can be cancelled at any time.", "grade": None},
+                {"id": "b", "text": "Invoices are emailed monthly.", "grade": 0},
+            ],
+        },
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_event_format_with_the_llm_judge_judges_each_pair_once(tmp_path, redis_url):
+    path = tmp_path / "golden.jsonl"
+    _golden_events(path)
+    with FakeLLM() as fake:
+        settings = Settings.from_env(
+            {"REDIS_URL": redis_url, "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k"},
+            dotenv=None,
+        )
+        code, report = _run(settings, path)
+        calls = fake.chat_requests()
+    assert code == 0, report
+    assert len(calls) == 5  # five distinct passages of one query, though seven are listed
+    assert "Agreement on 4 (query, passage) pairs" in report
+    assert "(1 more were judged but have no known grade)" in report
+    assert "judge `gpt-4o-mini`" in report and "judge calls: 5" in report
+    assert sum(map(sum, _matrix(report))) == 4
+    assert "| bm25 | dense |" in report
+
+
+def test_limit_and_a_fatal_judge_error_stops_early(tmp_path, redis_url):
+    path = tmp_path / "golden.jsonl"
+    _golden_events(path)
+    assert len(load_records(path, limit=1)) == 1
+    with FakeLLM() as fake:
+        fake.script(*[Reply.error(401, message="bad key")] * 10)
+        settings = Settings.from_env(
+            {"REDIS_URL": redis_url, "OPENAI_BASE_URL": fake.url, "RAGMON_JUDGE_CONCURRENCY": "1"},
+            dotenv=None,
+        )
+        code, report = _run(settings, path)
+    assert code == 1
+    assert "STOPPED early: client_error" in report
+
+
+def test_bad_input_and_missing_judge(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "q", "k": 1, "passages": [{"id": "a", "text": "t", "grade": 7}]}\n')
+    lexical = Settings.from_env({"RAGMON_JUDGE": "lexical"}, dotenv=None)
+    assert _run(lexical, bad)[0] == 2
+    assert "bad.jsonl:1: known grade 7" in capsys.readouterr().err
+    no_llm = Settings.from_env({}, dotenv=None)
+    assert _run(no_llm, bad)[0] == 2
+    assert "no LLM judge configured" in capsys.readouterr().err
