@@ -267,12 +267,40 @@ def test_api_probes_ports_and_service(objects):
     assert svc["spec"]["selector"].items() <= pod_labels.items()
     assert api["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert {p["name"] for p in svc["spec"]["ports"]} == {"http"}
-    monitor = find(objects, "ServiceMonitor", "ragmon-api")
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
     pdb = find(objects, "PodDisruptionBudget", "ragmon-api")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_prometheus_scrapes_exactly_one_ragmon_serve(objects):
+    """Each `ragmon serve` exports the fleet-wide aggregates: scraping the 2 API replicas would
+    make every sum() count each event twice, so one 1-replica metrics pod is the target."""
+    monitor = find(objects, "ServiceMonitor", "ragmon")
+    selector = monitor["spec"]["selector"]["matchLabels"].items()
+    selected = [
+        o for o in objects if o["kind"] == "Service" and selector <= o["metadata"]["labels"].items()
+    ]
+    assert [s["metadata"]["name"] for s in selected] == ["ragmon-metrics"]
+    (svc,) = selected
+    pods = [
+        o
+        for o in objects
+        if o["kind"] == "Deployment"
+        and svc["spec"]["selector"].items() <= o["spec"]["template"]["metadata"]["labels"].items()
+    ]
+    assert len(pods) == 1 and pods[0]["spec"]["replicas"] == 1
+    (c,) = pod_spec(pods[0])["containers"]
+    args = parse_ragmon(c["args"], "metrics")
+    assert args.command == "serve"
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["http"] == args.port
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+    assert endpoint["port"] in {p["name"] for p in svc["spec"]["ports"]}
+    # The job label comes from the Service label named by jobLabel; the rules use job="ragmon".
+    job = svc["metadata"]["labels"][monitor["spec"]["jobLabel"]]
+    assert job == "ragmon"
+    api_svc = find(objects, "Service", "ragmon-api")
+    assert not selector <= api_svc["metadata"]["labels"].items(), "API replicas must not be scraped"
 
 
 def test_keda_scales_workers_on_the_rq_queue_key(objects, kustomization):
