@@ -145,7 +145,11 @@ def _validate(grades: Sequence[int | None], k: int, relevant_total: int | None) 
     if relevant_total is not None and (type(relevant_total) is not int or relevant_total < 0):
         raise ValueError(f"relevant_total must be an integer >= 0 or None, got {relevant_total!r}")
     # Fast path in C; the slow loop only runs to name the first bad grade.
-    if not (_VALID_GRADES.issuperset(grades) and _VALID_TYPES.issuperset(map(type, grades))):
+    try:
+        valid = _VALID_GRADES.issuperset(grades) and _VALID_TYPES.issuperset(map(type, grades))
+    except TypeError:  # an unhashable grade
+        valid = False
+    if not valid:
         for i, g in enumerate(grades):
             if not _is_grade(g):
                 raise ValueError(f"grades[{i}] must be 0, 1, 2, 3 or None, got {g!r}")

@@ -338,6 +338,7 @@ def test_harm_grades_are_normalised_to_a_frozenset() -> None:
         ([0, 2.0], 1, None, r"grades\[1\] must be 0, 1, 2, 3 or None, got 2\.0"),
         ([0, "2"], 1, None, r"grades\[1\] must be 0, 1, 2, 3 or None, got '2'"),
         ([True, 0], 1, None, r"grades\[0\] must be 0, 1, 2, 3 or None, got True"),
+        ([0, [1]], 1, None, r"grades\[1\] must be 0, 1, 2, 3 or None, got \[1\]"),
         ([0, 1], 1, -1, r"relevant_total must be an integer >= 0 or None, got -1"),
         ([0, 1], 1, 2.0, r"relevant_total must be an integer >= 0 or None, got 2\.0"),
     ],
