@@ -454,3 +454,55 @@ def test_past_the_budget_events_are_stored_failed_and_requeued_later(redis_url, 
         assert done["status"] == "done" and len(fake.chat_requests()) == 4
     finally:
         server.stop()
+
+
+# ---- token use and the fake as a process ----------------------------------------------------
+
+
+def test_listwise_uses_far_fewer_tokens_on_the_same_event(redis_url, fake):
+    passages = [
+        (f"p{i}", f"Fleas live {i + 10} days when the weather is cold. " * 4) for i in range(20)
+    ]
+
+    async def tokens(mode: str) -> tuple[int, int]:
+        judge = OpenAIJudge(judge_settings(redis_url, fake, RAGMON_JUDGE_MODE=mode))
+        await judge.grade(QUERY, passages)
+        await judge.aclose()
+        return judge.usage_in, judge.calls
+
+    (point_in, point_calls), (list_in, list_calls) = (
+        asyncio.run(tokens("pointwise")),
+        asyncio.run(tokens("listwise")),
+    )
+    assert (point_calls, list_calls) == (20, 1)
+    assert list_in < 0.35 * point_in  # the rubric is paid once per event, not once per passage
+
+
+def test_fake_server_runs_as_a_process_for_benchmarks():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fake_llm", "--port", "0", "--latency", "0.2"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("ready http://127.0.0.1:")
+        client = openai.OpenAI(api_key="k", base_url=line.split()[1], max_retries=0)
+        t0 = time.perf_counter()
+        resp = client.chat.completions.create(
+            model=MODEL,
+            messages=prompt.pointwise_messages(QUERY, PASSAGES[0][1]),
+            response_format=prompt.pointwise_format(),
+        )
+        assert time.perf_counter() - t0 >= 0.2
+        assert prompt.parse_pointwise(resp.choices[0].message.content) == 2
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
