@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import math
 import sys
 import time
@@ -424,6 +425,8 @@ def run_calibrate(args: argparse.Namespace, settings: Settings, out: TextIO = sy
     if not records:
         print(f"ragmon calibrate: no records in {path}", file=sys.stderr)
         return 2
+    for name in ("httpx", "httpx2", "openai"):  # one INFO line per HTTP call drowns the report
+        logging.getLogger(name).setLevel(logging.WARNING)
     judge, store = _make_judge(settings)
 
     async def go() -> Outcome:
