@@ -297,12 +297,12 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
                 for r in report.improvements
             ],
         )
-    measures_section(doc, report)
-    ops_section(doc, report)
-    judge_section(doc, report)
     doc.h(2, "Plots", "plots")
     for alt, png in plots.items():
         doc.img(png, alt)
+    measures_section(doc, report)
+    ops_section(doc, report)
+    judge_section(doc, report)
     worst_section(doc, report)
     methods_section(doc)
     return doc

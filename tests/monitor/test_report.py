@@ -168,7 +168,7 @@ def test_regression_ranked_first_and_stable_not_flagged(live: Live, tmp_path: Pa
             assert r.status != "regression", (r.group, r.measure, r.diff, r.p_adj)
 
     md = (out / "report.md").read_text()
-    first_screen = md[: md.index("## All measures")]
+    first_screen = md[: md.index("## Plots")]
     assert "shop/kb-1/bm25" in first_screen and "stable-a" not in first_screen
     assert "how sure" in first_screen and "look at first" in first_screen
     html = (out / "report.html").read_text()
@@ -338,3 +338,45 @@ def test_detects_the_drop_over_seeds() -> None:
         report = analyze(Dataset(window_data(cur, c), window_data(base, b), [], True, 35.0))
         assert report.regressions and report.regressions[0].group[2] == "bm25", seed
         assert report.regressions[0].severity in ("major", "moderate")
+
+
+# ---- the weekly schedule (RQ cron in the worker process) ------------------------------------
+
+
+@pytest.mark.slow
+def test_weekly_schedule_registers_cron_and_job_writes_report(live: Live, tmp_path: Path) -> None:
+    from rq.cron import CronScheduler
+
+    from workers.schedule import JOB_NAME, REPORT_CRON, register_weekly_report
+
+    end = yesterday()
+    live.send(synthetic_events(seed=9, plan={"bm25": (GOOD, BAD)}, end=end, per_day=20))
+    live.process()
+    s = replace(live.settings, report_dir=str(tmp_path / "weekly"))
+    worker = make_worker(s)
+    schedule = register_weekly_report(worker, s)
+    try:
+        deadline = time.monotonic() + 10
+        while not CronScheduler.all(worker.connection):
+            assert time.monotonic() < deadline, "the cron scheduler never registered"
+            time.sleep(0.05)
+        (cron_job,) = schedule.scheduler.get_jobs()
+        assert (cron_job.name, cron_job.cron, cron_job.queue_name) == (
+            JOB_NAME,
+            REPORT_CRON,
+            s.queue_name,
+        )
+        nxt = cron_job.next_enqueue_time.astimezone()
+        assert nxt.weekday() == 0 and (nxt.hour, nxt.minute) == (6, 0)
+        assert nxt > datetime.now(UTC)
+        job = cron_job.enqueue(worker.connection)  # what the loop does when Monday 06:00 comes
+    finally:
+        schedule.stop()
+    assert not schedule.thread.is_alive()
+    worker.work(burst=True, with_scheduler=False)
+    job.refresh()
+    assert job.is_finished, job.latest_result()
+    cur, _ = windows(end=end.isoformat(), days=7)
+    dated = tmp_path / "weekly" / f"report-{cur.label.replace('..', '_')}.html"
+    assert job.return_value() == str(dated) and dated.exists()
+    assert "bm25" in (tmp_path / "weekly" / "report.md").read_text()
