@@ -294,8 +294,9 @@ def analyse(records: Sequence[Record], outcome: Outcome, params: MeasureParams) 
         mk = compute([kg for _, _, kg in top], r.k, params)
         mj = compute(jg, r.k, params)
         for key, _ in MEASURES:
-            if mk[key] is not None and mj[key] is not None:
-                per_retriever[r.retriever][key].append((mk[key], mj[key]))
+            a, b = mk[key], mj[key]
+            if a is not None and b is not None:
+                per_retriever[r.retriever][key].append((a, b))
     matrix = confusion(known, judged)
     n = len(known)
     rel = params.relevant_grade

@@ -154,7 +154,9 @@ class JudgeState:
         now_s, now_us = self.client.time()
         cutoff = (now_s * 1000 + now_us // 1000) - window_s * 1000
         reqs = self.client.zcount(self.keys.rate(model, "req"), f"({cutoff}", "+inf")
-        toks = self.client.zrangebyscore(self.keys.rate(model, "tok"), f"({cutoff}", "+inf")
+        toks: list[bytes] = self.client.zrangebyscore(  # type: ignore[assignment]
+            self.keys.rate(model, "tok"), f"({cutoff}", "+inf"
+        )
         return int(reqs), sum(int(m.decode().rsplit(":", 1)[1]) for m in toks)
 
     # ---- spend and accounting -----------------------------------------------------------------

@@ -273,6 +273,18 @@ def test_401_is_a_client_error_not_retried(redis_url, fake):
     assert len(fake.chat_requests()) == 1
 
 
+def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_rest(redis_url, fake):
+    s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
+    fake.script(Reply.text('{"grade": 3}'), Reply.error(500), Reply.text('{"grade": 1}'))
+    err = grade_error(s, passages=PASSAGES)
+    assert err.reason == "server_error" and err.retryable
+    judge = OpenAIJudge(s)
+    cached = Store.connect(s).cached_grades(
+        MODEL, judge.prompt_version, QUERY, [t for _, t in PASSAGES]
+    )
+    assert cached == [3, None, 1]
+
+
 def test_server_without_json_schema_falls_back_and_remembers(redis_url):
     with FakeLLM(json_schema=False, fence=True) as fake:
         s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1")

@@ -102,6 +102,7 @@ class OpenAIJudge:
         self.model = settings.judge_model
         self.mode = settings.judge_mode
         self.prompt_version = f"{prompt.PROMPT_VERSION}-{self.mode}"
+        self._store = store
         self._state = JudgeState(store.client, store.keys) if store is not None else None
         self._limiter = (
             RateLimiter(self._state, self.model, settings.judge_rpm, settings.judge_tpm)
@@ -144,7 +145,26 @@ class OpenAIJudge:
             chunks = [texts[i : i + LISTWISE_MAX] for i in range(0, len(texts), LISTWISE_MAX)]
             parts = await asyncio.gather(*(self._listwise(query, c) for c in chunks))
             return [g for part in parts for g in part]
-        return list(await asyncio.gather(*(self._pointwise(query, t) for t in texts)))
+        results = await asyncio.gather(
+            *(self._pointwise(query, t) for t in texts), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if not errors:
+            return [r for r in results if isinstance(r, int)]
+        self._keep_partial(query, texts, results)
+        judge_errors = [e for e in errors if isinstance(e, JudgeError)]
+        if len(judge_errors) < len(errors):
+            raise next(e for e in errors if not isinstance(e, JudgeError))
+        # a lasting failure decides the event's fate; otherwise the job is retried later
+        raise next((e for e in judge_errors if not e.retryable), judge_errors[0])
+
+    def _keep_partial(self, query: str, texts: Sequence[str], results: Sequence[object]) -> None:
+        """Cache the grades of an event that did get them, so a retry pays only for the rest."""
+        if self._store is None:
+            return
+        graded = [(t, r) for t, r in zip(texts, results, strict=True) if isinstance(r, int)]
+        if graded:
+            self._store.cache_grades(self.model, self.prompt_version, query, graded)
 
     async def aclose(self) -> None:
         """Close the HTTP client (called by the job when it is done)."""
