@@ -134,7 +134,7 @@ def _hints(
             "prompt size changed, and P@K, Harm@K and T move with K even when the retriever did not"
         )
     seg = _segment_hint(head, cur, base)
-    if seg:
+    if seg and seg.startswith("segment"):
         hints.append(seg)
     if "hit" in by:
         hints.append(
@@ -150,6 +150,8 @@ def _hints(
         hints.append(
             "more on-topic distractors (grade 1) in the prompt: check chunking and the reranker"
         )
+    if seg and not seg.startswith("segment"):
+        hints.append(seg)
     if ops is not None and ops.volume_ratio and not 0.67 <= ops.volume_ratio <= 1.5:
         hints.append(f"traffic volume ×{ops.volume_ratio:.2f}: a new kind of query may be arriving")
     hints = hints[:4]

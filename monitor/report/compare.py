@@ -24,7 +24,7 @@ NAMES = {
     "k_over_np": "K/N̂_p",
 }
 LOWER_IS_BETTER = frozenset({"harm"})
-ALPHA = 0.05  # family-wise error rate of one report (Holm over every comparison)
+ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in pooled standard deviations, worth a person's time
 BOOTSTRAP_MAX_N = 5000  # above this many events the normal interval equals the bootstrap's
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be used

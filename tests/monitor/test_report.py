@@ -274,13 +274,13 @@ def test_windows() -> None:
 PARAMS = MeasureParams()
 
 
-def window_data(window: Window, events: list[tuple[str, list[int]]]) -> WindowData:
-    """What the store would hold for these (retriever, grades) events: histograms and records."""
+def window_data(window: Window, events: list[tuple]) -> WindowData:
+    """What the store would hold for (retriever, grades[, segment]) events: histograms, records."""
     acc: dict[str, dict[tuple[str, ...], list]] = {}
     records = []
-    for i, (retriever, grades) in enumerate(events):
+    for i, (retriever, grades, *segment) in enumerate(events):
         m = compute(grades, K, PARAMS)
-        labels = (APP, INDEX, retriever, "default")
+        labels = (APP, INDEX, retriever, segment[0] if segment else "default")
         for name in HISTOGRAM_MEASURES:
             if m[name] is None:
                 continue
@@ -380,3 +380,33 @@ def test_weekly_schedule_registers_cron_and_job_writes_report(live: Live, tmp_pa
     dated = tmp_path / "weekly" / f"report-{cur.label.replace('..', '_')}.html"
     assert job.return_value() == str(dated) and dated.exists()
     assert "bm25" in (tmp_path / "weekly" / "report.md").read_text()
+
+
+def test_hint_names_the_segment_that_collapsed() -> None:
+    """Aggregates hide which query class broke: the first hint names it."""
+    rng = random.Random(21)
+    cur, base = windows(end="2026-11-22", days=7)
+    segs = ("billing", "howto", "faq")
+
+    def week(noise_billing: float) -> list[tuple]:
+        return [
+            ("bm25", ranked_grades(rng, noise_billing if s == "billing" else GOOD), s)
+            for s in segs
+            for _ in range(150)
+        ]
+
+    report = analyze(
+        Dataset(window_data(cur, week(3.0)), window_data(base, week(GOOD)), [], True, 35.0)
+    )
+    (reg,) = report.regressions
+    assert reg.look_first[0].startswith("segment `billing` carries most of it")
+
+
+def test_report_of_an_empty_store_says_so(settings: Settings, tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        out=str(tmp_path), end=None, days=7, week="2026-W47", baseline="previous"
+    )
+    assert run_report(args, settings) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "No regression" in md and "no data in the current window 2026-W47" in md
+    assert (tmp_path / "report-2026-W47.html").exists()
