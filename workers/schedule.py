@@ -13,7 +13,9 @@ CronJob runs `ragmon report --out $RAGMON_REPORT_DIR` instead (docs/report.md).
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -103,5 +105,8 @@ def register_weekly_report(
         target=_loop, args=(scheduler, stopping), name="ragmon-report-cron", daemon=True
     )
     thread.start()
+    schedule = ReportSchedule(scheduler, thread, stopping)
+    pid = os.getpid()
+    atexit.register(lambda: schedule.stop() if os.getpid() == pid else None)  # register death
     log.info("weekly drift report scheduled (%s) into %s", cron, out_dir or settings.report_dir)
-    return ReportSchedule(scheduler, thread, stopping)
+    return schedule
