@@ -301,7 +301,7 @@ def retrieval_quality() -> dict[str, Any]:
     for key in ("ndcg", "t", "hit", "harm", "precision"):
         desc = next(d for k, _, _, d in MEASURES if k == key)
         p.append(
-            stat(f"{TITLES[key]} (mean)", desc, range_mean[key], unit=UNITS[key],
+            stat(f"{TITLES[key]} (range mean)", desc, range_mean[key], unit=UNITS[key],
                  defaults={"decimals": 3 if UNITS[key] == "none" else 1})
         )  # fmt: skip
 

@@ -1,0 +1,202 @@
+"""Every dashboard panel and alert query, run by a real Prometheus scraping a real ragmon.
+
+The fixture starts the API and two workers (`tests.support.stack.Stack`) with the OpenAI
+judge pointed at the fake LLM server (so judge calls, tokens, spend, latency and a few
+refusals, i.e. failed events, are real), Debian's `prometheus` scraping it every second with
+ragmon's own prometheus.yml and rules, and feeds it demo events plus one invalid request.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+
+from monitor.demo import traffic
+from tests.grafana.prometheus_server import PrometheusServer
+from tests.grafana.queries import (
+    alert_queries,
+    metric_names,
+    panel_queries,
+    recorded_names,
+    variable_queries,
+)
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.redis_server import RedisServer
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.slow
+
+# Grafana's variables as the test sets them: all series, windows the short test run fills.
+GRAFANA_VARS = {
+    "$__rate_interval": "2m",
+    "$__interval": "15s",
+    "$__range": "5m",
+    "$window": "5m",
+    "$app": ".*",
+    "$index": ".*",
+    "$retriever": ".*",
+    "$segment": ".*",
+    "$job": "ragmon",
+}
+# The week-over-week queries read a week ago; the test has seconds of data, so their data
+# check runs them again with this offset (their own text must still parse and run).
+SHORT_OFFSET = "10s"
+N_EVENTS = 90
+
+
+@dataclass
+class Fed:
+    prom: PrometheusServer
+    stack: Stack
+    results: list[dict]
+    metrics: str
+
+
+def grafana_expr(expr: str) -> str:
+    for name, value in GRAFANA_VARS.items():
+        expr = expr.replace(name, value)
+    assert "$" not in expr, f"unsubstituted variable in {expr!r}"
+    return expr
+
+
+def demo_events(n: int, seed: int) -> list[dict]:
+    texts = {p["id"]: p["text"] for p in traffic.load_kb()}
+    queries = traffic.load_queries()
+    rng = random.Random(seed)
+    return [
+        traffic.make_event(
+            rng.choice(queries), texts, traffic.RETRIEVERS[i % 3], seed=f"{seed}:{i}",
+            with_grades=i % 4 == 0,
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fed(redis_server: RedisServer) -> Iterator[Fed]:
+    if shutil.which("prometheus") is None:
+        pytest.skip(
+            "prometheus not found: install Debian's `prometheus` package (scripts/test does)"
+        )
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    fake = FakeLLM().start()
+    fake.script(*[Reply.error(500)] * 3, *[Reply.refusal()] * 6)  # retried, and failed events
+    env = {
+        "RAGMON_JUDGE": "openai",
+        "OPENAI_BASE_URL": fake.url,
+        "OPENAI_API_KEY": "sk-test",
+        "RAGMON_JUDGE_MAX_RETRIES": "1",
+        "RAGMON_SAMPLE_RATE": "0.9",
+    }
+    stack = Stack(redis_server.url, workers=2, env=env).start()
+    prom = PrometheusServer(f"127.0.0.1:{stack.port}").start()
+    try:
+        prom.wait_for('up{job="ragmon"} == 1')
+        answers = []
+        for wave in range(2):  # two waves a few seconds apart: rates see an increase
+            answers += stack.post(demo_events(N_EVENTS // 2, seed=wave))
+            time.sleep(3)
+        assert stack.client.post("/v1/retrievals", json={"query": "no k"}).status_code == 422
+        queued = [a["event_id"] for a in answers if a["status"] == "queued"]
+        results = stack.wait_done(queued, timeout=120)
+        done = sum(r["status"] == "done" for r in results)
+        assert done >= N_EVENTS // 2 and any(r["status"] == "failed" for r in results)
+        prom.wait_for(
+            "sum(ragmon_events_labeled_total)", lambda r: r and float(r[0]["value"][1]) == done
+        )
+        prom.wait_for("sum(ragmon_events_failed_total) > 0")
+        prom.wait_for("ragmon:retrieval_ndcg:mean1h")
+        time.sleep(12)  # > SHORT_OFFSET of data after the last change
+        yield Fed(prom, stack, results, stack.metrics())
+    finally:
+        prom.stop()
+        stack.stop()
+        fake.stop()
+        client.flushall()
+        client.close()
+
+
+def run_ok(fed: Fed, expr: str) -> list[dict]:
+    body = fed.prom.query(expr)
+    assert body["status"] == "success", f"{expr}\n-> {body.get('errorType')}: {body.get('error')}"
+    return body["data"]["result"]
+
+
+@pytest.mark.parametrize("query", panel_queries(), ids=str)
+def test_panel_query_parses_and_returns_data(fed: Fed, query) -> None:
+    expr = grafana_expr(query.expr)
+    result = run_ok(fed, expr)
+    if "offset 1w" in expr:
+        result = run_ok(fed, expr.replace("offset 1w", f"offset {SHORT_OFFSET}"))
+    assert result, f"no data for {query}:\n{expr}"
+
+
+@pytest.mark.parametrize("query", alert_queries(), ids=str)
+def test_alert_and_recording_expression_runs(fed: Fed, query) -> None:
+    """Parses and evaluates; an alert that is not firing legitimately returns nothing."""
+    run_ok(fed, query.expr)
+
+
+@pytest.mark.parametrize("name", sorted(recorded_names()))
+def test_recording_rule_has_data(fed: Fed, name: str) -> None:
+    assert fed.prom.wait_for(name, timeout=20)
+
+
+def test_prometheus_evaluates_every_rule_without_error(fed: Fed) -> None:
+    """Prometheus itself runs the rules: no many-to-many matches or other runtime errors."""
+    deadline = time.monotonic() + 20
+    while True:
+        rules = [r for g in fed.prom.api("rules")["data"]["groups"] for r in g["rules"]]
+        if all(r["health"] != "unknown" for r in rules) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(rules) == 19
+    bad = {r["name"]: (r["health"], r.get("lastError")) for r in rules if r["health"] != "ok"}
+    assert not bad
+
+
+def test_variables_offer_the_label_values_sent(fed: Fed) -> None:
+    for query in variable_queries():
+        m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", query.expr)
+        assert m, query
+        series, label = grafana_expr(m.group(1)), m.group(2)
+        body = fed.prom.api(f"label/{label}/values", **{"match[]": series})
+        assert body["status"] == "success", body
+        expected = {
+            "app": {traffic.LABELS["app"]},
+            "index": {traffic.LABELS["index"]},
+            "retriever": set(traffic.RETRIEVERS),
+            "job": {"ragmon"},
+        }.get(label)
+        values = set(body["data"])
+        assert values, f"{query}: no values"
+        if expected:
+            assert values == expected, query
+
+
+def test_every_metric_name_used_is_in_ragmon_metrics(fed: Fed) -> None:
+    exposed = set(re.findall(r"^([a-zA-Z_:][\w:]*)[{ ]", fed.metrics, re.M))
+    used = set()
+    for q in panel_queries() + alert_queries() + variable_queries():
+        used |= metric_names(q.expr)
+    missing = used - exposed - recorded_names() - {"up"}
+    assert not missing, f"used by dashboards/rules but not in /metrics: {sorted(missing)}"
+
+
+def test_the_mean_panel_matches_the_api_results(fed: Fed) -> None:
+    """The overview's mean nDCG@K over the range is the mean of the per-event results."""
+    done = [r for r in fed.results if r["status"] == "done"]
+    want = sum(r["measures"]["ndcg"] for r in done) / len(done)
+    (query,) = [q for q in panel_queries() if q.source.endswith(" nDCG@K (range mean) [A]")]
+    expr = grafana_expr(query.expr)
+    assert "ragmon_retrieval_ndcg_sum" in expr and "[5m]" in expr
+    (sample,) = run_ok(fed, expr)
+    assert float(sample["value"][1]) == pytest.approx(want, abs=0.02)
