@@ -22,7 +22,6 @@ from monitor.report.gather import Dataset, WindowData
 from monitor.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from monitor.report.window import Window
 
-WORST_N = 10
 SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
 
 
@@ -159,12 +158,6 @@ def _hints(
     return hints
 
 
-def _worst(events: list[dict], measure: str, highest: bool) -> list[dict]:
-    scored = [e for e in events if e["m"].get(measure) is not None]
-    scored.sort(key=lambda e: (-e["m"][measure] if highest else e["m"][measure], e["ts"]))
-    return scored[:WORST_N]
-
-
 def _trend(data: Dataset, groups: list[Group]) -> dict[str, dict[Group, list[float | None]]]:
     out: dict[str, dict[Group, list[float | None]]] = {}
     for m in MEASURES:
@@ -231,8 +224,8 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         ops=ops,
         judge_base=jb,
         judge_cur=jc,
-        worst_ndcg=_worst(cur.events, "ndcg", highest=False),
-        worst_harm=_worst(cur.events, "harm", highest=True),
+        worst_ndcg=cur.worst_ndcg,
+        worst_harm=cur.worst_harm,
         trend=_trend(data, groups),
         trend_labels=[b.window.label for b in data.trend],
         store_text=data.store_text,

@@ -86,17 +86,6 @@ def segment_hists(hists: Hists, measure: str, group: Group) -> dict[str, Histogr
     return {lbl[3]: h for lbl, h in series.items() if group_of(lbl) == group and h.count}
 
 
-def event_values(events: list[dict], measure: str, group: Group) -> list[float]:
-    out = []
-    for e in events:
-        lb = e["labels"]
-        if (lb["app"], lb["index"], lb["retriever"]) == group:
-            v = e["m"].get(measure)
-            if v is not None:
-                out.append(float(v))
-    return out
-
-
 def groups_of(*windows: WindowData) -> list[Group]:
     seen: set[Group] = set()
     for w in windows:
@@ -137,7 +126,7 @@ def compare_measure(cur: WindowData, base: WindowData, group: Group, measure: st
     for key, h, w in (("cur", hc, cur), ("base", hb, base)):
         if h is None or not h.count:
             continue
-        vals = event_values(w.events, measure, group)
+        vals = w.values.get((group, measure), [])
         kept = len(vals) >= KEPT_SHARE * h.count and len(vals) <= h.count / KEPT_SHARE
         values[key] = vals if kept else None
         ci, summary = _summary(values[key], h, measure, seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from monitor.report.window import Window
 from monitor.store import Histogram, Store
 
 TREND_WEEKS = 8
+WORST_N = 10  # events listed per drill-down table
 HIST_BOUNDS = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
 
 Hists = dict[str, dict[tuple[str, ...], Histogram]]
@@ -24,13 +26,36 @@ def stderr_progress(message: str) -> None:
 
 @dataclass
 class WindowData:
-    """Histograms and counters summed over a window's days, and its per-event records."""
+    """Histograms and counters summed over a window's days, and its per-event records reduced
+    as they are read (a busy week has hundreds of thousands): the values of each measure per
+    (app, index, retriever), and the candidates for the worst-events tables."""
 
     window: Window
     hists: Hists = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
+    values: dict[tuple[tuple[str, str, str], str], list[float]] = field(default_factory=dict)
+    worst_ndcg: list[dict] = field(default_factory=list)
+    worst_harm: list[dict] = field(default_factory=list)
+    records: int = 0
     days_with_data: int = 0
+
+    def add_records(self, records: list[dict]) -> None:
+        """Fold one day's compact per-event records into the values and worst candidates."""
+        for e in records:
+            lb = e["labels"]
+            group = (lb["app"], lb["index"], lb["retriever"])
+            for measure, v in e["m"].items():
+                if v is not None:
+                    self.values.setdefault((group, measure), []).append(float(v))
+        self.records += len(records)
+        ndcg = [e for e in records if e["m"].get("ndcg") is not None]
+        harm = [e for e in records if e["m"].get("harm") is not None]
+        self.worst_ndcg = heapq.nsmallest(
+            WORST_N, self.worst_ndcg + ndcg, key=lambda e: (e["m"]["ndcg"], e["ts"])
+        )
+        self.worst_harm = heapq.nsmallest(
+            WORST_N, self.worst_harm + harm, key=lambda e: (-e["m"]["harm"], e["ts"])
+        )
 
 
 @dataclass
@@ -89,7 +114,7 @@ class _DayCache:
             if self.hists[day]:
                 data.days_with_data += 1
             if with_events:
-                data.events.extend(self.store.day_events(day))
+                data.add_records(self.store.day_events(day))
         data.hists = merge_hists(hists)
         data.counters = merge_counters(counters)
         return data
@@ -102,10 +127,10 @@ def gather(
     cache = _DayCache(store, progress)
     progress(f"reading {current.label} ({len(current.days)} days)")
     cur = cache.window(current, with_events=True)
-    progress(f"  {len(cur.events)} per-event records, {cur.days_with_data} days with data")
+    progress(f"  {cur.records} per-event records, {cur.days_with_data} days with data")
     progress(f"reading baseline {baseline.label} ({len(baseline.days)} days)")
     base = cache.window(baseline, with_events=True)
-    progress(f"  {len(base.events)} per-event records, {base.days_with_data} days with data")
+    progress(f"  {base.records} per-event records, {base.days_with_data} days with data")
     trend = []
     for back in range(TREND_WEEKS - 1, -1, -1):
         block = Window(current.end, current.end).shifted(-back)

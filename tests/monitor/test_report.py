@@ -302,7 +302,9 @@ def window_data(window: Window, events: list[tuple]) -> WindowData:
             }
         )
     hists = {n: {lb: Histogram(*v) for lb, v in s.items()} for n, s in acc.items()}
-    return WindowData(window, hists, {}, records, len(window.days))
+    data = WindowData(window, hists, {}, days_with_data=len(window.days))
+    data.add_records(records)
+    return data
 
 
 def test_no_false_alarms_over_seeds() -> None:
@@ -410,3 +412,25 @@ def test_report_of_an_empty_store_says_so(settings: Settings, tmp_path: Path) ->
     md = (tmp_path / "report.md").read_text()
     assert "No regression" in md and "no data in the current window 2026-W47" in md
     assert (tmp_path / "report-2026-W47.html").exists()
+
+
+def test_binned_counts_when_per_event_records_are_missing() -> None:
+    """Past the per-day record cap only histograms remain: binned intervals, no KS, a note."""
+    rng = random.Random(5)
+    cur, base = windows(end="2026-11-22", days=7)
+    b = window_data(base, [("bm25", ranked_grades(rng, GOOD)) for _ in range(300)])
+    c = window_data(cur, [("bm25", ranked_grades(rng, BAD)) for _ in range(300)])
+    exact = {r.measure: r for r in analyze(Dataset(c, b, [], True, 35.0)).rows}
+    b.values, c.values = {}, {}
+    report = analyze(Dataset(c, b, [], True, 35.0))
+    ndcg = next(r for r in report.rows if r.measure == "ndcg")
+    assert ndcg.source == "binned counts" and ndcg.ks is None
+    assert ndcg.cur.method == "normal-binned"
+    assert ndcg.cur.estimate == pytest.approx(exact["ndcg"].cur.estimate)  # sum/count is exact
+    width, exact_width = (
+        ndcg.cur.high - ndcg.cur.low,
+        exact["ndcg"].cur.high - exact["ndcg"].cur.low,
+    )
+    assert width == pytest.approx(exact_width, rel=0.15)  # spread from bin mid-points
+    assert report.regressions and report.regressions[0].headline.measure in exact
+    assert any("binned counts" in n for n in report.notes)
