@@ -285,6 +285,16 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
     assert cached == [3, None, 1]
 
 
+def test_429_out_of_quota_is_not_retried(redis_url, fake):
+    s = judge_settings(redis_url, fake)
+    quota = Reply.error(429, message="You exceeded your current quota")
+    quota.error_body["error"]["code"] = "insufficient_quota"
+    fake.script(quota)
+    err = grade_error(s)
+    assert err.reason == "client_error" and not err.retryable and "quota" in str(err)
+    assert len(fake.chat_requests()) == 1
+
+
 def test_server_without_json_schema_falls_back_and_remembers(redis_url):
     with FakeLLM(json_schema=False, fence=True) as fake:
         s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1")

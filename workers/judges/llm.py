@@ -287,6 +287,13 @@ class OpenAIJudge:
                 self._record(outcome, latency)
                 attempt = await self._wait_or_raise(_Transient(outcome, str(exc)), attempt)
                 continue
+            except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
+                latency = time.perf_counter() - started
+                self._settle(ticket, est)
+                self._record("server_error", latency)
+                failure = _Transient("server_error", f"bad response: {exc}"[:300])
+                attempt = await self._wait_or_raise(failure, attempt)
+                continue
             latency = time.perf_counter() - started
             usage = resp.usage
             self._settle(ticket, usage.total_tokens if usage is not None else est)
@@ -313,6 +320,8 @@ class OpenAIJudge:
     def _classify(exc: openai.APIStatusError) -> _Transient:
         status = exc.status_code
         hint = retry_after_s(exc.response.headers if exc.response is not None else None)
+        if status == 429 and getattr(exc, "code", None) == "insufficient_quota":
+            return _Transient("client_error", f"HTTP 429 (out of quota): {exc.message}")
         if status == 429:
             return _Transient("rate_limited", f"HTTP 429: {exc.message}", hint)
         if status == 408:
