@@ -90,7 +90,7 @@ def _segment_hint(row: Row, cur: WindowData, base: WindowData) -> str | None:
     for s in both:
         change = hc[s].sum / hc[s].count - hb[s].sum / hb[s].count
         contrib[s] = (change * hc[s].count / total, change)
-    bad = {s: c for s, c in contrib.items() if (c[0] > 0) == (row.diff.estimate > 0)}
+    bad = {s: c for s, c in contrib.items() if (c[0] > 0) == (row.tested.estimate > 0)}
     whole = sum(c[0] for c in bad.values())
     if not bad or whole == 0:
         return None
@@ -187,7 +187,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         bad = [r for r in rows if r.group == g and r.status == "regression"]
         if not bad:
             continue
-        bad.sort(key=lambda r: -abs(r.diff.effect))
+        bad.sort(key=lambda r: -abs(r.tested.effect))
         head = bad[0]
         regressions.append(
             Regression(
@@ -195,14 +195,14 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
                 head,
                 bad[1:],
                 severity(head),
-                drift.how_sure(head.p_adj),
+                drift.how_sure(head.p),
                 _hints(bad, ops_by.get(g), cur, base, judge_shift, models_changed),
             )
         )
     rank = {"major": 0, "moderate": 1, "minor": 2}
-    regressions.sort(key=lambda r: (rank[r.severity], -abs(r.headline.diff.effect)))
+    regressions.sort(key=lambda r: (rank[r.severity], -abs(r.headline.tested.effect)))
     improvements = sorted(
-        (r for r in rows if r.status == "improvement"), key=lambda r: -abs(r.diff.effect)
+        (r for r in rows if r.status == "improvement"), key=lambda r: -abs(r.tested.effect)
     )
     notes = []
     if not cur.days_with_data:
@@ -241,9 +241,9 @@ def summary_line(report: Report) -> str:
     if not n:
         return head + "no regression."
     r = report.regressions[0]
-    d = r.headline.diff
+    d = r.headline.tested
     return head + (
         f"{n} regression{'s' if n > 1 else ''}; worst: {group_name(r.group)} "
-        f"{NAMES[r.headline.measure]} {r.headline.base.estimate:.3f} → "
-        f"{r.headline.cur.estimate:.3f} ({d.estimate:+.3f}, {r.sure}, {r.severity} shift)"
+        f"{NAMES[r.headline.measure]} {fmt(r.headline.base_mean)} → "
+        f"{fmt(r.headline.cur_mean)} ({d.estimate:+.3f}, {r.sure}, {r.severity} shift)"
     )

@@ -67,6 +67,26 @@ class Row:
         return d > 0 if self.measure in LOWER_IS_BETTER else d < 0
 
     @property
+    def tested(self) -> drift.Diff:
+        """The difference of a row that was tested (both windows had data)."""
+        if self.diff is None:
+            raise ValueError(f"{self.group} {self.measure}: not tested")
+        return self.diff
+
+    @property
+    def base_mean(self) -> float | None:
+        return self.base.estimate if self.base else None
+
+    @property
+    def cur_mean(self) -> float | None:
+        return self.cur.estimate if self.cur else None
+
+    @property
+    def p(self) -> float:
+        """Holm-adjusted p-value (1 when untested)."""
+        return 1.0 if self.p_adj is None else self.p_adj
+
+    @property
     def psi_level(self) -> str:
         return drift.psi_level(self.psi) if self.psi is not None else "n/a"
 
@@ -122,24 +142,25 @@ def compare_measure(cur: WindowData, base: WindowData, group: Group, measure: st
     hc = group_hist(cur.hists, measure, group)
     hb = group_hist(base.hists, measure, group)
     seed = zlib.crc32(f"{group_name(group)}:{measure}".encode())
-    values = {}
+    kept: dict[str, list[float] | None] = {}
+    summaries: dict[str, tuple[float, float, int]] = {}
     for key, h, w in (("cur", hc, cur), ("base", hb, base)):
         if h is None or not h.count:
             continue
         vals = w.values.get((group, measure), [])
-        kept = len(vals) >= KEPT_SHARE * h.count and len(vals) <= h.count / KEPT_SHARE
-        values[key] = vals if kept else None
-        ci, summary = _summary(values[key], h, measure, seed)
+        complete = KEPT_SHARE * h.count <= len(vals) <= h.count / KEPT_SHARE
+        kept[key] = vals if complete else None
+        ci, summaries[key] = _summary(kept[key], h, measure, seed)
         setattr(row, key, ci)
         setattr(row, f"{key}_counts", list(h.buckets))
-        values[f"{key}_summary"] = summary
     if row.base is None or row.cur is None or hb is None or hc is None:
         return row
-    row.diff = drift.diff_means(values["base_summary"], values["cur_summary"])
+    row.diff = drift.diff_means(summaries["base"], summaries["cur"])
     row.psi = drift.psi(hb.buckets, hc.buckets)
     row.psi_noise = drift.psi_noise(hb.buckets, hc.buckets)
-    if values.get("cur") is not None and values.get("base") is not None:
-        row.ks = drift.ks_2samp(values["base"], values["cur"])
+    vb, vc = kept.get("base"), kept.get("cur")
+    if vb is not None and vc is not None:
+        row.ks = drift.ks_2samp(vb, vc)
         row.source = "per-event values"
     else:
         row.source = "binned counts"
@@ -150,9 +171,9 @@ def compare_all(cur: WindowData, base: WindowData) -> list[Row]:
     """Every (group, measure) row, with Holm-adjusted p-values and a status."""
     rows = [compare_measure(cur, base, g, m) for g in groups_of(cur, base) for m in MEASURES]
     tested = [r for r in rows if r.diff is not None]
-    for r, p in zip(tested, drift.holm([r.diff.pvalue for r in tested]), strict=True):
+    for r, p in zip(tested, drift.holm([r.tested.pvalue for r in tested]), strict=True):
         r.p_adj = p
-        big = abs(r.diff.effect) >= MIN_EFFECT
+        big = abs(r.tested.effect) >= MIN_EFFECT
         if p < ALPHA and big:
             r.status = "regression" if r.worse else "improvement"
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
@@ -13,7 +13,7 @@ from monitor.store import Histogram, Store
 
 TREND_WEEKS = 8
 WORST_N = 10  # events listed per drill-down table
-HIST_BOUNDS = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
+HIST_BOUNDS: dict[str, Sequence[float]] = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
 
 Hists = dict[str, dict[tuple[str, ...], Histogram]]
 Progress = Callable[[str], None]

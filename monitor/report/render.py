@@ -58,8 +58,8 @@ def regressions_section(doc: Doc, report: Report) -> None:
                 str(i),
                 group_name(r.group),
                 NAMES[h.measure],
-                fmt(h.base.estimate),
-                fmt(h.cur.estimate),
+                fmt(h.base_mean),
+                fmt(h.cur_mean),
                 _change(h),
                 f"{r.severity} (PSI {fmt(h.psi, 2)})",
                 f"{r.sure} (p = {h.p_adj:.2g})",
@@ -69,7 +69,7 @@ def regressions_section(doc: Doc, report: Report) -> None:
     headers = ["#", "where", "measure", "baseline", "this week", "change [95% CI]", "shift"]
     doc.table(headers + ["how sure", "look at first"], rows, "regressions")
     for i, r in enumerate(report.regressions, 1):
-        also = ", ".join(f"{NAMES[o.measure]} {o.diff.estimate:+.3f}" for o in r.others)
+        also = ", ".join(f"{NAMES[o.measure]} {o.tested.estimate:+.3f}" for o in r.others)
         doc.p(f"{i}. {group_name(r.group)}" + (f": also {also}." if also else "."))
         doc.ul(r.look_first)
 
@@ -290,8 +290,8 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
                 [
                     group_name(r.group),
                     NAMES[r.measure],
-                    fmt(r.base.estimate),
-                    fmt(r.cur.estimate),
+                    fmt(r.base_mean),
+                    fmt(r.cur_mean),
                     _change(r),
                 ]
                 for r in report.improvements
