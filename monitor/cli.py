@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for noisy in ("httpx", "httpx2", "openai"):  # one line per request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
