@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from monitor.report.analyze import Report, analyze, summary_line
+from monitor.report.compare import NAMES
 from monitor.report.document import to_html, to_markdown
 from monitor.report.gather import Progress, gather, load_event_details, stderr_progress
 from monitor.report.window import Window, windows
@@ -96,7 +97,7 @@ def post_summary(url: str, report: Report, location: str) -> bool:
     for i, r in enumerate(report.regressions[:3], 1):
         h = r.headline
         lines.append(
-            f"{i}. {'/'.join(r.group)} {h.measure}: {h.tested.estimate:+.3f} ({r.sure}); "
+            f"{i}. {'/'.join(r.group)} {NAMES[h.measure]}: {h.tested.estimate:+.3f} ({r.sure}); "
             f"look first: {r.look_first[0]}"
         )
     lines.append(f"Full report: {location}")
