@@ -13,14 +13,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import redis
+import redis.asyncio
 from rq import Callback, Queue, Retry
 
 from monitor.catalog import LAG_BUCKETS
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
 from monitor.settings import Settings
 from monitor.store import scripts
+from monitor.store.ingest import AsyncIngest, plan_ingest
 from monitor.store.keys import SEP, Keys
 
 JOB_FUNC = "workers.jobs.process_events"
@@ -65,6 +68,8 @@ class Store:
         self.settings = settings
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST)
+        self._ingest_jobs = client.register_script(scripts.INGEST_JOBS)
+        self._rq_queue = Queue(settings.queue_name, connection=client)
         self._finish = client.register_script(scripts.FINISH)
         self._fail = client.register_script(scripts.FAIL)
 
@@ -91,11 +96,32 @@ class Store:
     # ---- ingest -------------------------------------------------------------------------
 
     def ingest(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
-        """Store new events and enqueue their jobs in one transaction.
+        """Store new events and enqueue their jobs atomically, in one round trip.
 
         Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
-        `items`) answers the stored status with created False.
+        `items`) answers the stored status with created False. See `monitor.store.ingest`.
         """
+        plan = plan_ingest(self, items)
+        reply = self._ingest_jobs(keys=plan.keys, args=plan.args) if plan.keys else []
+        out, redo = plan.settle(reply)
+        if redo:  # rare: a job mixing known and new ids
+            for i, answer in zip(redo, self.ingest_exact([items[i] for i in redo]), strict=True):
+                out[i] = answer
+        return [o for o in out if o is not None]
+
+    def async_ingest(self) -> AsyncIngest | None:
+        """`ingest` over redis.asyncio for the running event loop (None without REDIS_URL)."""
+        url = self.settings.redis_url
+        if not url:
+            return None
+        options = {} if url.startswith("unix:") else {"socket_keepalive": True}
+        return AsyncIngest(
+            self, redis.asyncio.Redis.from_url(url, health_check_interval=30, **options)
+        )
+
+    def ingest_exact(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
+        """`ingest` in two steps (read the statuses, then write events and jobs of the new ids in
+        one transaction): the path for jobs that would mix known and new ids."""
         existing = self.statuses([it.event_id for it in items])
         out: list[tuple[str, bool] | None] = [None] * len(items)
         new: dict[str, int] = {}
@@ -124,22 +150,29 @@ class Store:
                 out[new[it.event_id]] = (st, bool(c))
         return [o for o in out if o is not None]
 
+    def _job_data(self, event_ids: Sequence[str]) -> Any:
+        return Queue.prepare_data(
+            JOB_FUNC,
+            args=(list(event_ids),),
+            timeout=JOB_TIMEOUT_S,
+            result_ttl=60,
+            failure_ttl=30 * 86400,
+            retry=JOB_RETRY,
+            on_failure=Callback("workers.jobs.on_job_failure"),
+            description=f"ragmon: judge {len(event_ids)} events",
+        )
+
     def _enqueue(self, event_ids: Sequence[str], pipe: redis.client.Pipeline) -> None:
         size = self.settings.job_batch_size
-        datas = [
-            Queue.prepare_data(
-                JOB_FUNC,
-                args=(list(event_ids[i : i + size]),),
-                timeout=JOB_TIMEOUT_S,
-                result_ttl=60,
-                failure_ttl=30 * 86400,
-                retry=JOB_RETRY,
-                on_failure=Callback("workers.jobs.on_job_failure"),
-                description=f"ragmon: judge {len(event_ids[i : i + size])} events",
-            )
-            for i in range(0, len(event_ids), size)
-        ]
-        self.queue.enqueue_many(datas, pipeline=pipe)
+        datas = [self._job_data(event_ids[i : i + size]) for i in range(0, len(event_ids), size)]
+        self._rq_queue.enqueue_many(datas, pipeline=pipe)
+
+    def job_commands(self, event_ids: Sequence[str]) -> list[tuple]:
+        """The Redis commands RQ's `enqueue_many` issues for one job judging `event_ids`
+        (recorded on a pipeline that is never executed; the ingest script runs them)."""
+        pipe = self.client.pipeline(transaction=False)
+        self._rq_queue.enqueue_many([self._job_data(event_ids)], pipeline=pipe)
+        return [args for args, _ in pipe.command_stack]
 
     def statuses(self, event_ids: Sequence[str]) -> list[str | None]:
         """The stored status of each event (None when unknown or expired)."""

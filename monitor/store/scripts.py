@@ -87,3 +87,74 @@ redis.call('HINCRBY', KEYS[2], 'events_failed|' .. ARGV[2], 1)
 redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
 return 1
 """
+
+# Create events and enqueue their RQ jobs in one round trip, only for events that are new.
+# KEYS: event keys, then the counters hash (last).
+# ARGV: ttl, then per event (KEYS order): payload, status, received_at; then groups covering
+#   the events in KEYS order, each: event count, command count, then per command its argument
+#   count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
+# A group with commands (a job) is all or nothing: all its events new -> create them and run
+# its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
+# takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
+# creates each new event. Returns per event: 1 created, -1 conflict, else the stored status.
+INGEST_JOBS = """
+local n = #KEYS - 1
+local counters = KEYS[#KEYS]
+local ttl = tonumber(ARGV[1])
+local out = {}
+local function create(i)
+  local base = 2 + (i - 1) * 3
+  local status = ARGV[base + 1]
+  if status == 'sampled_out' then
+    redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
+    redis.call('HINCRBY', counters, 'events_sampled_out', 1)
+  else
+    redis.call('HSET', KEYS[i], 'p', ARGV[base], 's', status, 'rt', ARGV[base + 2])
+  end
+  redis.call('EXPIRE', KEYS[i], ttl)
+  redis.call('HINCRBY', counters, 'events_received', 1)
+end
+local function stored(i)
+  local st = redis.call('HGET', KEYS[i], 's')
+  if st then return st end
+  return -1
+end
+local i = 1
+local g = 2 + 3 * n
+while i <= n do
+  local n_ev = tonumber(ARGV[g])
+  local n_cmds = tonumber(ARGV[g + 1])
+  g = g + 2
+  local first_cmd = g
+  for _ = 1, n_cmds do g = g + 1 + tonumber(ARGV[g]) end
+  local last = i + n_ev - 1
+  local fresh = 0
+  for j = i, last do
+    if redis.call('EXISTS', KEYS[j]) == 0 then
+      fresh = fresh + 1
+      out[j] = 1
+    else
+      out[j] = 0
+    end
+  end
+  if n_cmds == 0 or fresh == n_ev then
+    for j = i, last do
+      if out[j] == 1 then create(j) else out[j] = stored(j) end
+    end
+    if n_cmds > 0 then
+      local p = first_cmd
+      for _ = 1, n_cmds do
+        local nargs = tonumber(ARGV[p])
+        redis.call(unpack(ARGV, p + 1, p + nargs))
+        p = p + 1 + nargs
+      end
+    end
+  elseif fresh == 0 then
+    for j = i, last do out[j] = stored(j) end
+  else
+    for j = i, last do out[j] = -1 end
+  end
+  i = last + 1
+end
+return out
+"""
