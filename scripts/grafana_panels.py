@@ -74,13 +74,20 @@ for the query (counted in the top 2K).
 Source: Schwartz et al., conclusions. Needs events sent with 2K passages."""
 
 
+# T can be negative, so its histogram's _sum goes down as well as up and rate() would read
+# every decrease as a counter reset. delta() gives the same ratio for series that never reset
+# (ragmon's aggregates live in Redis and survive restarts of the API).
+SIGNED = frozenset({"t"})
+
+
 def mean(key: str, window: str = "$window", by: str = "", extra: str = "") -> str:
-    """rate(_sum)/rate(_count) of a quality histogram over the selected series."""
+    """rate(_sum)/rate(_count) of a quality histogram over the selected series (delta for T)."""
     agg = f"sum by ({by}) " if by else "sum "
     m = f"ragmon_retrieval_{key}"
+    fn = "delta" if key in SIGNED else "rate"
     return (
-        f"{agg}(rate({m}_sum{{{SEL}}}[{window}]{extra}))\n"
-        f"/ {agg}(rate({m}_count{{{SEL}}}[{window}]{extra}))"
+        f"{agg}({fn}({m}_sum{{{SEL}}}[{window}]{extra}))\n"
+        f"/ {agg}({fn}({m}_count{{{SEL}}}[{window}]{extra}))"
     )
 
 

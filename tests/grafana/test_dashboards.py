@@ -96,9 +96,12 @@ def test_quality_dashboard_has_the_required_views() -> None:
     ps = [p for p in panels(DASHBOARDS["ragmon-quality"]) if p["type"] != "row"]
     exprs = "\n".join(t["expr"] for p in ps for t in p.get("targets", []))
     titles = {p["title"] for p in ps}
-    for key in ("t", "ndcg", "f_e", "harm", "precision", "hit"):
+    for key in ("ndcg", "f_e", "harm", "precision", "hit"):
         assert f"rate(ragmon_retrieval_{key}_sum" in exprs, key
         assert f"rate(ragmon_retrieval_{key}_count" in exprs, key
+    # T's _sum goes down with negative T: rate() would see counter resets there.
+    assert "rate(ragmon_retrieval_t_sum" not in exprs
+    assert "delta(ragmon_retrieval_t_sum" in exprs and "delta(ragmon_retrieval_t_count" in exprs
     assert sum(p["type"] == "heatmap" for p in ps) >= 5
     for p in ps:
         if p["type"] == "heatmap":

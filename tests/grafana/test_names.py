@@ -77,3 +77,10 @@ def test_a_typo_would_be_caught() -> None:
     expr = 'sum(rate(ragmon_retrieval_ndcg_summ{app=~"$app"}[5m])) / on() up'
     assert metric_names(expr) - known_names() == {"ragmon_retrieval_ndcg_summ"}
     assert label_names('sum by (retreiver) (x{ap="a"})') == {"retreiver", "ap"}
+
+
+def test_no_rate_over_the_sum_of_a_signed_measure() -> None:
+    """T can be negative: its _sum decreases, which rate()/increase() read as counter resets."""
+    for query in ALL_QUERIES:
+        assert not re.search(r"(rate|increase)\(ragmon_retrieval_t_sum", query.expr), query
+    assert any("delta(ragmon_retrieval_t_sum" in q.expr for q in alert_queries())
