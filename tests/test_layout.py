@@ -25,6 +25,7 @@ PACKAGES = ("monitor", "workers")
 PURE_IMPORTS = frozenset(
     {
         "__future__",
+        "numpy",  # numerical, no I/O: the drift bootstrap (a runtime dependency)
         "array",
         "bisect",
         "cmath",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from workers.judges.base import Judge
 
 KNOWN, CACHE, JUDGE = "known", "cache", "judge"
@@ -43,8 +45,9 @@ async def grade_event(
             misses.append(i)
         else:
             grades[i], sources[i] = g, CACHE
-    store.incr("judge_cache_hits", len(todo) - len(misses))
-    store.incr("judge_cache_misses", len(misses))
+    day = datetime.fromisoformat(event["timestamp"]).astimezone(UTC).strftime("%Y-%m-%d")
+    store.incr("judge_cache_hits", len(todo) - len(misses), day=day)
+    store.incr("judge_cache_misses", len(misses), day=day)
     if misses:
         new = await judge.grade(query, [(passages[i]["id"], passages[i]["text"]) for i in misses])
         for i, g in zip(misses, new, strict=True):
