@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build ragmon's Grafana files from their single sources.
 
-- grafana/dashboards/*.json from the panel definitions in scripts/grafana_panels.py;
+- grafana/dashboards/*.json from scripts/grafana_quality.py and grafana_operations.py;
 - grafana/provisioning/alerting/ragmon-alerts.yml (Grafana-managed alerts) from the Prometheus
   rules in deploy/prometheus/rules/, with the recording rules inlined so the Grafana alerts need
   only ragmon's raw metrics in whatever Prometheus the user has.
@@ -23,9 +23,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from grafana_panels import DASHBOARDS, DATASOURCE_UID  # noqa: E402
+from grafana_operations import operations  # noqa: E402
+from grafana_panels import DATASOURCE_UID  # noqa: E402
+from grafana_quality import retrieval_quality  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+DASHBOARDS = (retrieval_quality, operations)
 RULES_DIR = ROOT / "deploy" / "prometheus" / "rules"
 DASHBOARD_DIR = ROOT / "grafana" / "dashboards"
 ALERTING_FILE = ROOT / "grafana" / "provisioning" / "alerting" / "ragmon-alerts.yml"

@@ -1,0 +1,311 @@
+"""The "Retrieval quality" dashboard as data (source of grafana/dashboards/ragmon-quality.json).
+
+Every panel has a one-sentence description for people who are not IR researchers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grafana_panels import dashboard, panel, query_variable, row, stat, target, timeseries
+
+SEL = 'app=~"$app", index=~"$index", retriever=~"$retriever", segment=~"$segment"'
+
+# (key, title, unit, description) of the quality measures shown as means over time.
+MEASURES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "ndcg",
+        "nDCG@K",
+        "none",
+        "How close the prompt's passages are to the best possible order of the passages judged "
+        "for the query: 1 = the most relevant ones came first, 0 = none of the top K is relevant.",
+    ),
+    (
+        "t",
+        "T",
+        "none",
+        "Relevant passages that reached the prompt minus a penalty for the irrelevant ones "
+        "around them (Schwartz et al.); higher is better and its scale grows with K.",
+    ),
+    (
+        "f_e",
+        "F_e",
+        "none",
+        "Balance of finding the relevant passages and not padding the prompt with others, with "
+        "the number of relevant passages estimated from the top 2K; 1 is perfect.",
+    ),
+    (
+        "harm",
+        "Harm@K",
+        "percentunit",
+        "Share of the prompt taken by distractors: passages on the topic that do not answer "
+        "and can mislead the LLM; lower is better.",
+    ),
+    (
+        "precision",
+        "Precision@K",
+        "percentunit",
+        "Share of the passages put in the prompt that are relevant to the query.",
+    ),
+    (
+        "hit",
+        "Hit rate",
+        "percentunit",
+        "Share of queries with at least one relevant passage in the prompt; a miss means the "
+        "LLM had nothing to answer from.",
+    ),
+)
+TITLES = {key: title for key, title, _, _ in MEASURES} | {"rr": "RR@K", "k_over_np": "K/N̂p"}
+UNITS = {key: unit for key, _, unit, _ in MEASURES} | {"rr": "none", "k_over_np": "none"}
+
+REGIME_NOTE = """**Which measure to trust: K / N̂p**
+
+K is how many passages go into the prompt; N̂p estimates how many relevant passages exist
+for the query (counted in the top 2K).
+
+* **K / N̂p below 1**: there are more relevant passages than prompt slots. Trust **T**:
+  it rewards every relevant passage the prompt gets and tracks answer quality best here.
+* **K / N̂p well above 1** (say over 2): few relevant passages exist, so what matters is
+  whether they are ranked first. Trust **nDCG@K**.
+* In between, read both.
+
+Source: Schwartz et al., conclusions. Needs events sent with 2K passages."""
+
+
+# T can be negative, so its histogram's _sum goes down as well as up and rate() would read
+# every decrease as a counter reset. delta() gives the same ratio for series that never reset
+# (ragmon's aggregates live in Redis and survive restarts of the API).
+SIGNED = frozenset({"t"})
+
+
+def mean(key: str, window: str = "$window", by: str = "", extra: str = "") -> str:
+    """rate(_sum)/rate(_count) of a quality histogram over the selected series (delta for T)."""
+    agg = f"sum by ({by}) " if by else "sum "
+    m = f"ragmon_retrieval_{key}"
+    fn = "delta" if key in SIGNED else "rate"
+    return (
+        f"{agg}({fn}({m}_sum{{{SEL}}}[{window}]{extra}))\n"
+        f"/ {agg}({fn}({m}_count{{{SEL}}}[{window}]{extra}))"
+    )
+
+
+def quantile(q: float, key: str, window: str = "$window") -> str:
+    """The q-quantile of a quality histogram over the selected series."""
+    return (
+        f"histogram_quantile({q}, sum by (le) "
+        f"(rate(ragmon_retrieval_{key}_bucket{{{SEL}}}[{window}])))"
+    )
+
+
+def heatmap(key: str) -> dict[str, Any]:
+    """The distribution of one quality measure over time (histogram buckets)."""
+    expr = f"sum by (le) (increase(ragmon_retrieval_{key}_bucket{{{SEL}}}[$__rate_interval]))"
+    options = {
+        "calculate": False,
+        "yAxis": {"axisPlacement": "left", "unit": UNITS[key]},
+        "rowsFrame": {"layout": "le"},
+        "color": {"mode": "scheme", "scheme": "Oranges", "exponent": 0.5, "steps": 64},
+        "cellGap": 1,
+        "tooltip": {"mode": "single", "yHistogram": True},
+        "legend": {"show": True},
+    }
+    return panel(
+        "heatmap",
+        f"{TITLES[key]} distribution",
+        f"How many events scored in each band of {TITLES[key]} over time: a band that empties "
+        "or a new dark band shows a change the mean can hide.",
+        [target(expr, "{{le}}", format="heatmap")],
+        options=options,
+    )
+
+
+def _quality_variables() -> list[dict[str, Any]]:
+    base = "ragmon_retrieval_ndcg_count"
+    # Each variable offers the values that exist under the ones chosen before it.
+    names = ("app", "index", "retriever", "segment")
+    chain = []
+    for i, name in enumerate(names):
+        scope = ", ".join(f'{n}=~"${n}"' for n in names[:i])
+        series = f"{base}{{{scope}}}" if scope else base
+        chain.append((name, name.capitalize(), f"label_values({series}, {name})"))
+    window = {
+        "name": "window",
+        "label": "Averaging window",
+        "type": "interval",
+        "query": "5m,15m,1h,6h,1d",
+        "current": {"selected": True, "text": "1h", "value": "1h"},
+        "options": [
+            {"selected": v == "1h", "text": v, "value": v} for v in ["5m", "15m", "1h", "6h", "1d"]
+        ],
+        "auto": False,
+        "hide": 0,
+        "refresh": 2,
+    }
+    return [*(query_variable(*c) for c in chain), window]
+
+
+def retrieval_quality() -> dict[str, Any]:
+    """The "Retrieval quality" dashboard."""
+    range_mean = {k: mean(k, "$__range") for k in ("ndcg", "t", "hit", "harm", "precision")}
+    p: list[dict[str, Any]] = [row("Overview for the selected range")]
+    p.append(
+        stat(
+            "Events judged",
+            "Retrievals judged and measured in the selected time range (after sampling).",
+            f"sum(increase(ragmon_retrieval_ndcg_count{{{SEL}}}[$__range]))",
+            defaults={"decimals": 0},
+        )
+    )
+    for key in ("ndcg", "t", "hit", "harm", "precision"):
+        desc = next(d for k, _, _, d in MEASURES if k == key)
+        p.append(
+            stat(f"{TITLES[key]} (range mean)", desc, range_mean[key], unit=UNITS[key],
+                 defaults={"decimals": 3 if UNITS[key] == "none" else 1})
+        )  # fmt: skip
+
+    p.append(row("Mean over time (window: $window)"))
+    for key, title, unit, desc in MEASURES:
+        p.append(timeseries(f"{title} (mean)", desc, [target(mean(key), title)], unit=unit))
+
+    p.append(row("Per retriever, side by side"))
+    measures = [k for k, _, _, _ in MEASURES]
+    table_targets = [
+        target(mean(k, "$__range", by="retriever"), TITLES[k], instant=True, range=False,
+               format="table")
+        for k in measures
+    ]  # fmt: skip
+    renames = {f"Value #{chr(ord('A') + i)}": TITLES[k] for i, k in enumerate(measures)}
+    p.append(
+        panel(
+            "table",
+            "Scorecard per retriever (selected range)",
+            "Each retriever's mean of every measure over the selected time range: compare "
+            "retrievers on the same traffic at a glance.",
+            table_targets,
+            w=24,
+            h=6,
+            defaults={"decimals": 3},
+            transformations=[
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {"excludeByName": {"Time": True}, "renameByName": renames},
+                },
+            ],
+            options={"showHeader": True, "cellHeight": "sm"},
+        )
+    )
+    for key, title, unit, desc in MEASURES:
+        p.append(
+            timeseries(f"{title} by retriever", desc,
+                       [target(mean(key, by="retriever"), "{{retriever}}")], unit=unit)
+        )  # fmt: skip
+
+    p.append(row("Distributions"))
+    for key in ("ndcg", "t", "f_e", "harm", "precision", "rr"):
+        p.append(heatmap(key))
+    for key in ("ndcg", "t", "f_e"):
+        p.append(
+            timeseries(
+                f"{TITLES[key]}: p10 and median",
+                f"The {TITLES[key]} that 10% of queries fall below (the bad tail) and the "
+                "median query's: a falling p10 with a steady median means a class of queries "
+                "got worse.",
+                [target(quantile(0.1, key), "p10"), target(quantile(0.5, key), "median")],
+                unit=UNITS[key],
+            )
+        )
+    p.append(
+        timeseries(
+            "Harm@K: median and p90",
+            "The share of distractors in the prompt for the median query and for the worst "
+            "10% of queries; lower is better.",
+            [target(quantile(0.5, "harm"), "median"), target(quantile(0.9, "harm"), "p90")],
+            unit="percentunit",
+        )
+    )
+
+    p.append(row("Which measure to trust: the K / N̂p regime"))
+    p.append(
+        panel("text", "Reading K / N̂p", "When to trust T and when nDCG@K.", [], h=9,
+              options={"mode": "markdown", "content": REGIME_NOTE})
+    )  # fmt: skip
+    p.append(
+        timeseries(
+            "K / N̂p: median and quartiles",
+            "Prompt slots per relevant passage available: below 1 trust T, well above 1 "
+            "trust nDCG@K.",
+            [target(quantile(q, "k_over_np"), label) for q, label in
+             ((0.25, "p25"), (0.5, "median"), (0.75, "p75"))],
+            h=9,
+        )
+    )  # fmt: skip
+    share = (
+        'sum(rate(ragmon_retrieval_k_over_np_bucket{{{sel}, le=~"{le}"}}[$window]))\n'
+        "/ sum(rate(ragmon_retrieval_k_over_np_count{{{sel}}}[$window]))"
+    )
+    p.append(
+        timeseries(
+            "Share of queries per regime",
+            "Share of queries where T is the better guide (K/N̂p ≤ 1) and where nDCG@K is "
+            "(K/N̂p > 2).",
+            [
+                target(share.format(sel=SEL, le="1|1.0"), "K/N̂p ≤ 1: trust T"),
+                target("1 - (" + share.format(sel=SEL, le="2|2.0") + ")", "K/N̂p > 2: trust nDCG"),
+            ],
+            unit="percentunit",
+            h=9,
+            defaults={"min": 0, "max": 1},
+        )
+    )
+
+    p.append(row("Week over week"))
+    for key in ("ndcg", "t", "hit"):
+        p.append(
+            timeseries(
+                f"{TITLES[key]}: this week vs a week ago",
+                f"The mean {TITLES[key]} now and at the same time a week earlier: a gap that "
+                "opens after a deploy points at the change.",
+                [target(mean(key), "now"), target(mean(key, extra=" offset 1w"), "a week ago")],
+                unit=UNITS[key],
+                options={"legend": {"displayMode": "list", "placement": "bottom",
+                                    "showLegend": True}},
+                fieldConfig={"defaults": {"unit": UNITS[key]}, "overrides": [{
+                    "matcher": {"id": "byName", "options": "a week ago"},
+                    "properties": [{"id": "custom.lineStyle",
+                                    "value": {"fill": "dash", "dash": [10, 10]}}],
+                }]},
+            )
+        )  # fmt: skip
+    change = (
+        "("
+        + mean("ndcg", "$__range", by="retriever")
+        + ")\n- ("
+        + mean("ndcg", "$__range", by="retriever", extra=" offset 1w")
+        + ")"
+    )
+    p.append(
+        panel(
+            "bargauge",
+            "nDCG@K change vs a week ago, per retriever",
+            "Mean nDCG@K over the selected range minus the same range a week earlier: "
+            "negative bars are retrievers that got worse.",
+            [target(change, "{{retriever}}", instant=True, range=False)],
+            w=24,
+            h=6,
+            defaults={
+                "decimals": 3,
+                "thresholds": {"mode": "absolute", "steps": [
+                    {"color": "red", "value": None}, {"color": "green", "value": 0}]},
+            },
+            options={"orientation": "horizontal", "displayMode": "basic",
+                     "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+        )
+    )  # fmt: skip
+    return dashboard(
+        "ragmon-quality",
+        "ragmon: Retrieval quality",
+        "How good the passages your RAG app puts into its prompts are, judged per passage.",
+        _quality_variables(),
+        p,
+    )
