@@ -489,3 +489,60 @@ def test_build_event_rejects_what_the_server_would(kwargs) -> None:
     assert build_event(**args)["k"] == 2
     with pytest.raises(InvalidEvent):
         build_event(**{**args, **kwargs})
+
+
+# ---- against the real ragmon API ------------------------------------------------------------
+
+
+@pytest.fixture
+def ragmon_api(settings):
+    """The real API (`create_app`) under uvicorn in a thread, on a real Redis, with a key."""
+    import dataclasses
+
+    import uvicorn
+
+    from monitor.api import create_app
+
+    key = "sdk-test-key-0123456789"
+    app = create_app(dataclasses.replace(settings, api_keys=(key,)))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert wait_for(lambda: server.started)
+    yield f"http://127.0.0.1:{port}", key
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_real_api_accepts_what_the_sdk_sends(ragmon_api) -> None:
+    import httpx
+
+    url, key = ragmon_api
+    docs = [
+        LangChainDoc(f"text of doc {i}", {"id": f"d{i}", "score": 1 - i / 10}) for i in range(6)
+    ]
+    nodes = [NodeWithScore(TextNode(f"node text {i}", f"n{i}"), 0.5) for i in range(4)]
+    with RetrievalMonitor(url, api_key=key, labels={"app": "sdk-test"}) as monitor:
+        for i in range(40):
+            monitor.record(f"question {i}", docs, 3, labels={"segment": "s1"}, event_id=f"lc-{i}")
+        monitor.record("llama question", nodes, 2, event_id="li-0")
+        monitor.record("golden", [{"id": "g", "text": "t", "grade": 3}], 1, relevant_total=1)
+    stats = monitor.stats()
+    assert stats["sent"] == 42 and stats["rejected"] == 0 and stats["invalid"] == 0
+    headers = {"Authorization": f"Bearer {key}"}
+    for event_id in ("lc-0", "lc-39", "li-0"):
+        r = httpx.get(f"{url}/v1/retrievals/{event_id}", headers=headers, timeout=5)
+        assert r.status_code == 200 and r.json()["event_id"] == event_id
+    assert r.json()["k"] == 2 and r.json()["labels"]["app"] == "sdk-test"
+
+
+def test_real_api_wrong_key_is_rejected_not_retried(ragmon_api) -> None:
+    url, _ = ragmon_api
+    monitor = RetrievalMonitor(url, api_key="not-the-key-at-all", backoff=0.01)
+    monitor.record("q", PASSAGES, 2)
+    monitor.close()
+    stats = monitor.stats()
+    assert stats["rejected"] == 1 and stats["sent"] == 0 and stats["retries"] == 0
