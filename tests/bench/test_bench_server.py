@@ -1,0 +1,74 @@
+"""The server benchmarks run in short mode and print their figures (no timing assertions).
+
+Each one starts real processes (Redis, `ragmon serve`, workers, the fake LLM) and must finish
+with every event accepted and judged; the figures must be positive numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NUM = r"([\d,]+(?:\.\d+)?)"
+
+pytestmark = pytest.mark.bench
+
+
+def run(name: str, timeout: float = 120) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", f"tests.bench.{name}", "--short"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^machine: \d+ CPUs .*", result.stdout, re.M), result.stdout
+    return result.stdout
+
+
+def number(pattern: str, out: str) -> float:
+    m = re.search(pattern, out, re.M)
+    assert m, f"no match for {pattern!r} in:\n{out}"
+    return float(m.group(1).replace(",", ""))
+
+
+def test_ingest_benchmark_prints_both_servers_and_the_ratio() -> None:
+    out = run("bench_ingest")
+    row = re.search(rf"^requests/s\s+{NUM}\s+{NUM}\s+{NUM}x$", out, re.M)
+    assert row, out
+    noop, ragmon, ratio = (float(g.replace(",", "")) for g in row.groups())
+    assert noop > 0 and ragmon > 0
+    assert ratio == pytest.approx(ragmon / noop, abs=0.01)
+    assert number(rf"^p99 ms\s+{NUM}\s+{NUM}$", out) > 0
+    assert re.search(rf"^half load: open loop at {NUM} requests/s", out, re.M), out
+    assert number(rf"^events/s\s+{NUM}\s+[\d,]+$", out) > 0
+    assert re.search(r"^target batch events/s .*\((met|MISSED)\)$", out, re.M), out
+    assert number(r"^errors \(non-2xx, socket\): (\d+)$", out) == 0
+
+
+def test_worker_benchmark_prints_llm_lexical_and_bound() -> None:
+    out = run("bench_worker")
+    row = re.search(rf"^passages/s \(10%-90% of events\)\s+{NUM}\s+{NUM}\s+{NUM}$", out, re.M)
+    assert row, out
+    llm, lexical, bound = (float(g.replace(",", "")) for g in row.groups())
+    assert llm > 0 and lexical > 0 and bound > 0
+    assert number(rf"^CPU ms per passage\s+{NUM}\s+[\d.]+$", out) > 0
+    done = re.search(r"^events done\s+(\d+)\s+(\d+)$", out, re.M)
+    assert done and done.group(1) == done.group(2), out
+    assert re.search(r"^target >= 200 passages/s per process: .*\((met|MISSED)\)$", out, re.M)
+
+
+def test_freshness_benchmark_prints_percentiles() -> None:
+    out = run("bench_freshness")
+    assert number(rf"capacity {NUM} events/s", out) > 0
+    for label in (r"/metrics \(_count\)", r"GET /v1/retrievals/\{id\}"):
+        row = re.search(rf"^{label}\s+{NUM}\s+{NUM}\s+{NUM}\s+(\d+)$", out, re.M)
+        assert row, out
+        p50, p95, p99, n = (float(g.replace(",", "")) for g in row.groups())
+        assert 0 <= p50 <= p95 <= p99 and n > 0
