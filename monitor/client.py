@@ -1,12 +1,19 @@
 """The Python SDK: record retrievals from a RAG app without ever touching its request latency.
 
-`RetrievalMonitor.record()` stores a tuple of references on a bounded in-memory buffer and
-returns (well under a microsecond of work on the app's thread: no I/O, no serialisation, no
-uuid). A daemon thread turns buffered events into wire events (normalises passages, generates
-`event_id`s, validates what the server would reject anyway) and posts them in batches to
-`POST {url}/v1/retrievals/batch`, retrying with backoff. Whatever happens to the sidecar
-(slow, down, rejecting), the app only ever loses monitoring data, and every loss is counted in
-`stats()`.
+`RetrievalMonitor.record()` puts a tuple of references on a bounded in-memory buffer and
+returns: well under a microsecond of work on the app's thread, with no I/O, no serialisation
+and no uuid. Two daemon threads do the rest:
+
+- the *encoder* drains that buffer every 50 ms, builds wire events (normalises passages, makes
+  `event_id`s, validates what the server would reject anyway) and keeps them as JSON bytes;
+  the app's objects are released at once, and bytes are invisible to the garbage collector,
+  so a slow or down sidecar does not turn buffered events into long GC pauses in the app;
+- the *sender* posts those bytes in batches to `POST {url}/v1/retrievals/batch`, retrying with
+  backoff.
+
+Whatever happens to the sidecar (slow, down, rejecting), the app only loses monitoring data,
+and every loss is counted in `stats()`: at any moment `recorded` = `sent` + `invalid` +
+`rejected` + the `dropped_*` counters + `buffered` + `in_flight`.
 """
 
 from __future__ import annotations
@@ -43,16 +50,19 @@ MAX_TEXT_CHARS = 32768
 MAX_FUTURE_S = 600.0
 LOG_INTERVAL_S = 60.0
 DEFAULT_BUFFER = 10_000
-DEFAULT_BATCH = 500
+DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
+DEFAULT_BATCH = MAX_BATCH
 DEFAULT_FLUSH_INTERVAL_S = 1.0
+DEFAULT_ENCODE_INTERVAL_S = 0.05
+ENCODE_AT = 256  # record() wakes the encoder early when this many events wait
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RETRIES = 8
 DEFAULT_BACKOFF_S = 0.5
 DEFAULT_BACKOFF_MAX_S = 30.0
 MAX_RETRY_AFTER_S = 120.0
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-# The sender thread gives the GIL back this often: without it, a request arriving while the
-# sender encodes a batch would wait up to sys.getswitchinterval() (5 ms) for the app's thread.
+# The encoder gives the GIL back this often: without it, a request arriving while it works
+# would wait up to sys.getswitchinterval() (5 ms) for the app's thread to run.
 YIELD_EVERY_S = 0.0005
 YIELD_FOR_S = 0.0002
 _LABEL_RE = re.compile(LABEL_PATTERN)
@@ -68,7 +78,7 @@ _COUNTERS = (
     "rejected",  # answered 4xx (not 429) by the server
     "retries",  # HTTP attempts repeated after an error, 429 or 5xx
     "batches",  # batches the server accepted
-    "errors",  # exceptions swallowed inside record() or the sender
+    "errors",  # exceptions swallowed inside record() or the threads
 )
 
 
@@ -80,7 +90,9 @@ class RetrievalMonitor:
     """Non-blocking recorder of retrievals; one per process is enough (thread- and fork-safe).
 
     Use `record()` from sync or async code (it never blocks), `close()` (or `async with` /
-    `with`) at shutdown; it also flushes at interpreter exit.
+    `with`) at shutdown; it also flushes at interpreter exit. `max_buffer` bounds both the
+    events waiting to be encoded and the encoded events waiting to be sent (the latter also by
+    `max_buffer_bytes`); when full, the oldest are dropped and counted.
     """
 
     def __init__(
@@ -90,8 +102,10 @@ class RetrievalMonitor:
         *,
         labels: Mapping[str, str] | None = None,
         max_buffer: int = DEFAULT_BUFFER,
+        max_buffer_bytes: int = DEFAULT_BUFFER_BYTES,
         batch_size: int = DEFAULT_BATCH,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL_S,
+        encode_interval: float = DEFAULT_ENCODE_INTERVAL_S,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: float = DEFAULT_BACKOFF_S,
@@ -105,8 +119,10 @@ class RetrievalMonitor:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._default_labels = dict(labels or {})
         self._maxlen = max(1, int(max_buffer))
+        self._max_bytes = max(1, int(max_buffer_bytes))
         self._batch_size = max(1, min(int(batch_size), MAX_BATCH))
         self._flush_interval = flush_interval
+        self._encode_interval = encode_interval
         self._timeout = timeout
         self._max_retries = max_retries
         self._backoff = backoff
@@ -121,15 +137,20 @@ class RetrievalMonitor:
         _install_hooks()
 
     def _reset(self) -> None:
-        """Fresh buffer, lock, thread and counters (at start, and in a forked child)."""
+        """Fresh buffers, lock, threads and counters (at start, and in a forked child)."""
         self._lock = threading.Lock()
-        self._buf: deque[tuple] = deque(maxlen=self._maxlen)
-        self._wake = threading.Event()
+        self._buf: deque[tuple] = deque(maxlen=self._maxlen)  # record() → encoder
+        self._out: deque[bytes] = deque()  # encoder → sender
+        self._out_bytes = 0
+        self._wake_encoder = threading.Event()
+        self._wake_sender = threading.Event()
         self._closing = threading.Event()
+        self._encoder_done = threading.Event()
         self._deadline: float | None = None
-        self._thread: threading.Thread | None = None
+        self._threads: tuple[threading.Thread, ...] | None = None
         self._http: httpx.Client | None = None
-        self._inflight = 0
+        self._encoding = 0  # taken off _buf, not yet in _out
+        self._sending = 0  # taken off _out, not yet settled
         self._n = dict.fromkeys(_COUNTERS, 0)
 
     # ---- the app's side -------------------------------------------------------------------
@@ -148,7 +169,7 @@ class RetrievalMonitor:
 
         `passages`: dicts `{"id", "text", "score"?, "grade"?}`, `(id, text[, score])` tuples,
         LangChain documents (or `(document, score)` pairs) or LlamaIndex nodes. Don't mutate
-        the passage objects afterwards: they are read later by the sender thread.
+        the passage objects afterwards: the encoder thread reads them within ~50 ms.
         """
         try:
             if self._closed:
@@ -161,10 +182,10 @@ class RetrievalMonitor:
                     self._n["dropped_buffer_full"] += 1
                 self._buf.append(item)
                 self._n["recorded"] += 1
-            if self._thread is None:
+            if self._threads is None:
                 self._start()
-            elif len(self._buf) >= self._batch_size and not self._wake.is_set():
-                self._wake.set()
+            elif len(self._buf) >= ENCODE_AT and not self._wake_encoder.is_set():
+                self._wake_encoder.set()
         except Exception:
             self._n["errors"] += 1
             self._warn("record", "record() failed; the event was dropped", exc_info=True)
@@ -177,19 +198,20 @@ class RetrievalMonitor:
         """Counters since start (or since fork in a child), plus `buffered` and `in_flight`."""
         with self._lock:
             out = dict(self._n)
-            out["buffered"] = len(self._buf)
-            out["in_flight"] = self._inflight
+            out["buffered"] = len(self._buf) + len(self._out)
+            out["in_flight"] = self._encoding + self._sending
         return out
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Ask the sender to post everything buffered now; True if all was handled in time."""
-        self._wake.set()
+        """Ask for everything buffered to be sent now; True if all was settled in time."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self._lock:
-                if not self._buf and not self._inflight:
+                if not (self._buf or self._out or self._encoding or self._sending):
                     return True
-            time.sleep(0.01)
+            self._wake_encoder.set()
+            self._wake_sender.set()
+            time.sleep(0.005)
         return False
 
     def close(self, timeout: float | None = None) -> None:
@@ -198,19 +220,21 @@ class RetrievalMonitor:
             return
         timeout = self._close_timeout if timeout is None else timeout
         self._closed = True
-        self._deadline = time.monotonic() + timeout
+        self._deadline = end = time.monotonic() + timeout
         self._closing.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            thread.join(timeout)
-        with self._lock:
-            left = len(self._buf)  # an in-flight batch is accounted for by the sender
+        self._wake_encoder.set()
+        self._wake_sender.set()
+        for thread in self._threads or ():
+            thread.join(max(0.0, end - time.monotonic()))
+        with self._lock:  # an in-flight batch is settled by the sender itself
+            left = len(self._buf) + len(self._out)
             self._buf.clear()
+            self._out.clear()
+            self._out_bytes = 0
             self._n["dropped_at_close"] += left
         if left:
             self._warn("close", f"close(): {left} events were not sent before the timeout")
-        if self._http is not None and (thread is None or not thread.is_alive()):
+        if self._http is not None and not any(t.is_alive() for t in self._threads or ()):
             self._http.close()
 
     def __enter__(self) -> RetrievalMonitor:
@@ -227,56 +251,106 @@ class RetrievalMonitor:
 
         await asyncio.to_thread(self.close)
 
-    # ---- the sender thread ----------------------------------------------------------------
+    # ---- the threads ----------------------------------------------------------------------
 
     def _start(self) -> None:
         with self._lock:
-            if self._thread is not None:
+            if self._threads is not None:
                 return
-            self._thread = threading.Thread(target=self._run, name="ragmon-sender", daemon=True)
-        self._thread.start()
+            self._threads = (
+                threading.Thread(target=self._encode_loop, name="ragmon-encoder", daemon=True),
+                threading.Thread(target=self._send_loop, name="ragmon-sender", daemon=True),
+            )
+        for thread in self._threads:
+            thread.start()
 
-    def _run(self) -> None:
+    def _encode_loop(self) -> None:
         while True:
             try:
                 closing = self._closing.is_set()
                 if not closing:
-                    self._wake.wait(self._flush_interval)
-                    self._wake.clear()
-                while self._send_some():
-                    pass
+                    self._wake_encoder.wait(self._encode_interval)
+                    self._wake_encoder.clear()
+                self._encode_all()
                 if closing:
+                    self._encoder_done.set()
+                    self._wake_sender.set()
                     return
             except Exception:
-                self._n["errors"] += 1
+                self._bump("errors")
+                self._warn("encoder", "ragmon encoder error", exc_info=True)
+                time.sleep(0.1)
+
+    def _encode_all(self) -> None:
+        """Move every buffered event to the outbox as JSON bytes (invalid ones are counted)."""
+        slice_start = time.perf_counter()
+        while True:
+            with self._lock:
+                if not self._buf:
+                    break
+                item = self._buf.popleft()
+                self._encoding = 1
+            data: bytes | None = None
+            try:
+                data = encode_event(self._event(*item))
+            except Exception as exc:
+                self._warn("invalid", f"invalid event not sent: {exc}")
+            del item
+            with self._lock:
+                self._encoding = 0
+                if data is None:
+                    self._n["invalid"] += 1
+                else:
+                    self._out.append(data)
+                    self._out_bytes += len(data)
+                    while len(self._out) > self._maxlen or self._out_bytes > self._max_bytes:
+                        self._out_bytes -= len(self._out.popleft())
+                        self._n["dropped_buffer_full"] += 1
+                full = len(self._out) >= self._batch_size
+            if full and not self._wake_sender.is_set():
+                self._wake_sender.set()
+            if time.perf_counter() - slice_start > YIELD_EVERY_S:
+                time.sleep(YIELD_FOR_S)  # let the app's threads run (see YIELD_EVERY_S)
+                slice_start = time.perf_counter()
+
+    def _send_loop(self) -> None:
+        while True:
+            try:
+                done = self._encoder_done.is_set()
+                if not self._closing.is_set():
+                    self._wake_sender.wait(self._flush_interval)
+                    self._wake_sender.clear()
+                elif not done:
+                    self._wake_sender.wait(0.01)
+                while self._send_batch():
+                    pass
+                if done:
+                    return
+            except Exception:
+                self._bump("errors")
                 self._warn("sender", "ragmon sender error", exc_info=True)
                 time.sleep(0.1)
 
-    def _send_some(self) -> bool:
-        """Take up to one batch off the buffer, encode and post it; False when empty."""
+    def _send_batch(self) -> bool:
+        """Take one batch off the outbox and post it; False when the outbox is empty."""
+        parts: list[bytes] = []
         with self._lock:
-            n = min(len(self._buf), self._batch_size)
-            items = [self._buf.popleft() for _ in range(n)]
-            self._inflight = n
-        if not items:
+            size = 0
+            while self._out and len(parts) < self._batch_size:
+                if parts and size + len(self._out[0]) > MAX_BATCH_BYTES:
+                    break
+                part = self._out.popleft()
+                size += len(part) + 1
+                parts.append(part)
+            self._out_bytes -= size - len(parts)
+            self._sending = len(parts)
+        if not parts:
             return False
         try:
-            parts: list[bytes] = []
-            slice_start = time.perf_counter()
-            for item in items:
-                try:
-                    parts.append(encode_event(self._event(*item)))
-                except Exception as exc:
-                    self._bump("invalid")
-                    self._warn("invalid", f"invalid event not sent: {exc}")
-                if time.perf_counter() - slice_start > YIELD_EVERY_S:
-                    time.sleep(YIELD_FOR_S)  # let the app's threads run (see YIELD_EVERY_S)
-                    slice_start = time.perf_counter()
-            if parts:
-                self._post_all(parts)
-        finally:
-            with self._lock:
-                self._inflight = 0
+            self._post(parts)
+        except Exception:
+            self._settle("dropped_send_failed", self._sending)  # what _post left unsettled
+            raise
         return True
 
     def _event(
@@ -284,16 +358,6 @@ class RetrievalMonitor:
     ) -> dict[str, Any]:
         merged = {**self._default_labels, **labels} if labels else self._default_labels
         return build_event(query, passages, k, merged, event_id, ts, rt)
-
-    def _post_all(self, parts: list[bytes]) -> None:
-        """Post in pieces that fit MAX_BATCH_BYTES."""
-        start, size = 0, 0
-        for i, part in enumerate(parts):
-            if size and size + len(part) > MAX_BATCH_BYTES:
-                self._post(parts[start:i])
-                start, size = i, 0
-            size += len(part) + 1
-        self._post(parts[start:])
 
     def _post(self, parts: list[bytes]) -> None:
         """Post one batch with retries; split it on 413, drop bad items named by a 422."""
@@ -309,7 +373,7 @@ class RetrievalMonitor:
             else:
                 code = resp.status_code
                 if code < 300:
-                    self._accepted(resp, len(parts))
+                    self._settle("sent", len(parts), sampled=_sampled_out(resp))
                     return
                 if code == 413 and len(parts) > 1:
                     half = len(parts) // 2
@@ -319,12 +383,12 @@ class RetrievalMonitor:
                 if code == 422 and len(parts) > 1:
                     bad = _bad_items(resp)
                     if bad and len(bad) < len(parts):
-                        self._bump("rejected", len(bad))
+                        self._settle("rejected", len(bad))
                         self._warn("422", f"ragmon rejected events: {resp.text[:500]}")
                         self._post([p for i, p in enumerate(parts) if i not in bad])
                         return
                 if code != 429 and code < 500:
-                    self._bump("rejected", len(parts))
+                    self._settle("rejected", len(parts))
                     self._warn(f"{code}", f"ragmon answered {code}: {resp.text[:500]}")
                     return
                 delay = _retry_after(resp)
@@ -337,18 +401,18 @@ class RetrievalMonitor:
             else:
                 delay = min(delay, MAX_RETRY_AFTER_S) * random.uniform(1.0, 1.1)
             if not self._sleep(delay):
-                self._bump("dropped_at_close", len(parts))
+                self._settle("dropped_at_close", len(parts))
                 return
-        self._bump("dropped_send_failed", len(parts))
+        self._settle("dropped_send_failed", len(parts))
 
-    def _accepted(self, resp: httpx.Response, n: int) -> None:
-        sampled = 0
-        with contextlib.suppress(Exception):
-            sampled = sum(r.get("status") == "sampled_out" for r in resp.json()["results"])
+    def _settle(self, outcome: str, n: int, sampled: int = 0) -> None:
+        """Count `n` in-flight events under `outcome` (atomically, so the totals add up)."""
         with self._lock:
-            self._n["sent"] += n
-            self._n["sampled_out"] += sampled
-            self._n["batches"] += 1
+            self._n[outcome] += n
+            self._sending -= n
+            if outcome == "sent":
+                self._n["sampled_out"] += sampled
+                self._n["batches"] += 1
 
     def _sleep(self, seconds: float) -> bool:
         """Sleep, cut short by the close deadline; False if the deadline has passed."""
@@ -388,7 +452,13 @@ class RetrievalMonitor:
         log.warning(msg, exc_info=exc_info)
 
 
-# ---- normalisation and validation (run on the sender thread) -------------------------------
+def _sampled_out(resp: httpx.Response) -> int:
+    with contextlib.suppress(Exception):
+        return sum(r.get("status") == "sampled_out" for r in resp.json()["results"])
+    return 0
+
+
+# ---- normalisation and validation (run on the encoder thread) -------------------------------
 
 
 def build_event(
