@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import uuid
@@ -78,9 +79,14 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # What exists now (modules, routes, models) lives as long as the server: keep it out of
+        # the cyclic GC's full collections, whose pauses made the ingest p99 (docs/performance.md).
+        gc.collect()
+        gc.freeze()
         await writer.start()
         yield
         await writer.stop()
+        gc.unfreeze()
 
     app = FastAPI(
         title="ragmon",
