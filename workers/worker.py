@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 from rq import Worker
 
 from monitor.settings import Settings
@@ -11,6 +13,12 @@ from monitor.store import Store
 from workers.context import build_context, set_context
 
 log = logging.getLogger("ragmon.worker")
+
+
+def patient_retry() -> Retry:
+    """Redis retries that ride out a Redis restart (about a minute or two): RQ's worker quits on
+    a ConnectionError while it watches a work horse, and redis-py's default retries span ~2 s."""
+    return Retry(ExponentialWithJitterBackoff(base=0.25, cap=5.0), retries=30)
 
 
 class JudgeNotConfigured(SystemExit):
@@ -35,6 +43,9 @@ def make_worker(
 ) -> Worker:
     """An RQ worker whose work horses inherit the ragmon context (settings, store, judge)."""
     check_judge(settings)
+    if store is None:
+        store = Store.connect(settings)
+        store.client.set_retry(patient_retry())
     ctx = build_context(settings, store)
     set_context(ctx)
     return Worker(
@@ -43,4 +54,8 @@ def make_worker(
         name=name,
         maintenance_interval=maintenance_interval,
         job_monitoring_interval=job_monitoring_interval,
+        # RQ blocks an idle worker in BLPOP for worker_ttl - 15 s (default 405 s) and runs its
+        # maintenance (retrying jobs abandoned by a dead worker) only between two waits: tie
+        # the wait to the maintenance interval.
+        worker_ttl=maintenance_interval + 15,
     )

@@ -1,0 +1,160 @@
+"""Shared pieces of the fault tests: a retrying sender, waiting on statuses, the tally.
+
+The tally is the figure each fault test reports: events sent, accepted (202/200 answered),
+done (status `done` in the store), and counted (`ragmon_events_labeled_total` in /metrics).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+import psutil
+
+from tests.support.events import make_event
+from tests.support.stack import Stack, sample_value
+
+FIGURES: list[Tally] = []  # printed at the end of the session by conftest's summary hook
+
+
+@dataclass
+class Tally:
+    fault: str
+    sent: int = 0
+    accepted: int = 0
+    done: int = 0
+    counted: int = 0
+    failed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        extra = f"; {'; '.join(self.notes)}" if self.notes else ""
+        return (
+            f"{self.fault}: sent={self.sent} accepted={self.accepted} done={self.done} "
+            f"counted={self.counted} failed={self.failed}{extra}"
+        )
+
+    def record(self) -> Tally:
+        FIGURES.append(self)
+        print(self.line(), flush=True)
+        return self
+
+
+def events(n: int, seed0: int, passages: int = 4, k: int = 2, app: str = "rel") -> list[dict]:
+    """`n` small valid events with distinct ids and texts (seeded, reproducible)."""
+    out = []
+    for i in range(n):
+        ev = make_event(n=passages, k=k, seed=seed0 + i, labels={"app": app, "retriever": "r"})
+        ev["event_id"] = f"ev-{seed0 + i}"
+        ev["query"] = f"{ev['query']} #{seed0 + i}"  # distinct queries: no judgment-cache hits
+        out.append(ev)
+    return out
+
+
+class Sender(threading.Thread):
+    """Posts events in batches; retries on 503, 5xx and connection errors until accepted.
+
+    A retried batch reuses its event ids, so an event stored just before a failure answers
+    200 (duplicate) on the retry instead of being stored twice.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        evs: Sequence[dict],
+        batch: int = 20,
+        pause: float = 0.0,
+        give_up: float = 120,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.url, self.evs, self.batch, self.pause, self.give_up = url, evs, batch, pause, give_up
+        self.sent: set[str] = set()
+        self.accepted: set[str] = set()
+        self.retries = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            for i in range(0, len(self.evs), self.batch):
+                chunk = list(self.evs[i : i + self.batch])
+                self.sent.update(e["event_id"] for e in chunk)
+                deadline = time.monotonic() + self.give_up
+                while True:
+                    try:
+                        r = client.post("/v1/retrievals/batch", json={"events": chunk})
+                    except httpx.TransportError as exc:
+                        r, why = None, type(exc).__name__
+                    else:
+                        why = str(r.status_code)
+                    if r is not None and r.status_code < 300:
+                        for res in r.json()["results"]:
+                            if res["status"] in ("queued", "done", "failed"):
+                                self.accepted.add(res["event_id"])
+                        break
+                    if r is not None and r.status_code < 500:
+                        self.errors.append(f"{r.status_code}: {r.text[:200]}")
+                        break
+                    if time.monotonic() > deadline:
+                        self.errors.append(f"gave up after {self.give_up}s: {why}")
+                        break
+                    self.retries += 1
+                    retry_after = r.headers.get("retry-after") if r is not None else None
+                    time.sleep(min(float(retry_after or 0.2), 1.0))
+                if self.pause:
+                    time.sleep(self.pause)
+
+
+def statuses(stack: Stack, ids: Iterable[str]) -> dict[str, str]:
+    """Status of each event straight from the store (one round trip)."""
+    from monitor.store import Store
+
+    ids = list(ids)
+    store = Store.connect(_settings(stack))
+    try:
+        return {i: (s or "unknown") for i, s in zip(ids, store.statuses(ids), strict=True)}
+    finally:
+        store.client.close()
+
+
+def _settings(stack: Stack):  # noqa: ANN202 - monitor.settings.Settings
+    from monitor.settings import Settings
+
+    return Settings.from_env({"REDIS_URL": stack.env["REDIS_URL"]}, dotenv=None)
+
+
+def wait_status(
+    stack: Stack, ids: Iterable[str], want: str = "done", timeout: float = 60, poll: float = 0.5
+) -> dict[str, str]:
+    """Poll until every event has status `want` (or the timeout); returns the last statuses."""
+    ids = list(ids)
+    deadline = time.monotonic() + timeout
+    while True:
+        st = statuses(stack, ids)
+        if all(s == want for s in st.values()) or time.monotonic() > deadline:
+            return st
+        time.sleep(poll)
+
+
+def labeled(stack: Stack) -> int:
+    """`ragmon_events_labeled_total` as /metrics exports it."""
+    try:
+        return int(sample_value(stack.metrics(), "ragmon_events_labeled_total"))
+    except KeyError:
+        return 0
+
+
+def metric(stack: Stack, name: str, labels: dict[str, str] | None = None) -> float:
+    try:
+        return sample_value(stack.metrics(), name, labels)
+    except KeyError:
+        return 0.0
+
+
+def worker_name(proc: psutil.Process | int) -> str:
+    """The `--name` a `ragmon worker` process was started with."""
+    p = proc if isinstance(proc, psutil.Process) else psutil.Process(proc)
+    cmd = p.cmdline()
+    return cmd[cmd.index("--name") + 1]

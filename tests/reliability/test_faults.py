@@ -1,0 +1,243 @@
+"""Faults against real processes: nothing accepted is lost, nothing is counted twice.
+
+Each test reports events sent / accepted / done / counted in /metrics and asserts
+accepted == done == counted. Run with `-s` (or see the summary) for the figures.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import redis
+from rq import Queue, Worker
+from rq.job import Job
+from rq.registry import ScheduledJobRegistry
+
+from tests.reliability.conftest import llm_env
+from tests.reliability.support import (
+    Sender,
+    Tally,
+    events,
+    labeled,
+    metric,
+    statuses,
+    wait_status,
+    worker_name,
+)
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.redis_server import free_port
+from tests.support.stack import Stack
+
+pytestmark = pytest.mark.slow
+
+
+def _observed_once(redis_url: str, n: int) -> None:
+    """Each done event was observed exactly once: lifetime histogram count and day lists."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        hist = client.hgetall("ragmon:h")
+        ndcg = sum(
+            int(v)
+            for k, v in hist.items()
+            if k.startswith(b"retrieval_ndcg|") and k.endswith(b"|count")
+        )
+        day_lists = sum(client.llen(k) for k in client.scan_iter("ragmon:day:*:ev"))
+    finally:
+        client.close()
+    assert ndcg == n, f"nDCG observed {ndcg} times for {n} events"
+    assert day_lists == n, f"{day_lists} per-day entries for {n} events"
+
+
+def test_sigkill_worker_mid_job(redis_url):
+    """A worker and its work horse die by SIGKILL while judging; RQ's abandoned-job cleanup
+    (execution heartbeat TTL: monitoring interval + 60 s) retries the job on another worker."""
+    fake = FakeLLM(latency=3.0).start()
+    stack = Stack(redis_url, workers=0, env=llm_env(fake)).start()
+    try:
+        victim = stack.add_worker(["--job-monitoring-interval", "2"])
+        stack.add_worker(["--job-monitoring-interval", "2"])
+        evs = events(16, seed0=1000)
+        tally = Tally("SIGKILL a worker mid-job", sent=len(evs))
+        tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs))
+        # wait until the victim is inside a job
+        conn = redis.Redis.from_url(redis_url)
+        name = worker_name(victim.pid)
+        deadline = time.monotonic() + 30
+        job_id = None
+        while job_id is None:
+            w = next((w for w in Worker.all(connection=conn) if w.name == name), None)
+            job_id = w.get_current_job_id() if w is not None else None
+            assert time.monotonic() < deadline, "the victim never started a job"
+            time.sleep(0.1)
+        time.sleep(1.0)  # mid-request: the fake LLM answers after 3 s
+        # the work horse calls setpgrp(): kill the worker's whole process tree, as a node
+        # or container death would
+        tree = [psutil.Process(victim.pid), *psutil.Process(victim.pid).children(recursive=True)]
+        assert len(tree) >= 2, "no work horse under the victim"
+        killed_at = time.monotonic()
+        for proc in tree:
+            proc.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        psutil.wait_procs(tree, timeout=10)
+        job = Job.fetch(job_id, connection=conn)
+        job_events = job.args[0]
+        calls_before = len(fake.chat_requests())
+
+        st = wait_status(stack, [e["event_id"] for e in evs], timeout=150)
+        recovered_s = time.monotonic() - killed_at
+        tally.done = sum(s == "done" for s in st.values())
+        tally.failed = sum(s == "failed" for s in st.values())
+        tally.counted = labeled(stack)
+        job.refresh()
+        tally.notes += [
+            f"killed job {job_id[:8]} ({len(job_events)} events) retried, "
+            f"retries_left={job.retries_left}",
+            f"all done {recovered_s:.0f} s after the kill",
+        ]
+        tally.record()
+        assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
+        assert job.get_status() == "finished" and job.retries_left == 4
+        assert len(fake.chat_requests()) > calls_before  # the killed job's events judged again
+        _observed_once(redis_url, len(evs))
+        conn.close()
+    finally:
+        stack.stop()
+        fake.stop()
+
+
+def test_redis_restart_while_events_flow(aof_redis):
+    """Redis dies (SIGKILL) and comes back from its AOF while a sender posts events; the sender
+    retries 503s; every accepted event is judged and counted once."""
+    stack = Stack(aof_redis.url, workers=2).start()
+    try:
+        evs = events(600, seed0=5000)
+        sender = Sender(stack.url, evs, batch=10, pause=0.05)  # ~6 s of traffic
+        sender.start()
+        time.sleep(1.5)
+        aof_redis.stop(kill=True)
+        time.sleep(2.0)
+        aof_redis.start()
+        assert sender.is_alive(), "the traffic ended before the outage"
+        sender.join(180)
+        assert not sender.is_alive() and not sender.errors, sender.errors
+        tally = Tally("Redis SIGKILL + restart (AOF)", sent=len(sender.sent))
+        tally.accepted = len(sender.accepted)
+        st = wait_status(stack, sender.accepted, timeout=150)
+        tally.done = sum(s == "done" for s in st.values())
+        tally.failed = sum(s == "failed" for s in st.values())
+        tally.counted = labeled(stack)
+        tally.notes.append(f"sender retried {sender.retries} times")
+        tally.record()
+        assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
+        assert sender.retries > 0, "the outage was not seen by the sender: it tested nothing"
+        _observed_once(aof_redis.url, len(evs))
+    finally:
+        stack.stop()
+
+
+def test_llm_down_then_back(redis_url):
+    """The LLM server is down ~30 s: jobs fail with a retryable JudgeError, RQ reschedules them
+    (Retry intervals 10 s, 30 s via the workers' scheduler); nothing fails; all drain after."""
+    port = free_port()
+    fake = FakeLLM(port=port).start()
+    env = llm_env(fake, RAGMON_JUDGE_MAX_RETRIES="1", RAGMON_JUDGE_TIMEOUT="2")
+    stack = Stack(redis_url, workers=2, env=env).start()
+    try:
+        warm = events(4, seed0=9000)
+        stack.post(warm)
+        assert set(wait_status(stack, [e["event_id"] for e in warm]).values()) == {"done"}
+        fake.stop()
+        down_at = time.monotonic()
+        backlog = events(12, seed0=9100)
+        tally = Tally("LLM down ~30 s", sent=len(warm) + len(backlog))
+        answers = stack.post(backlog)
+        assert all(a["status"] == "queued" for a in answers)  # the API does not need the LLM
+        scheduled_seen = 0
+        conn = redis.Redis.from_url(redis_url)
+        registry = ScheduledJobRegistry(queue=Queue("ragmon", connection=conn))
+        while time.monotonic() - down_at < 30:
+            scheduled_seen = max(scheduled_seen, registry.count)
+            st = statuses(stack, [e["event_id"] for e in backlog])
+            assert set(st.values()) == {"queued"}, st  # waiting, not failed, not done
+            time.sleep(1)
+        fake = FakeLLM(port=port).start()
+        up_at = time.monotonic()
+        ids = [e["event_id"] for e in warm + backlog]
+        st = wait_status(stack, ids, timeout=90)
+        drained_s = time.monotonic() - up_at
+        tally.accepted = len(warm) + sum(a["status"] == "queued" for a in answers)
+        tally.done = sum(s == "done" for s in st.values())
+        tally.failed = sum(s == "failed" for s in st.values())
+        tally.counted = labeled(stack)
+        conn_err = metric(stack, "ragmon_judge_requests_total", {"outcome": "connection_error"})
+        tally.notes += [
+            f"{scheduled_seen} jobs waited in RQ's scheduled registry",
+            f"{int(conn_err)} judge calls refused while down",
+            f"drained {drained_s:.0f} s after recovery",
+        ]
+        tally.record()
+        assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
+        assert scheduled_seen > 0, "no job was rescheduled: the RQ retry path was not exercised"
+        assert conn_err > 0
+        conn.close()
+    finally:
+        stack.stop()
+        fake.stop()
+
+
+def test_llm_answers_garbage_then_requeue(redis_url, fake_llm):
+    """Unparseable answers (even after the repair prompt) fail the events with a reason,
+    counted in ragmon_events_failed_total{reason}; `ragmon requeue-failed` brings them back."""
+    fake_llm.script(*[Reply.text("Relevant-ish, I would say. Grade: high!")] * 400)
+    stack = Stack(redis_url, workers=2, env=llm_env(fake_llm)).start()
+    try:
+        evs = events(8, seed0=7000)
+        ids = [e["event_id"] for e in evs]
+        tally = Tally("LLM answers garbage, then requeue-failed", sent=len(evs))
+        tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs))
+        st = wait_status(stack, ids, want="failed", timeout=60)
+        assert set(st.values()) == {"failed"}, st
+        results = [stack.client.get(f"/v1/retrievals/{i}").json() for i in ids]
+        assert all(r["error"].startswith("malformed") for r in results), results[0]
+        failed_metric = metric(stack, "ragmon_events_failed_total", {"reason": "malformed"})
+        assert failed_metric == len(evs)
+        assert labeled(stack) == 0
+
+        fake_llm.reset()  # the default rule again: sane answers
+        r = subprocess.run(
+            [sys.executable, "-m", "monitor.cli", "requeue-failed"],
+            env=stack.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0 and f"requeued {len(evs)} failed events" in r.stdout, r
+        st = wait_status(stack, ids, timeout=60)
+        tally.done = sum(s == "done" for s in st.values())
+        tally.counted = labeled(stack)
+        tally.failed = int(failed_metric)
+        tally.notes.append("failed{reason=malformed} then all requeued and done")
+        tally.record()
+        assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
+        conn = redis.Redis.from_url(redis_url)
+        assert conn.zcard("ragmon:failed") == 0
+        conn.close()
+        _observed_once(redis_url, len(evs))
+    finally:
+        stack.stop()
+
+
+def test_workers_run_rq_scheduler(stack):
+    """Retries with an interval need RQ's scheduler: a ragmon worker holds the scheduler lock."""
+    conn = redis.Redis.from_url(stack.env["REDIS_URL"])
+    deadline = time.monotonic() + 20
+    while not conn.exists("rq:scheduler-lock:ragmon"):
+        assert time.monotonic() < deadline, "no worker took the RQ scheduler lock"
+        time.sleep(0.2)
+    assert conn.ttl("rq:scheduler-lock:ragmon") > 0  # refreshed by a live scheduler
+    conn.close()
