@@ -126,14 +126,19 @@ def _settings(stack: Stack):  # noqa: ANN202 - monitor.settings.Settings
 
 
 def wait_status(
-    stack: Stack, ids: Iterable[str], want: str = "done", timeout: float = 60, poll: float = 0.5
+    stack: Stack,
+    ids: Iterable[str],
+    want: str | set[str] = "done",
+    timeout: float = 60,
+    poll: float = 0.5,
 ) -> dict[str, str]:
-    """Poll until every event has status `want` (or the timeout); returns the last statuses."""
+    """Poll until every event has a status in `want` (or the timeout); returns the statuses."""
     ids = list(ids)
+    wanted = {want} if isinstance(want, str) else want
     deadline = time.monotonic() + timeout
     while True:
         st = statuses(stack, ids)
-        if all(s == want for s in st.values()) or time.monotonic() > deadline:
+        if all(s in wanted for s in st.values()) or time.monotonic() > deadline:
             return st
         time.sleep(poll)
 

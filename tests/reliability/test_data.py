@@ -1,0 +1,181 @@
+"""Data handling: no query or passage text kept once judged (RAGMON_STORE_TEXT=false), the
+judgment cache still hits on hashes, TTLs as configured, every Redis key documented."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import zlib
+from pathlib import Path
+
+import pytest
+import redis
+
+from monitor.store import text_hash
+from tests.reliability.conftest import llm_env
+from tests.reliability.support import labeled, metric, wait_status
+from tests.support.events import make_event
+from tests.support.fake_llm import Reply
+from tests.support.stack import Stack
+
+DAY = 86400
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
+QUERY_MARK = "zanzibar-query-secret"
+PASSAGE_MARK = "quokka-passage-secret"
+
+
+def secret_event(event_id: str) -> dict:
+    ev = make_event(n=6, k=3, seed=42, labels={"app": "privacy", "retriever": "r"})
+    ev["event_id"] = event_id
+    ev["query"] = f"how do I reset the {QUERY_MARK} password"
+    for i, p in enumerate(ev["passages"]):
+        p["text"] = f"{PASSAGE_MARK} {i}: reset the password from the account page"
+    return ev
+
+
+def everything_in(redis_url: str) -> dict[str, bytes]:
+    """Every key's content as bytes (RQ's zlib-compressed job data decompressed)."""
+    client = redis.Redis.from_url(redis_url)
+    out: dict[str, bytes] = {}
+    try:
+        for key in client.scan_iter("*"):
+            kind = client.type(key).decode()
+            if kind == "string":
+                parts = [client.get(key) or b""]
+            elif kind == "hash":
+                parts = [b for kv in client.hgetall(key).items() for b in kv]
+            elif kind == "list":
+                parts = client.lrange(key, 0, -1)
+            elif kind == "set":
+                parts = list(client.smembers(key))
+            elif kind == "zset":
+                parts = client.zrange(key, 0, -1)
+            elif kind == "stream":
+                parts = [b for _, f in client.xrange(key) for kv in f.items() for b in kv]
+            else:
+                parts = []
+            blob = b"\n".join(parts)
+            for part in parts:
+                with contextlib.suppress(zlib.error):
+                    blob += b"\n" + zlib.decompress(part)
+            out[key.decode()] = blob
+    finally:
+        client.close()
+    return out
+
+
+def holding(redis_url: str, *marks: str) -> list[str]:
+    return [k for k, v in everything_in(redis_url).items() if any(m.encode() in v for m in marks)]
+
+
+def test_text_is_in_redis_until_judged(make_api, redis_url):
+    """The contrast that shows the scanner works: a queued event keeps its text (the worker
+    needs it), with the result TTL already set at ingest."""
+    api = make_api(RAGMON_STORE_TEXT="false", RAGMON_RESULT_TTL_DAYS="2")
+    assert api.client.post("/v1/retrievals", json=secret_event("q-1")).status_code == 202
+    assert holding(redis_url, QUERY_MARK) == ["ragmon:ev:q-1"]
+    assert holding(redis_url, PASSAGE_MARK) == ["ragmon:ev:q-1"]
+    ttl = redis.Redis.from_url(redis_url).ttl("ragmon:ev:q-1")
+    assert 2 * DAY - 60 <= ttl <= 2 * DAY
+
+
+@pytest.mark.slow
+def test_store_text_false_keeps_only_hashes_and_the_cache_hits(redis_url, fake_llm):
+    env = llm_env(
+        fake_llm,
+        RAGMON_STORE_TEXT="false",
+        RAGMON_RESULT_TTL_DAYS="2",
+        RAGMON_CACHE_TTL_DAYS="1",
+    )
+    stack = Stack(redis_url, workers=1, env=env).start()
+    try:
+        first = secret_event("first")
+        stack.post([first])
+        assert wait_status(stack, ["first"], timeout=30) == {"first": "done"}
+        calls = len(fake_llm.chat_requests())
+        assert calls >= 6  # the top 2k = 6 passages, one pointwise call each
+        # nothing in Redis holds the text any more: event hash, caches, RQ jobs, day lists
+        assert holding(redis_url, QUERY_MARK, PASSAGE_MARK) == []
+
+        client = redis.Redis.from_url(redis_url)
+        stored = json.loads(client.hget("ragmon:ev:first", "p"))
+        assert stored["query"] == {"sha": text_hash(first["query"])}
+        assert [p["text_sha"] for p in stored["passages"]] == [
+            text_hash(p["text"]) for p in first["passages"]
+        ]
+        assert all("text" not in p for p in stored["passages"])
+        assert stored["labels"]["app"] == "privacy" and stored["k"] == 3
+
+        # the same query and passages again: graded from the cache, no new LLM call
+        hits_before = metric(stack, "ragmon_judge_cache_hits_total")
+        second = secret_event("second")
+        stack.post([second])
+        assert wait_status(stack, ["second"], timeout=30) == {"second": "done"}
+        result = stack.client.get("/v1/retrievals/second").json()
+        assert result["grade_source"] == ["cache"] * 6
+        assert len(fake_llm.chat_requests()) == calls
+        assert metric(stack, "ragmon_judge_cache_hits_total") - hits_before == 6
+        first_result = stack.client.get("/v1/retrievals/first").json()
+        assert result["grades"] == first_result["grades"]
+        assert holding(redis_url, QUERY_MARK, PASSAGE_MARK) == []
+        assert labeled(stack) == 2
+
+        # retention: results for RAGMON_RESULT_TTL_DAYS, grades for RAGMON_CACHE_TTL_DAYS
+        for key in ("ragmon:ev:first", "ragmon:ev:second"):
+            assert 2 * DAY - 120 <= client.ttl(key) <= 2 * DAY, key
+        cache_keys = list(client.scan_iter("ragmon:jc:*"))
+        assert len(cache_keys) == 6
+        assert all(DAY - 120 <= client.ttl(k) <= DAY for k in cache_keys)
+        client.close()
+    finally:
+        stack.stop()
+
+
+# ---- the documented key inventory ----------------------------------------------------------
+
+
+def documented_families() -> list[tuple[re.Pattern, str]]:
+    """(pattern, TTL column) of each row of the key table in docs/reliability.md."""
+    rows = []
+    for line in DOC.read_text().splitlines():
+        m = re.match(r"^\| `((?:ragmon|rq):[^`]+)` \|[^|]*\|[^|]*\| ([^|]+) \|", line)
+        if m:
+            regex = re.escape(m.group(1))
+            regex = re.sub(r"\\\{[^}]*\\\}", ".+", regex)  # {placeholders}
+            rows.append((re.compile(f"^{regex}$"), m.group(2).strip()))
+    return rows
+
+
+@pytest.mark.slow
+def test_every_redis_key_is_documented_with_its_ttl(redis_url, fake_llm):
+    """After a full life cycle (done, cached, sampled out, failed, refused), every key in
+    Redis matches a documented family, and a key the doc says expires has a TTL."""
+    families = documented_families()
+    assert len(families) >= 20, "the key table in docs/reliability.md was not found"
+    env = llm_env(fake_llm, RAGMON_JUDGE_RPM="1000", RAGMON_SAMPLE_RATE="0.6")
+    stack = Stack(redis_url, workers=1, env=env).start()
+    try:
+        evs = [make_event(n=4, k=2, seed=s) for s in range(10)]
+        stack.post(evs)
+        st = wait_status(stack, [e["event_id"] for e in evs], {"done", "sampled_out"}, 30)
+        assert set(st.values()) == {"done", "sampled_out"}, st
+        fake_llm.script(*[Reply.text("nonsense")] * 40)
+        bad = make_event(n=4, k=2, seed=99, event_id="bad-one")
+        stack.post([bad])
+        wait_status(stack, ["bad-one"], timeout=30, want="failed")
+        stack.client.post("/v1/retrievals", json={"query": ""})  # a rejection counter
+        stack.metrics()
+        client = redis.Redis.from_url(redis_url)
+        undocumented, no_ttl = [], []
+        for key in (k.decode() for k in client.scan_iter("*")):
+            match = next((ttl for rx, ttl in families if rx.match(key)), None)
+            if match is None:
+                undocumented.append(key)
+            elif not match.lower().startswith("none") and client.ttl(key) == -1:
+                no_ttl.append(key)
+        client.close()
+        assert undocumented == []
+        assert no_ttl == []
+    finally:
+        stack.stop()
