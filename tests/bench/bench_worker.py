@@ -32,6 +32,7 @@ from monitor.schemas import RetrievalEvent
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
 from tests.bench.common import (
+    Proc,
     data_source,
     machine,
     make_event,
@@ -42,6 +43,11 @@ from tests.bench.common import (
 )
 
 TARGET_PASSAGES_PER_S = 200.0
+# `ragmon worker` with the LLM judge's modules (openai, httpx) imported before RQ forks: each
+# work horse then starts with them instead of importing them per job.
+PRELOAD = (
+    "import sys, workers.judges.llm; from monitor.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 JUDGED_PER_EVENT = 20  # K = 10: the top 2K passages are judged
 
 
@@ -107,7 +113,9 @@ def enqueue(store: Store, n: int, pairs: list[tuple[str, list[str]]]) -> list[st
     return [it.event_id for it in items]
 
 
-def drain(store: Store, redis_url: str, judge: str, n: int, env: dict[str, str]) -> Drain:
+def drain(
+    store: Store, redis_url: str, judge: str, n: int, env: dict[str, str], preload: bool = False
+) -> Drain:
     """Start one burst worker on a queue of `n` events; time it until they are all done."""
     before = store.counters()
     base = int(before.get("events_labeled", 0)) + sum(
@@ -115,7 +123,14 @@ def drain(store: Store, redis_url: str, judge: str, n: int, env: dict[str, str])
     )
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    worker = start_worker(redis_url, f"bench-{judge}-{uuid.uuid4().hex[:6]}", burst=True, **env)
+    name = f"bench-{judge}-{uuid.uuid4().hex[:6]}"
+    if preload and judge == "openai":
+        worker = Proc(
+            [sys.executable, "-c", PRELOAD, "worker", "--name", name, "--burst"],
+            ragmon_env(redis_url, **env),
+        ).start()
+    else:
+        worker = start_worker(redis_url, name, burst=True, **env)
     marks: dict[float, float] = {}
     finished = 0
     while True:
@@ -151,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.3, help="fake LLM answer delay, s")
     p.add_argument("--concurrency", type=int, default=None, help="RAGMON_JUDGE_CONCURRENCY")
     p.add_argument("--job-batch-size", type=int, default=None, help="RAGMON_JOB_BATCH_SIZE")
+    p.add_argument(
+        "--preload",
+        action="store_true",
+        help="import the LLM judge in the worker before it forks (`ragmon worker` does not yet)",
+    )
     args = p.parse_args(argv)
     n = args.events or (24 if args.short else 300)
 
@@ -171,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{n} events x {JUDGED_PER_EVENT} judged passages; RAGMON_JUDGE_CONCURRENCY="
                 f"{settings.judge_concurrency}, RAGMON_JOB_BATCH_SIZE={settings.job_batch_size}, "
                 f"judge mode {settings.judge_mode}, fake LLM latency {args.latency:g} s"
+                + (", LLM judge imported before the fork (--preload)" if args.preload else "")
             )
             llm_env = {
                 "RAGMON_JUDGE": "openai",
@@ -179,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 **tuning,
             }
             enqueue(store, n, pairs)
-            llm = drain(store, rs.url, "openai", n, llm_env)
+            llm = drain(store, rs.url, "openai", n, llm_env, args.preload)
             enqueue(store, n, pairs)
             lex = drain(store, rs.url, "lexical", n, {"RAGMON_JUDGE": "lexical", **tuning})
             failed = {k: v for k, v in store.counters().items() if k.startswith("events_failed")}
