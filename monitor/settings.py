@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from monitor.measures import MeasureParams
+
 DEFAULT_JUDGE_MODEL = "gpt-4o-mini"
 
 # USD per million tokens (input, output). Override with RAGMON_PRICES='{"model": [in, out]}'.
@@ -282,6 +284,16 @@ class Settings:
     def env_names(self) -> dict[str, str]:
         """Map field name → environment variable (for docs and the deploy checks)."""
         return {f.name: f.metadata["env"] for f in fields(self)}
+
+    def measure_params(self) -> MeasureParams:
+        """The parameters of the measures (relevant grade, alphas, gain, harm grades)."""
+        return MeasureParams(
+            relevant_grade=self.relevant_grade,
+            t_alpha=self.t_alpha,
+            f_alpha=self.f_alpha,
+            ndcg_gain=self.ndcg_gain,
+            harm_grades=self.harm_grades,
+        )
 
     @property
     def judge_configured(self) -> bool:

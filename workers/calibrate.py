@@ -383,16 +383,6 @@ def render(res: dict[str, Any], head: Sequence[str], relevant_grade: int) -> str
     return "\n".join(lines)
 
 
-def _params(settings: Settings) -> MeasureParams:
-    return MeasureParams(
-        relevant_grade=settings.relevant_grade,
-        t_alpha=settings.t_alpha,
-        f_alpha=settings.f_alpha,
-        ndcg_gain=settings.ndcg_gain,
-        harm_grades=settings.harm_grades,
-    )
-
-
 def _make_judge(settings: Settings) -> tuple[Judge, Any]:
     if settings.judge == "lexical":
         from workers.judges.lexical import LexicalJudge
@@ -441,7 +431,7 @@ def run_calibrate(args: argparse.Namespace, settings: Settings, out: TextIO = sy
     started = time.monotonic()
     outcome = asyncio.run(go())
     elapsed = time.monotonic() - started
-    res = analyse(records, outcome, _params(settings))
+    res = analyse(records, outcome, settings.measure_params())
     head = [
         f"# ragmon calibrate: judge `{judge.model}` (prompt {judge.prompt_version}) "
         f"against the known grades of {path.name}",

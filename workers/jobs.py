@@ -20,17 +20,6 @@ class RetryLater(Exception):
     """Some events hit a passing judge failure: RQ retries the job; done events are skipped."""
 
 
-def measure_params(ctx: WorkerContext) -> MeasureParams:
-    s = ctx.settings
-    return MeasureParams(
-        relevant_grade=s.relevant_grade,
-        t_alpha=s.t_alpha,
-        f_alpha=s.f_alpha,
-        ndcg_gain=s.ndcg_gain,
-        harm_grades=s.harm_grades,
-    )
-
-
 def process_events(event_ids: list[str]) -> dict[str, int]:
     """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job)."""
     ctx = current_context()
@@ -48,7 +37,7 @@ async def _process(ctx: WorkerContext, event_ids: list[str]) -> dict[str, int]:
     if not events:
         return counts
     judge = ctx.make_judge()
-    params = measure_params(ctx)
+    params = ctx.settings.measure_params()
     try:
         outcomes = await asyncio.gather(
             *(_one(ctx, store, judge, params, e) for e in events), return_exceptions=True
