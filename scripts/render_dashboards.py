@@ -69,14 +69,25 @@ def load_panels() -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def feed(stack: Stack, stop: threading.Event, regress_at: float, per_second: float) -> None:
-    """Demo events at a steady rate, with their intended grades; bm25 regresses at `regress_at`."""
+    """Demo events at a steady rate, with their intended grades; bm25 regresses at `regress_at`.
+
+    Half-way through the second half a burst of 1500 events shows the queue and the lag
+    rising, and from then on a client sends one invalid request per cycle (rejections).
+    """
     texts = {p["id"]: p["text"] for p in traffic.load_kb()}
     queries = traffic.load_queries()
     rng = random.Random(7)
     i = 0
+    burst_at = regress_at + (regress_at - time.monotonic()) / 2
+    burst_done = False
     while not stop.is_set():
         batch = []
-        for _ in range(max(1, round(per_second * 2))):
+        n = max(1, round(per_second * 2))
+        if not burst_done and time.monotonic() >= burst_at:
+            n, burst_done = n + 1500, True
+        if burst_done:
+            stack.client.post("/v1/retrievals", json={"query": "missing k and passages"})
+        for _ in range(n):
             retriever = traffic.RETRIEVERS[i % 3]
             degraded = time.monotonic() >= regress_at
             e = traffic.make_event(
@@ -149,9 +160,8 @@ def render(prom: PrometheusServer, start: float, end: float, win: str, out: Path
         for ax in list(axes.flat)[len(wanted) :]:
             ax.axis("off")
         fig.suptitle(
-            f"ragmon dashboards' queries on a real Prometheus (rendered with matplotlib, not "
-            f"Grafana); demo traffic, bm25 regresses at minute {(end - start) / 120:.0f}; "
-            f"window {win}",
+            "ragmon dashboards' queries on a real Prometheus, drawn with matplotlib (not Grafana)"
+            f"\ndemo traffic; bm25 regresses at minute {(end - start) / 120:.0f}; window {win}",
             fontsize=9,
         )
         fig.tight_layout()
