@@ -317,6 +317,9 @@ class Store:
         wanted = list(event_ids)
         statuses = self.statuses(wanted)
         ids = [eid for eid, st in zip(wanted, statuses, strict=True) if st == "failed"]
+        gone = [eid for eid, st in zip(wanted, statuses, strict=True) if st is None]
+        if gone:  # their events expired (RAGMON_RESULT_TTL_DAYS): nothing left to requeue
+            self.client.zrem(self.keys.failed, *gone)
         if not ids:
             return 0
         with self.client.pipeline(transaction=True) as pipe:

@@ -179,3 +179,18 @@ def test_every_redis_key_is_documented_with_its_ttl(redis_url, fake_llm):
         assert no_ttl == []
     finally:
         stack.stop()
+
+
+def test_requeue_forgets_failed_ids_whose_event_expired(api, redis_url):
+    """`ragmon:failed` has no TTL: ids of expired events must not pile up in it forever."""
+    for eid in ("kept", "expired"):
+        ev = make_event(seed=1, event_id=eid)
+        assert api.client.post("/v1/retrievals", json=ev).status_code == 202
+        assert api.store.fail(eid, "malformed", "nonsense")
+    client = redis.Redis.from_url(redis_url)
+    client.delete("ragmon:ev:expired")  # what the result TTL does
+    assert api.store.requeue(api.store.failed_ids()) == 1
+    assert client.zcard("ragmon:failed") == 0
+    assert client.hget("ragmon:ev:kept", "s") == b"queued"
+    assert not client.exists("ragmon:ev:expired")
+    client.close()
