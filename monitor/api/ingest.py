@@ -21,7 +21,8 @@ from monitor.store.ingest import AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
-MAX_FLUSH_EVENTS = 5000
+MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
+LINGER_S = 0.002
 DEPTH_REFRESH_S = 0.5
 
 
@@ -92,6 +93,10 @@ class IngestWriter:
                 await asyncio.wait_for(self._wake.wait(), timeout=1.0)
             self._wake.clear()
             await self._flush_rejections()
+            if self._pending and LINGER_S > 0:
+                # let the requests already on their way join this write: at a steady rate a
+                # batch of one costs a Redis call and an RQ job per event
+                await asyncio.sleep(LINGER_S)
             while self._pending:
                 batch, n = [], 0
                 while self._pending and n < MAX_FLUSH_EVENTS:

@@ -171,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     r_half = half["ragmon"]
     b_events = {k: v.rps * args.batch_size for k, v in b_runs.items()}
     gain = b_events["ragmon"] / r_load.rps if r_load.rps else 0.0
-    errors = sum(r[0].errors for t in (noop, rag) for r in t.runs)
-    errors += sum(r.errors for runs in halves.values() for r in runs)
-    errors += sum(v.errors for v in b_runs.values())
+    by_phase = {
+        "full load": sum(r[0].errors for t in (noop, rag) for r in t.runs),
+        "half load": sum(r.errors for runs in halves.values() for r in runs),
+        "batch": sum(v.errors for v in b_runs.values()),
+    }
+    errors = sum(by_phase.values())
 
     print()
     print("single event, POST /v1/retrievals, full load (median of the runs)")
@@ -215,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
           f"({verdict(r_half.p99 < TARGET_HALF_P99_S)})")  # fmt: skip
     print(f"target batch events/s >= {TARGET_BATCH_GAIN:g}x single: {gain:.1f}x "
           f"({verdict(gain >= TARGET_BATCH_GAIN)})")  # fmt: skip
-    print(f"errors (non-2xx, socket): {errors}")
+    print(
+        f"errors (non-2xx, socket): {errors}"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in by_phase.items() if v)})" if errors else "")
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
