@@ -241,3 +241,38 @@ def test_workers_run_rq_scheduler(stack):
         time.sleep(0.2)
     assert conn.ttl("rq:scheduler-lock:ragmon") > 0  # refreshed by a live scheduler
     conn.close()
+
+
+def test_backpressure_sdk_backs_off_and_nothing_is_lost(redis_url, fake_llm):
+    """A tiny RAGMON_QUEUE_LIMIT: the API answers 503 + Retry-After, the SDK waits and sends
+    again, and every recorded event is accepted, judged and counted once."""
+    from monitor.client import RetrievalMonitor
+
+    fake_llm.latency = 0.5
+    env = llm_env(fake_llm, RAGMON_QUEUE_LIMIT="3", RAGMON_JOB_BATCH_SIZE="2")
+    stack = Stack(redis_url, workers=2, env=env).start()
+    mon = RetrievalMonitor(stack.url, batch_size=20, flush_interval=0.1, max_retries=30)
+    try:
+        evs = events(60, seed0=3000)
+        for i, e in enumerate(evs):
+            if i and i % 20 == 0:
+                time.sleep(1.0)  # waves: the API reads the queue depth at most every 0.5 s
+            mon.record(e["query"], e["passages"], e["k"], e["labels"], e["event_id"])
+        assert mon.flush(timeout=120)
+        stats = mon.stats()
+        tally = Tally("queue over RAGMON_QUEUE_LIMIT (503), SDK backs off", sent=stats["recorded"])
+        tally.accepted = stats["sent"]
+        st = wait_status(stack, [e["event_id"] for e in evs], timeout=60)
+        tally.done = sum(s == "done" for s in st.values())
+        tally.counted = labeled(stack)
+        refused = metric(stack, "ragmon_events_rejected_total", {"reason": "backpressure"})
+        tally.notes.append(
+            f"{int(refused)} batches refused with 503, SDK retries {stats['retries']}"
+        )
+        tally.record()
+        assert tally.sent == tally.accepted == tally.done == tally.counted == len(evs), stats
+        assert refused > 0 and stats["retries"] > 0, "the queue limit was never reached"
+        assert not any(v for k, v in stats.items() if k.startswith("dropped")), stats
+    finally:
+        mon.close()
+        stack.stop()
