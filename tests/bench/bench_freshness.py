@@ -32,6 +32,7 @@ from tests.bench.common import (
     _host_port,
     data_source,
     event_template,
+    exit_on_sigterm,
     machine,
     ms,
     open_loop,
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "--flood-connections", type=int, default=1, help="senders for the capacity (default 1)"
     )
     args = p.parse_args(argv)
+    exit_on_sigterm()
     seconds = args.seconds or (3.0 if args.short else 20.0)
     n_flood = args.flood or (150 if args.short else 1000)
 

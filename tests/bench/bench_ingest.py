@@ -36,6 +36,7 @@ from tests.bench.common import (
     closed_load,
     data_source,
     event_template,
+    exit_on_sigterm,
     have_wrk,
     machine,
     ms,
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = p.parse_args(argv)
+    exit_on_sigterm()
     seconds = args.seconds or (1.0 if args.short else 10.0)
     rounds = args.rounds or (1 if args.short else 3)
 
@@ -140,14 +142,16 @@ def main(argv: list[str] | None = None) -> int:
 
             rate = 0.5 * r_load.rps
             halves: dict[str, list[Load]] = {noop.name: [], rag.name: []}
+            half_cpu: dict[str, list[float]] = {noop.name: [], rag.name: []}
             for _ in range(rounds):
                 for t in (noop, rag):
                     time.sleep(0.5)  # let the flush settle
-                    halves[t.name].append(
-                        asyncio.run(
-                            open_loop(t.url + "/v1/retrievals", Bodies(single).next, rate, seconds)
-                        )
+                    c0 = cpu_seconds(t.pid)
+                    load = asyncio.run(
+                        open_loop(t.url + "/v1/retrievals", Bodies(single).next, rate, seconds)
                     )
+                    halves[t.name].append(load)
+                    half_cpu[t.name].append((cpu_seconds(t.pid) - c0) / max(1, load.requests))
                     flush.flushall()
             half = {name: median_p99(runs) for name, runs in halves.items()}
 
@@ -200,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     for label, attr in (("p50 ms", "p50"), ("p90 ms", "p90"), ("p99 ms", "p99")):
         print(f"{label:26s}{ms(getattr(half['no-op'], attr)):>12s}"
               f"{ms(getattr(r_half, attr)):>12s}")  # fmt: skip
+    n_half, r_half_cpu = (statistics.median(half_cpu[k]) for k in ("no-op", "ragmon"))
+    print(f"{'server CPU us/request':26s}{n_half * 1e6:12.0f}{r_half_cpu * 1e6:12.0f}")
+    print(f"{'server CPU share of a core':26s}{n_half * rate:12.0%}{r_half_cpu * rate:12.0%}")
     for name, runs in halves.items():
-        print(f"{'p99 ms of each run, ' + name:26s}" + ", ".join(ms(r.p99) for r in runs))
+        print(f"p99 ms of each run, {name}: " + ", ".join(ms(r.p99) for r in runs))
     print()
     print(f"batch endpoint, {args.batch_size} events per request")
     print(f"{'':26s}{'no-op':>12s}{'ragmon':>12s}")

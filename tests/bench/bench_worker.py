@@ -34,6 +34,7 @@ from monitor.store import IngestItem, Store
 from tests.bench.common import (
     Proc,
     data_source,
+    exit_on_sigterm,
     machine,
     make_event,
     ragmon_env,
@@ -172,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         help="import the LLM judge in the worker before it forks (`ragmon worker` does not yet)",
     )
     args = p.parse_args(argv)
+    exit_on_sigterm()
     n = args.events or (24 if args.short else 300)
 
     tuning: dict[str, str] = {}
