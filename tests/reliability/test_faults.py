@@ -253,7 +253,7 @@ def test_backpressure_sdk_backs_off_and_nothing_is_lost(redis_url, fake_llm):
     stack = Stack(redis_url, workers=2, env=env).start()
     mon = RetrievalMonitor(stack.url, batch_size=20, flush_interval=0.1, max_retries=30)
     try:
-        evs = events(60, seed0=3000)
+        evs = events(40, seed0=3000)
         for i, e in enumerate(evs):
             if i and i % 20 == 0:
                 time.sleep(1.0)  # waves: the API reads the queue depth at most every 0.5 s

@@ -17,9 +17,9 @@ from tests.reliability.fuzz import fuzz, schemathesis_bin
 def test_no_5xx_from_generated_requests():
     if not Path(schemathesis_bin()).exists() and not shutil.which("schemathesis"):
         pytest.skip("schemathesis is not installed (pip install schemathesis)")
-    result = fuzz(examples=60)
+    result = fuzz(examples=40)
     print(result.summary())
-    assert result.requests >= 400, result.output[-3000:]
+    assert result.requests >= 300, result.output[-3000:]
     assert result.server_errors == 0, result.output[-3000:]
     assert result.returncode == 0, result.output[-3000:]
     # the generator reached the handlers, not only the auth and validation layers
