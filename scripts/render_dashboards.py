@@ -140,8 +140,14 @@ def _heatmap(ax: Any, series: list[dict], start: float) -> None:
              for i, row in enumerate(cum)]  # fmt: skip
     finite = [i for i, le in enumerate(les) if le != float("inf")]
     image = [bands[i] for i in finite]
+    # Like the panel's colour scale (exponent 0.5); the top 2% clipped so a burst of
+    # traffic does not wash out the rest.
+    values = sorted(v for row in image for v in row)
+    vmax = max(values[int(0.98 * (len(values) - 1))], 1e-9) if values else 1.0
+    norm = matplotlib.colors.PowerNorm(gamma=0.5, vmin=0.0, vmax=vmax)
+    right = (times[-1] - start) / 60 if times else 1.0
     ax.imshow(image, aspect="auto", origin="lower", cmap="Oranges", interpolation="nearest",
-              extent=(0, (times[-1] - start) / 60 if times else 1, 0, len(finite)))  # fmt: skip
+              norm=norm, extent=(0, right, 0, len(finite)))  # fmt: skip
     ticks = list(range(0, len(finite), 4))
     ax.set_yticks([t + 0.5 for t in ticks], [f"≤{les[finite[t]]:g}" for t in ticks], fontsize=7)
     ax.set_xlabel("minutes", fontsize=8)
@@ -194,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         thread.join()
         time.sleep(5)
         end = time.time()
+        m = stack.metrics()
+        workers = ["alive" if w.poll() is None else f"exited {w.returncode}" for w in stack.workers]
+        print(
+            f"workers: {workers}; /metrics:",
+            *[line for line in m.splitlines() if line.startswith("ragmon_events_")],
+        )
         for path in render(prom, start, end, "1m", args.out):
             print(f"wrote {path}")
     finally:
