@@ -383,19 +383,27 @@ def _private_netns_works() -> bool:
     return r.returncode == 0
 
 
-def test_serve_on_all_interfaces_with_explicit_flag(tmp_path):
-    """--host 0.0.0.0 --allow-insecure-public starts; run in a private network namespace so
-    that the test never listens on a real interface."""
+@pytest.mark.parametrize("how", ["flag", "keys file"])
+def test_serve_on_all_interfaces_with_flag_or_keys(tmp_path, how):
+    """--host 0.0.0.0 starts with --allow-insecure-public, or with keys (here from
+    RAGMON_API_KEYS_FILE); run in a private network namespace so that the test never listens
+    on a real interface."""
     if not _private_netns_works():
         pytest.skip("needs `unshare -n` (root) to bind 0.0.0.0 without exposing a port")
     port = free_port()
     script = tmp_path / "probe.py"
     script.write_text(_PROBE)
-    args = ["--host", "0.0.0.0", "--port", str(port), "--allow-insecure-public"]
+    args = ["--host", "0.0.0.0", "--port", str(port)]
+    env = cli_env(REDIS_URL="redis://127.0.0.1:1/0")
+    if how == "flag":
+        args.append("--allow-insecure-public")
+    else:
+        (tmp_path / "keys").write_text(f"{ANY_KEY}\n")
+        env["RAGMON_API_KEYS_FILE"] = str(tmp_path / "keys")
     r = subprocess.run(
         ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
          sys.executable, str(script), str(port), *args],
-        env=cli_env(REDIS_URL="redis://127.0.0.1:1/0"),
+        env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -403,4 +411,4 @@ def test_serve_on_all_interfaces_with_explicit_flag(tmp_path):
     )  # fmt: skip
     assert "HEALTHZ True" in r.stdout, r.stdout + r.stderr
     assert f"http://0.0.0.0:{port}" in r.stdout
-    assert "no RAGMON_API_KEYS" in r.stdout
+    assert ("no RAGMON_API_KEYS" in r.stdout) == (how == "flag")
