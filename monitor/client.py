@@ -506,6 +506,13 @@ def build_event(
 
 def passage(p: Any, rank: int = 0) -> dict[str, Any]:
     """One passage from a dict, a tuple, a LangChain document or a LlamaIndex node (duck-typed)."""
+    fast = None
+    if type(p) is tuple and len(p) == 3:  # the common shapes first: (str, str, float) ...
+        fast = p
+    elif type(p) is dict and len(p) == 3:  # ... and {"id": str, "text": str, "score": float}
+        fast = (p.get("id"), p.get("text"), p.get("score"))
+    if fast is not None and _plain(*fast):
+        return {"id": fast[0], "text": fast[1], "score": fast[2]}
     pid: Any = None
     score: Any = None
     grade: Any = None
@@ -549,6 +556,18 @@ def passage(p: Any, rank: int = 0) -> dict[str, Any]:
             raise InvalidEvent(f"passages[{rank}].grade: must be an integer 0-3")
         out["grade"] = grade
     return _with_score(out, score)
+
+
+def _plain(pid: Any, text: Any, score: Any) -> bool:
+    """True for a valid (str id, str text, finite float score): no further checks needed."""
+    return (
+        type(pid) is str
+        and type(text) is str
+        and type(score) is float
+        and 0 < len(pid) <= MAX_ID_CHARS
+        and 0 < len(text) <= MAX_TEXT_CHARS
+        and math.isfinite(score)
+    )
 
 
 def _with_score(out: dict[str, Any], score: Any) -> dict[str, Any]:
