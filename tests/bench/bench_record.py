@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from monitor.client import RetrievalMonitor
-from tests.bench.bench_app_latency import free_port, load_corpus, machine, process, quantile
+from tests.bench.bench_app_latency import (
+    SIDECAR_NICE,
+    free_port,
+    load_corpus,
+    machine,
+    process,
+    quantile,
+)
 
 
 def time_calls(fn: Callable[[], object], n: int) -> list[int]:
@@ -60,7 +67,9 @@ def run(short: bool = False, sidecar: str = "healthy") -> dict[str, Any]:
         "put": lambda: q.put_nowait(prebuilt),
         "put_built": lambda: q.put_nowait({"query": query, "passages": passages, "k": k}),
     }
-    with process(me, port, "/healthz") if sidecar == "healthy" else nullcontext():
+    with (
+        process(me, port, "/healthz", nice=SIDECAR_NICE) if sidecar == "healthy" else nullcontext()
+    ):
         url = f"http://127.0.0.1:{port if sidecar == 'healthy' else free_port()}"
         monitor = RetrievalMonitor(url, labels={"app": "bench"})
         calls["record"] = lambda: monitor.record(query, passages, k)

@@ -32,12 +32,13 @@ def test_bench_record_short(sidecar: str) -> None:
 def test_bench_app_latency_short() -> None:
     figures = bench_app_latency.run(short=True)
     states = {s["state"]: s for s in figures["states"]}
-    assert set(states) == {"healthy", "slow", "down"}
+    assert set(states) == {"control", "healthy", "slow", "down"}
     for s in states.values():
         assert s["errors"] == {"off": 0, "on": 0}
         assert s["off"]["n"] > 100 and s["on"]["n"] > 100
         assert math.isfinite(s["p99_ratio"])
     assert states["healthy"]["hook_stats"]["sent"] > 0  # the hook really delivered
+    assert "sent" not in states["control"]["hook_stats"]  # the control app has no hook
     assert states["down"]["hook_stats"]["sent"] == 0 and states["down"]["hook_stats"]["retries"] > 0
     assert "p99 on/off" in bench_app_latency.report(figures)
 
