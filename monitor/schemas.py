@@ -29,6 +29,7 @@ class Passage(BaseModel):
     score: float | None = Field(default=None, description="The retriever's score (optional).")
     grade: int | None = Field(
         default=None,
+        strict=True,
         ge=0,
         le=3,
         description="A known 0-3 grade (golden set, user feedback), used instead of the judge.",
@@ -61,14 +62,19 @@ class RetrievalEvent(BaseModel):
         description="Optional; a client-made UUID makes retries idempotent.",
     )
     query: str = Field(min_length=1, max_length=8192)
-    k: int = Field(ge=1, le=MAX_K, description="How many passages went into the LLM prompt.")
+    k: int = Field(
+        strict=True, ge=1, le=MAX_K, description="How many passages went into the LLM prompt."
+    )
     passages: list[Passage] = Field(
         min_length=1,
         max_length=MAX_PASSAGES,
         description="Ranked best first; k <= len <= 200; send 2k so F_e can be computed.",
     )
     relevant_total: int | None = Field(
-        default=None, ge=0, description="The true number of relevant passages, when known."
+        default=None,
+        strict=True,
+        ge=0,
+        description="The true number of relevant passages, when known.",
     )
     labels: Labels = Field(default_factory=Labels)
     timestamp: datetime | None = Field(
