@@ -23,6 +23,7 @@ log = logging.getLogger("ragmon.api")
 
 MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
 LINGER_S = 0.002
+LINGER_BELOW = 8  # events in the previous write
 DEPTH_REFRESH_S = 0.5
 
 
@@ -48,6 +49,7 @@ class IngestWriter:
         self._depth = 0
         self._depth_at = 0.0
         self._ingest: AsyncIngest | None = None
+        self._last_write = 0
 
     async def start(self) -> None:
         self._ingest = self.store.async_ingest()
@@ -93,9 +95,10 @@ class IngestWriter:
                 await asyncio.wait_for(self._wake.wait(), timeout=1.0)
             self._wake.clear()
             await self._flush_rejections()
-            if self._pending and LINGER_S > 0:
-                # let the requests already on their way join this write: at a steady rate a
-                # batch of one costs a Redis call and an RQ job per event
+            if self._pending and LINGER_S > 0 and self._last_write < LINGER_BELOW:
+                # light, steady traffic: let the requests already on their way join this write
+                # (a batch of one costs a Redis call and an RQ job per event); under load,
+                # batches fill while the previous write is in flight, and waiting only delays
                 await asyncio.sleep(LINGER_S)
             while self._pending:
                 batch, n = [], 0
@@ -103,6 +106,7 @@ class IngestWriter:
                     items, fut = self._pending.pop(0)
                     batch.append((items, fut))
                     n += len(items)
+                self._last_write = n
                 await self._write(batch)
 
     async def _write(self, batch: list[tuple[list[IngestItem], asyncio.Future]]) -> None:
