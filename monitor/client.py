@@ -294,7 +294,8 @@ class RetrievalMonitor:
             try:
                 data = encode_event(self._event(*item))
             except Exception as exc:
-                self._warn("invalid", f"invalid event not sent: {exc}")
+                with contextlib.suppress(Exception):  # even str(exc) may raise
+                    self._warn("invalid", f"invalid event not sent: {exc}")
             del item
             with self._lock:
                 self._encoding = 0

@@ -6,10 +6,13 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -217,6 +220,18 @@ def test_events_recorded_before_close_arrive(sidecar: Sidecar) -> None:
     assert len(last["event_id"]) == 36  # a uuid4 made by the SDK
     assert datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")) == when
     assert last["relevant_total"] == 3 and last["k"] == 4
+
+
+def test_events_are_flushed_at_interpreter_exit(sidecar: Sidecar) -> None:
+    script = (
+        "from monitor.client import RetrievalMonitor\n"
+        f"m = RetrievalMonitor({sidecar.url!r}, flush_interval=60)\n"
+        "for i in range(30):\n"
+        "    m.record('q', [('a', 't'), ('b', 'u')], 2, event_id=f'exit-{i}')\n"
+    )  # no close(): the atexit hook must send them
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", script], cwd=repo, check=True, timeout=30)
+    assert sorted(e["event_id"] for e in sidecar.events()) == sorted(f"exit-{i}" for i in range(30))
 
 
 def test_async_context_manager_delivers(sidecar: Sidecar) -> None:
