@@ -171,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             noop_proc.stop()
             flush.close()
 
-    ratio = r_load.rps / n_load.rps if n_load.rps else 0.0
+    # rounds alternate the two servers: compare within a round, then take the median
+    paired = [b[0].rps / a[0].rps for a, b in zip(noop.runs, rag.runs, strict=True) if a[0].rps]
+    ratio = statistics.median(paired) if paired else 0.0
+    cpu_ratio = n_cpu / r_cpu if r_cpu else 0.0
     r_half = half["ragmon"]
     b_events = {k: v.rps * args.batch_size for k, v in b_runs.items()}
     gain = b_events["ragmon"] / r_load.rps if r_load.rps else 0.0
@@ -194,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = ", ".join(
         f"{a[0].rps:,.0f}/{b[0].rps:,.0f}" for a, b in zip(noop.runs, rag.runs, strict=True)
     )
-    print(f"runs (no-op/ragmon req/s): {runs}")
+    print(f"runs (no-op/ragmon req/s): {runs}; ratio: median of the rounds' ratios")
+    print(f"ratio by server CPU time (no-op/ragmon us per request): {cpu_ratio:.2f}x")
     print()
     print(
         f"half load: open loop at {rate:,.0f} requests/s (50% of ragmon's maximum), "
