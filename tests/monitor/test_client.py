@@ -313,6 +313,21 @@ def test_gives_up_after_max_retries_and_counts_it(closed_port: int) -> None:
     monitor.close(timeout=0.1)
 
 
+def test_each_kind_of_problem_is_logged_at_most_once_a_minute(closed_port: int, caplog) -> None:
+    url = f"http://127.0.0.1:{closed_port}"
+    monitor = RetrievalMonitor(url, flush_interval=0.01, backoff=0.01, backoff_max=0.01)
+    with caplog.at_level("WARNING", logger="ragmon.client"):
+        for _ in range(20):
+            monitor.record("q", PASSAGES, 2)
+            monitor.record("q", PASSAGES, 0)  # invalid
+        assert wait_for(lambda: monitor.stats()["retries"] >= 5)
+        assert wait_for(lambda: monitor.stats()["invalid"] == 20)
+        monitor.close(timeout=0.1)
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("invalid event" in m for m in messages) == 1
+
+
 def test_invalid_events_are_counted_not_sent(sidecar: Sidecar) -> None:
     monitor = RetrievalMonitor(sidecar.url, flush_interval=60)
     monitor.record("q", PASSAGES, 0)  # k out of range
