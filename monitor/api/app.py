@@ -35,6 +35,7 @@ log = logging.getLogger("ragmon.api")
 RETRY_AFTER_S = 5
 _FIELD_IN_MSG = re.compile(r"^(?:Value error, )?(\w+): ")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+GC_YOUNG_THRESHOLD = 5000
 
 
 class Refused(Exception):
@@ -80,12 +81,17 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # What exists now (modules, routes, models) lives as long as the server: keep it out of
-        # the cyclic GC's full collections, whose pauses made the ingest p99 (docs/performance.md).
+        # the cyclic GC's full collections, whose pauses made the ingest p99; and collect the
+        # young generation every 5000 allocations, not 700: -15% CPU per event
+        # (docs/performance.md).
+        thresholds = gc.get_threshold()
         gc.collect()
         gc.freeze()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
         await writer.start()
         yield
         await writer.stop()
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
     app = FastAPI(
