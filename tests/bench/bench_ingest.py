@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "(the ceiling parsing alone leaves)"
     )
     print()
-    print(f"target requests/s ratio >= {TARGET_RATIO}: {ratio:.2f} ({verdict(ratio >= 0.6)})")
+    print(f"target requests/s ratio >= {TARGET_RATIO}: {ratio:.3f} ({verdict(ratio >= 0.6)})")
     print(f"target p99 at half load < {TARGET_HALF_P99_S * 1000:.0f} ms: {ms(r_half.p99)} ms "
           f"({verdict(r_half.p99 < TARGET_HALF_P99_S)})")  # fmt: skip
     print(f"target batch events/s >= {TARGET_BATCH_GAIN:g}x single: {gain:.1f}x "
