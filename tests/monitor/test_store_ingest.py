@@ -1,0 +1,82 @@
+"""The one-round-trip ingest (`scripts.INGEST_JOBS`) against a real Redis: events and their RQ
+jobs together, duplicates answered from the store, mixed jobs through the exact path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from rq.job import Job
+
+from monitor.settings import Settings
+from monitor.store import IngestItem, Store
+
+PAYLOAD = json.dumps({"k": 1})
+
+
+def item(event_id: str, sampled_out: bool = False) -> IngestItem:
+    return IngestItem(event_id, PAYLOAD, sampled_out)
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = Store.connect(replace(settings, job_batch_size=2))
+    yield s
+    s.client.close()
+
+
+def jobs(store: Store) -> list[list[str]]:
+    """The event ids of each queued job, in queue order (fetched through RQ itself)."""
+    return [Job.fetch(j, connection=store.client).args[0] for j in store.queue.get_job_ids()]
+
+
+def test_new_events_are_stored_with_one_rq_job_per_chunk(store: Store) -> None:
+    answers = store.ingest([item("a"), item("b"), item("c"), item("s", sampled_out=True)])
+    assert answers == [("queued", True)] * 3 + [("sampled_out", True)]
+    assert jobs(store) == [["a", "b"], ["c"]]
+    job = Job.fetch(store.queue.get_job_ids()[0], connection=store.client)
+    assert job.func_name == "workers.jobs.process_events"
+    assert job.retries_left == 5 and job.timeout == 3600
+    assert store.statuses(["a", "b", "c", "s"]) == ["queued", "queued", "queued", "sampled_out"]
+    counters = store.counters()
+    assert counters["events_received"] == 4 and counters["events_sampled_out"] == 1
+    assert store.client.hget(store.keys.event("s"), "p") is None  # sampled out: no payload
+
+
+def test_known_ids_answer_their_status_and_add_no_job(store: Store) -> None:
+    store.ingest([item("a"), item("b")])
+    store.client.hset(store.keys.event("b"), "s", "done")
+    assert store.ingest([item("a"), item("b")]) == [("queued", False), ("done", False)]
+    assert jobs(store) == [["a", "b"]]
+    assert store.counters()["events_received"] == 2
+
+
+def test_a_job_mixing_known_and_new_ids_enqueues_only_the_new(store: Store) -> None:
+    store.ingest([item("a")])
+    answers = store.ingest([item("a"), item("x"), item("y"), item("y")])
+    assert answers == [("queued", False), ("queued", True), ("queued", True), ("queued", False)]
+    assert sorted(sum(jobs(store), [])) == ["a", "x", "y"]  # each id in exactly one job
+    assert store.counters()["events_received"] == 3
+
+
+def test_async_ingest_matches_and_survives_a_script_flush(store: Store) -> None:
+    async def run() -> list[tuple[str, bool]]:
+        ingest = store.async_ingest()
+        assert ingest is not None
+        try:
+            first = await ingest([item("a"), item("b")])
+            store.client.script_flush()  # as after a Redis restart: NOSCRIPT, then reload
+            return first + await ingest([item("b"), item("c")])
+        finally:
+            await ingest.aclose()
+
+    assert asyncio.run(run()) == [
+        ("queued", True),
+        ("queued", True),
+        ("queued", False),
+        ("queued", True),
+    ]
+    assert jobs(store) == [["a", "b"], ["c"]]
