@@ -4,7 +4,7 @@
 returns: well under a microsecond of work on the app's thread, with no I/O, no serialisation
 and no uuid. Two daemon threads do the rest:
 
-- the *encoder* drains that buffer every 50 ms, builds wire events (normalises passages, makes
+- the *encoder* drains that buffer every 250 ms, builds wire events (normalises passages, makes
   `event_id`s, validates what the server would reject anyway) and keeps them as JSON bytes;
   the app's objects are released at once, and bytes are invisible to the garbage collector,
   so a slow or down sidecar does not turn buffered events into long GC pauses in the app;
@@ -53,7 +53,7 @@ DEFAULT_BUFFER = 10_000
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH = MAX_BATCH
 DEFAULT_FLUSH_INTERVAL_S = 1.0
-DEFAULT_ENCODE_INTERVAL_S = 0.05
+DEFAULT_ENCODE_INTERVAL_S = 0.25
 ENCODE_AT = 256  # record() wakes the encoder early when this many events wait
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RETRIES = 8
@@ -61,10 +61,11 @@ DEFAULT_BACKOFF_S = 0.5
 DEFAULT_BACKOFF_MAX_S = 30.0
 MAX_RETRY_AFTER_S = 120.0
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-# The encoder gives the GIL back this often: without it, a request arriving while it works
-# would wait up to sys.getswitchinterval() (5 ms) for the app's thread to run.
-YIELD_EVERY_S = 0.0005
-YIELD_FOR_S = 0.0002
+# The encoder gives the GIL back this often (about every 2 events): without it, a request
+# arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's thread.
+# A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app wakes.
+YIELD_EVERY_S = 0.0001
+YIELD_FOR_S = 0.00005
 _LABEL_RE = re.compile(LABEL_PATTERN)
 _COUNTERS = (
     "recorded",  # record() calls that reached the buffer
@@ -169,7 +170,7 @@ class RetrievalMonitor:
 
         `passages`: dicts `{"id", "text", "score"?, "grade"?}`, `(id, text[, score])` tuples,
         LangChain documents (or `(document, score)` pairs) or LlamaIndex nodes. Don't mutate
-        the passage objects afterwards: the encoder thread reads them within ~50 ms.
+        the passage objects afterwards: the encoder thread reads them within ~250 ms.
         """
         try:
             if self._closed:
