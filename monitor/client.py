@@ -322,9 +322,9 @@ class RetrievalMonitor:
                 if not self._closing.is_set():
                     self._wake_sender.wait(self._flush_interval)
                     self._wake_sender.clear()
-                elif not done:
-                    self._wake_sender.wait(0.01)
-                while self._send_batch():
+                elif not done:  # closing: full batches only until the encoder has finished
+                    self._encoder_done.wait(0.01)
+                while self._send_batch(full_only=self._closing.is_set() and not done):
                     pass
                 if done:
                     return
@@ -333,10 +333,12 @@ class RetrievalMonitor:
                 self._warn("sender", "ragmon sender error", exc_info=True)
                 time.sleep(0.1)
 
-    def _send_batch(self) -> bool:
-        """Take one batch off the outbox and post it; False when the outbox is empty."""
+    def _send_batch(self, full_only: bool = False) -> bool:
+        """Take one batch off the outbox and post it; False when there is none to send."""
         parts: list[bytes] = []
         with self._lock:
+            if full_only and len(self._out) < self._batch_size:
+                return False
             size = 0
             while self._out and len(parts) < self._batch_size:
                 if parts and size + len(self._out[0]) > MAX_BATCH_BYTES:
