@@ -182,7 +182,7 @@ class Settings:
         metadata={"env": "RAGMON_JUDGE_MODE", "parse": _choice("pointwise", "listwise")},
     )
     judge_concurrency: int = field(
-        default=64,
+        default=128,
         metadata={"env": "RAGMON_JUDGE_CONCURRENCY", "parse": _number(1, 1024, int)},
     )
     judge_rpm: int = field(
@@ -241,7 +241,7 @@ class Settings:
         metadata={"env": "RAGMON_MAX_BODY_BYTES", "parse": _number(1024, None, int)},
     )
     job_batch_size: int = field(
-        default=16, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
+        default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )
     report_webhook: str | None = field(
         default=None,

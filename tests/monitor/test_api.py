@@ -154,7 +154,7 @@ def test_sampling_is_deterministic_on_the_id(make_api):
     api.store.client.flushall()
     second = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
     assert [r["status"] for r in first] == [r["status"] for r in second]
-    assert api.store.queue_depth() * 16 >= 400 - out
+    assert api.store.queue_depth() * api.settings.job_batch_size >= 400 - out
     got = api.client.get(
         f"/v1/retrievals/{next(r['event_id'] for r in first if r['status'] == 'sampled_out')}"
     )
