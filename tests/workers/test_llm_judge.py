@@ -138,7 +138,8 @@ def test_listwise_one_call_per_event_one_grade_per_id(redis_url, fake):
 
 
 def test_listwise_splits_long_events_and_repairs_a_missing_id(redis_url, fake):
-    s = judge_settings(redis_url, fake, RAGMON_JUDGE_MODE="listwise")
+    # one call at a time, so the scripted (bad) answer goes to the first, 20-passage chunk
+    s = judge_settings(redis_url, fake, RAGMON_JUDGE_MODE="listwise", RAGMON_JUDGE_CONCURRENCY="1")
     passages = [(f"x{i}", f"flea fact {i}: fleas live {i} days") for i in range(25)]
     fake.script(Reply.text(json.dumps({f"p{i + 1}": 1 for i in range(19)})))  # p20 missing
     grades = run_grade(s, passages=passages)
