@@ -33,21 +33,29 @@ import weakref
 from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from hashlib import sha1
 from typing import Any
 
 import httpx
 
-from monitor.schemas import LABEL_KEYS, LABEL_PATTERN, MAX_BATCH, MAX_EVENT_AGE, MAX_K, MAX_PASSAGES
+from monitor.retry import retry_after_s
+from monitor.schemas import (
+    LABEL_KEYS,
+    LABEL_PATTERN,
+    MAX_BATCH,
+    MAX_CLOCK_SKEW,
+    MAX_EVENT_AGE,
+    MAX_EVENT_ID_CHARS,
+    MAX_ID_CHARS,
+    MAX_K,
+    MAX_PASSAGES,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+)
 
 log = logging.getLogger("ragmon.client")
 
-MAX_QUERY_CHARS = 8192
-MAX_ID_CHARS = 256
-MAX_EVENT_ID_CHARS = 128
-MAX_TEXT_CHARS = 32768
-MAX_FUTURE_S = 600.0
+MAX_FUTURE_S = MAX_CLOCK_SKEW.total_seconds()
 LOG_INTERVAL_S = 60.0
 DEFAULT_BUFFER = 10_000
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
@@ -395,7 +403,7 @@ class RetrievalMonitor:
                     self._settle("rejected", len(parts))
                     self._warn(f"{code}", f"ragmon answered {code}: {resp.text[:500]}")
                     return
-                delay = _retry_after(resp)
+                delay = retry_after_s(resp.headers)
                 self._warn(f"{code}", f"ragmon answered {code}; retrying")
             if attempt == self._max_retries:
                 break
@@ -603,20 +611,6 @@ def _timestamp(ts: Any) -> str:
 def encode_event(event: dict[str, Any]) -> bytes:
     """Compact UTF-8 JSON; a lone surrogate in any string raises (counted invalid)."""
     return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    raw = resp.headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, (parsedate_to_datetime(raw) - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError):
-        return None
 
 
 def _bad_items(resp: httpx.Response) -> set[int]:

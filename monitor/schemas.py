@@ -8,6 +8,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 MAX_K = 100
+MAX_QUERY_CHARS = 8192
+MAX_ID_CHARS = 256
+MAX_EVENT_ID_CHARS = 128
+MAX_TEXT_CHARS = 32768
 MAX_PASSAGES = 200
 MAX_BATCH = 1000
 MAX_EVENT_AGE = timedelta(days=35)
@@ -24,8 +28,12 @@ class Passage(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, max_length=256, description="The app's id of the passage.")
-    text: str = Field(min_length=1, max_length=32768, description="The passage text as retrieved.")
+    id: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="The app's id of the passage."
+    )
+    text: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, description="The passage text as retrieved."
+    )
     score: float | None = Field(default=None, description="The retriever's score (optional).")
     grade: int | None = Field(
         default=None,
@@ -58,10 +66,10 @@ class RetrievalEvent(BaseModel):
     event_id: str | None = Field(
         default=None,
         min_length=1,
-        max_length=128,
+        max_length=MAX_EVENT_ID_CHARS,
         description="Optional; a client-made UUID makes retries idempotent.",
     )
-    query: str = Field(min_length=1, max_length=8192)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(
         strict=True, ge=1, le=MAX_K, description="How many passages went into the LLM prompt."
     )

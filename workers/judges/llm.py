@@ -14,7 +14,6 @@ and limited. A malformed or empty answer gets one repair attempt; a refusal neve
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import random
 import time
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import openai
 
+from monitor.retry import retry_after_s
 from monitor.store.judging import JudgeState
 from workers.judges import prompt
 from workers.judges.base import JudgeError
@@ -60,30 +60,6 @@ def price_of(prices: dict[str, tuple[float, float]], model: str) -> tuple[float,
         return prices[model]
     best = max((m for m in prices if model.startswith(m)), key=len, default=None)
     return prices[best] if best else None
-
-
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date), if present."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def backoff_s(attempt: int, retry_after: float | None) -> float:
