@@ -1,33 +1,42 @@
 """Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice."""
 
-# Create events that do not exist yet.
-# KEYS: event keys, then the counters hash (last).
-# ARGV: ttl, then per event: payload, status, received_at.
-# Returns 1 per created event, 0 where the id existed already.
-INGEST = """
+# Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
+# KEYS: event keys, then the counters hash (last). ARGV: ttl, then per event: payload, status,
+# received_at.
+_CREATE = """
 local n = #KEYS - 1
 local counters = KEYS[#KEYS]
 local ttl = tonumber(ARGV[1])
 local out = {}
-for i = 1, n do
+local function create(i)
   local base = 2 + (i - 1) * 3
+  local status = ARGV[base + 1]
+  if status == 'sampled_out' then
+    redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
+    redis.call('HINCRBY', counters, 'events_sampled_out', 1)
+  else
+    redis.call('HSET', KEYS[i], 'p', ARGV[base], 's', status, 'rt', ARGV[base + 2])
+  end
+  redis.call('EXPIRE', KEYS[i], ttl)
+  redis.call('HINCRBY', counters, 'events_received', 1)
+end
+"""
+
+# Create events that do not exist yet. Returns 1 per created event, 0 where the id existed.
+INGEST = (
+    _CREATE
+    + """
+for i = 1, n do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     out[i] = 0
   else
-    local status = ARGV[base + 1]
-    if status == 'sampled_out' then
-      redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
-      redis.call('HINCRBY', counters, 'events_sampled_out', 1)
-    else
-      redis.call('HSET', KEYS[i], 'p', ARGV[base], 's', status, 'rt', ARGV[base + 2])
-    end
-    redis.call('EXPIRE', KEYS[i], ttl)
-    redis.call('HINCRBY', counters, 'events_received', 1)
+    create(i)
     out[i] = 1
   end
 end
 return out
 """
+)
 
 # Mark one event done and record its observations, once.
 # KEYS: event, hist, day hist, counters, day counters, series set, day events, failed zset
@@ -97,23 +106,9 @@ return 1
 # its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
 # takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
 # creates each new event. Returns per event: 1 created, -1 conflict, else the stored status.
-INGEST_JOBS = """
-local n = #KEYS - 1
-local counters = KEYS[#KEYS]
-local ttl = tonumber(ARGV[1])
-local out = {}
-local function create(i)
-  local base = 2 + (i - 1) * 3
-  local status = ARGV[base + 1]
-  if status == 'sampled_out' then
-    redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
-    redis.call('HINCRBY', counters, 'events_sampled_out', 1)
-  else
-    redis.call('HSET', KEYS[i], 'p', ARGV[base], 's', status, 'rt', ARGV[base + 2])
-  end
-  redis.call('EXPIRE', KEYS[i], ttl)
-  redis.call('HINCRBY', counters, 'events_received', 1)
-end
+INGEST_JOBS = (
+    _CREATE
+    + """
 local function stored(i)
   local st = redis.call('HGET', KEYS[i], 's')
   if st then return st end
@@ -158,3 +153,4 @@ while i <= n do
 end
 return out
 """
+)
