@@ -98,11 +98,11 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
     async def lifespan(app: FastAPI) -> Any:
         if hook:
             extra = json.loads(os.environ.get("RAGMON_BENCH_MONITOR", "{}"))  # for experiments
-            import monitor.client
+            import monitor.client.recorder as recorder
 
             for name in ("ENCODE_AT", "YIELD_EVERY_S", "YIELD_FOR_S"):  # module knobs
                 if name in extra:
-                    setattr(monitor.client, name, extra.pop(name))
+                    setattr(recorder, name, extra.pop(name))
             state["monitor"] = RetrievalMonitor(
                 sidecar_url, api_key=API_KEY, labels={"app": "bench"}, close_timeout=1.0, **extra
             )

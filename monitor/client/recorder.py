@@ -20,42 +20,25 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import logging
-import math
 import os
 import random
-import re
 import threading
 import time
-import uuid
 import weakref
 from collections import deque
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from hashlib import sha1
+from datetime import datetime
 from typing import Any
 
 import httpx
 
+from monitor.client.events import build_event, encode_event
 from monitor.retry import retry_after_s
-from monitor.schemas import (
-    LABEL_KEYS,
-    LABEL_PATTERN,
-    MAX_BATCH,
-    MAX_CLOCK_SKEW,
-    MAX_EVENT_AGE,
-    MAX_EVENT_ID_CHARS,
-    MAX_ID_CHARS,
-    MAX_K,
-    MAX_PASSAGES,
-    MAX_QUERY_CHARS,
-    MAX_TEXT_CHARS,
-)
+from monitor.schemas import MAX_BATCH
 
 log = logging.getLogger("ragmon.client")
 
-MAX_FUTURE_S = MAX_CLOCK_SKEW.total_seconds()
 LOG_INTERVAL_S = 60.0
 DEFAULT_BUFFER = 10_000
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
@@ -74,7 +57,6 @@ MAX_BATCH_BYTES = 8 * 1024 * 1024
 # A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app wakes.
 YIELD_EVERY_S = 0.0001
 YIELD_FOR_S = 0.00005
-_LABEL_RE = re.compile(LABEL_PATTERN)
 _COUNTERS = (
     "recorded",  # record() calls that reached the buffer
     "sent",  # events the server accepted (2xx)
@@ -89,10 +71,6 @@ _COUNTERS = (
     "batches",  # batches the server accepted
     "errors",  # exceptions swallowed inside record() or the threads
 )
-
-
-class InvalidEvent(ValueError):
-    """An event the server would reject; counted as `invalid` and never sent."""
 
 
 class RetrievalMonitor:
@@ -471,146 +449,6 @@ def _sampled_out(resp: httpx.Response) -> int:
 
 
 # ---- normalisation and validation (run on the encoder thread) -------------------------------
-
-
-def build_event(
-    query: Any,
-    passages: list,
-    k: Any,
-    labels: Mapping[str, Any] | None = None,
-    event_id: Any = None,
-    timestamp: Any = None,
-    relevant_total: Any = None,
-) -> dict[str, Any]:
-    """The wire event for one retrieval; raises InvalidEvent where the server would answer 422."""
-    if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY_CHARS:
-        raise InvalidEvent(f"query: must be a string of 1-{MAX_QUERY_CHARS} chars")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise InvalidEvent(f"k: must be an integer in 1-{MAX_K}")
-    if not k <= len(passages) <= MAX_PASSAGES:
-        raise InvalidEvent(f"passages: need k={k} to {MAX_PASSAGES}, got {len(passages)}")
-    if event_id is None:
-        event_id = str(uuid.uuid4())
-    elif not isinstance(event_id, str) or not 1 <= len(event_id) <= MAX_EVENT_ID_CHARS:
-        raise InvalidEvent(f"event_id: must be a string of 1-{MAX_EVENT_ID_CHARS} chars")
-    event: dict[str, Any] = {
-        "event_id": event_id,
-        "query": query,
-        "k": k,
-        "passages": [passage(p, i) for i, p in enumerate(passages)],
-        "timestamp": _timestamp(timestamp),
-    }
-    if labels:
-        for key, value in labels.items():
-            if key not in LABEL_KEYS:
-                raise InvalidEvent(f"labels.{key}: unknown label (allowed: {LABEL_KEYS})")
-            if not isinstance(value, str) or not _LABEL_RE.match(value):
-                raise InvalidEvent(f"labels.{key}: must match {LABEL_PATTERN}")
-        event["labels"] = dict(labels)
-    if relevant_total is not None:
-        if isinstance(relevant_total, bool) or not isinstance(relevant_total, int):
-            raise InvalidEvent("relevant_total: must be an integer >= 0")
-        if relevant_total < 0:
-            raise InvalidEvent("relevant_total: must be an integer >= 0")
-        event["relevant_total"] = relevant_total
-    return event
-
-
-def passage(p: Any, rank: int = 0) -> dict[str, Any]:
-    """One passage from a dict, a tuple, a LangChain document or a LlamaIndex node (duck-typed)."""
-    fast = None
-    if type(p) is tuple and len(p) == 3:  # the common shapes first: (str, str, float) ...
-        fast = p
-    elif type(p) is dict and len(p) == 3:  # ... and {"id": str, "text": str, "score": float}
-        fast = (p.get("id"), p.get("text"), p.get("score"))
-    if fast is not None and _plain(*fast):
-        return {"id": fast[0], "text": fast[1], "score": fast[2]}
-    pid: Any = None
-    score: Any = None
-    grade: Any = None
-    if isinstance(p, Mapping):
-        pid, text, score, grade = p.get("id"), p.get("text"), p.get("score"), p.get("grade")
-    elif isinstance(p, tuple | list):
-        if len(p) == 2 and hasattr(p[0], "page_content"):  # LangChain (Document, score)
-            out = passage(p[0], rank)
-            return _with_score(out, p[1])
-        if len(p) not in (2, 3):
-            raise InvalidEvent(f"passages[{rank}]: tuples are (id, text) or (id, text, score)")
-        pid, text = p[0], p[1]
-        score = p[2] if len(p) == 3 else None
-    elif hasattr(p, "page_content"):  # LangChain Document
-        text = p.page_content
-        meta = getattr(p, "metadata", None) or {}
-        pid = meta.get("id") if isinstance(meta, Mapping) else None
-        pid = pid if pid is not None else getattr(p, "id", None)
-        score = meta.get("score") if isinstance(meta, Mapping) else None
-    elif hasattr(p, "node"):  # LlamaIndex NodeWithScore
-        out = passage(p.node, rank)
-        return _with_score(out, getattr(p, "score", None))
-    elif hasattr(p, "get_content") or hasattr(p, "node_id"):  # LlamaIndex node
-        text = getattr(p, "text", None)
-        if not isinstance(text, str):
-            text = p.get_content()
-        pid = getattr(p, "node_id", None) or getattr(p, "id_", None)
-    else:
-        raise InvalidEvent(f"passages[{rank}]: unsupported type {type(p).__name__}")
-    if not isinstance(text, str) or not 1 <= len(text) <= MAX_TEXT_CHARS:
-        raise InvalidEvent(f"passages[{rank}].text: must be a string of 1-{MAX_TEXT_CHARS} chars")
-    if pid is None or pid == "":
-        pid = "sha1:" + sha1(text.encode("utf-8", "replace")).hexdigest()
-    elif isinstance(pid, int | uuid.UUID) and not isinstance(pid, bool):
-        pid = str(pid)
-    if not isinstance(pid, str) or not 1 <= len(pid) <= MAX_ID_CHARS:
-        raise InvalidEvent(f"passages[{rank}].id: must be a string of 1-{MAX_ID_CHARS} chars")
-    out = {"id": pid, "text": text}
-    if grade is not None:
-        if isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= 3:
-            raise InvalidEvent(f"passages[{rank}].grade: must be an integer 0-3")
-        out["grade"] = grade
-    return _with_score(out, score)
-
-
-def _plain(pid: Any, text: Any, score: Any) -> bool:
-    """True for a valid (str id, str text, finite float score): no further checks needed."""
-    return (
-        type(pid) is str
-        and type(text) is str
-        and type(score) is float
-        and 0 < len(pid) <= MAX_ID_CHARS
-        and 0 < len(text) <= MAX_TEXT_CHARS
-        and math.isfinite(score)
-    )
-
-
-def _with_score(out: dict[str, Any], score: Any) -> dict[str, Any]:
-    if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
-        out["score"] = float(score)
-    return out
-
-
-def _timestamp(ts: Any) -> str:
-    if isinstance(ts, str):
-        try:
-            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidEvent("timestamp: not RFC 3339") from None
-        if ts.tzinfo is None:
-            raise InvalidEvent("timestamp: needs a timezone offset (RFC 3339)")
-    elif isinstance(ts, int | float) and not isinstance(ts, bool):
-        ts = datetime.fromtimestamp(ts, UTC)
-    elif isinstance(ts, datetime):
-        ts = ts.astimezone(UTC)  # a naive datetime is taken as local time
-    else:
-        raise InvalidEvent("timestamp: must be a datetime, an RFC 3339 string or epoch seconds")
-    age = (datetime.now(UTC) - ts).total_seconds()
-    if age > MAX_EVENT_AGE.total_seconds() - 60 or age < -MAX_FUTURE_S:
-        raise InvalidEvent("timestamp: older than 35 days or in the future")
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def encode_event(event: dict[str, Any]) -> bytes:
-    """Compact UTF-8 JSON; a lone surrogate in any string raises (counted invalid)."""
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _bad_items(resp: httpx.Response) -> set[int]:
