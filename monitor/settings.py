@@ -281,10 +281,6 @@ class Settings:
             values["api_keys"] = (*values.get("api_keys", ()), *extra)
         return cls(**values)
 
-    def env_names(self) -> dict[str, str]:
-        """Map field name → environment variable (for docs and the deploy checks)."""
-        return {f.name: f.metadata["env"] for f in fields(self)}
-
     def measure_params(self) -> MeasureParams:
         """The parameters of the measures (relevant grade, alphas, gain, harm grades)."""
         return MeasureParams(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
+from monitor.store import event_day
 from workers.judges.base import Judge
 
 KNOWN, CACHE, JUDGE = "known", "cache", "judge"
@@ -45,7 +44,7 @@ async def grade_event(
             misses.append(i)
         else:
             grades[i], sources[i] = g, CACHE
-    day = datetime.fromisoformat(event["timestamp"]).astimezone(UTC).strftime("%Y-%m-%d")
+    day = event_day(event)
     store.incr("judge_cache_hits", len(todo) - len(misses), day=day)
     store.incr("judge_cache_misses", len(misses), day=day)
     if misses:

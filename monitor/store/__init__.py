@@ -56,6 +56,11 @@ def bucket_index(bounds: Sequence[float], value: float) -> int:
     return bisect_left(bounds, value - 1e-12)
 
 
+def event_day(event: dict) -> str:
+    """The UTC day of an event's `timestamp`: per-day aggregates are keyed by it."""
+    return utc_day(datetime.fromisoformat(event["timestamp"]).timestamp())
+
+
 def utc_day(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
@@ -214,8 +219,7 @@ class Store:
         measures = result["measures"]
         labels = result["labels"]
         series = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
-        ts = datetime.fromisoformat(event["timestamp"]).timestamp()
-        day = utc_day(ts)
+        day = event_day(event)
         now = time.time()
         lag = max(0.0, now - event["_received_at"])
         obs: list[str | int | float] = []
@@ -347,17 +351,6 @@ class Store:
             pipe.hincrby(key, field, amount)
         else:
             pipe.hincrbyfloat(key, field, amount)
-
-    def observe(
-        self, name: str, labels: Sequence[str], value: float, bounds: Sequence[float]
-    ) -> None:
-        """Observe one value in a lifetime histogram (e.g. judge latency by model)."""
-        field = SEP.join([name, *labels])
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.hincrby(self.keys.hist, f"{field}{SEP}b{bucket_index(bounds, value)}", 1)
-            pipe.hincrbyfloat(self.keys.hist, f"{field}{SEP}sum", value)
-            pipe.hincrby(self.keys.hist, f"{field}{SEP}count", 1)
-            pipe.execute()
 
     def counters(self, day: str | None = None) -> dict[str, float]:
         key = self.keys.day_counters(day) if day else self.keys.counters

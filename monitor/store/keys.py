@@ -61,8 +61,3 @@ class Keys:
     def spend(self, day: str) -> str:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
-
-    @property
-    def reports(self) -> str:
-        """Sorted set of generated reports (path by time), to keep the last N."""
-        return f"{self.prefix}:reports"
