@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -258,6 +259,9 @@ def _run(
         while thread.is_alive():
             time.sleep(0.5)
     except KeyboardInterrupt:
+        # A second Ctrl-C (or a signal sent to the whole process group) must not cut the
+        # shutdown short: the workers and the embedded Redis are stopped on the way out.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         say("stopping")
         server.should_exit = True
         thread.join(10)
