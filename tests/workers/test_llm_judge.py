@@ -133,8 +133,10 @@ def test_listwise_one_call_per_event_one_grade_per_id(redis_url, fake):
     (req,) = fake.chat_requests()
     schema = req.body["response_format"]["json_schema"]["schema"]
     assert schema["required"] == ["p1", "p2", "p3"] and schema["additionalProperties"] is False
-    # the caller's passage ids are untrusted: never sent, positions p1..pn are
-    assert "d1" not in req.prompt and "id=p3>>>" in req.prompt
+    # the caller's passage ids are untrusted: never sent, positions p1..pn are (the random hex
+    # nonce of the delimiters may contain "d1" by chance: only a standalone "d1" is the id)
+    assert not re.search(r"(?<![0-9a-f])d1(?![0-9a-f])", req.prompt)
+    assert "id=p3>>>" in req.prompt
 
 
 def test_listwise_splits_long_events_and_repairs_a_missing_id(redis_url, fake):
