@@ -57,7 +57,8 @@ def test_new_events_are_stored_with_one_rq_job_per_chunk(store: Store) -> None:
     assert store.statuses(refs("a", "b", "c", "s")) == ["queued", "queued", "queued", "sampled_out"]
     counters = store.counters()
     assert counters["events_received"] == 4 and counters["events_sampled_out"] == 1
-    assert store.client.hget(store.keys.event(event_ref("default", "s")), "p") is None  # sampled out: no payload
+    sampled_out = store.keys.event(event_ref("default", "s"))
+    assert store.client.hget(sampled_out, "p") is None  # sampled out: no payload
 
 
 def test_known_ids_answer_their_status_and_add_no_job(store: Store) -> None:

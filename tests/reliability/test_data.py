@@ -158,7 +158,8 @@ def test_every_redis_key_is_documented_with_its_ttl(redis_url, fake_llm):
     try:
         evs = [make_event(n=4, k=2, seed=s) for s in range(10)]
         stack.post(evs)
-        st = wait_status(stack, [e["event_id"] for e in evs], {"done", "sampled_out"}, 30, app="test")
+        ids = [e["event_id"] for e in evs]
+        st = wait_status(stack, ids, {"done", "sampled_out"}, 30, app="test")
         assert set(st.values()) == {"done", "sampled_out"}, st
         fake_llm.script(*[Reply.text("nonsense")] * 40)
         bad = make_event(n=4, k=2, seed=99, event_id="bad-one")
