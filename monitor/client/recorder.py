@@ -301,7 +301,8 @@ class RetrievalMonitor:
                     else:
                         self._n["dropped_buffer_full"] += self._out.add(data)
                 if time.perf_counter() - slice_start > ENCODE_SLICE_S:
-                    time.sleep(YIELD_FOR_S)  # let the app's threads run (see ENCODE_SLICE_S)
+                    if not self._closing.is_set():  # at close, finish within its timeout
+                        time.sleep(YIELD_FOR_S)  # let the app's threads run (ENCODE_SLICE_S)
                     slice_start = time.perf_counter()
             del items, item  # the app's objects are released here, within encode_interval
             if self._out.full() and not self._wake_sender.is_set():
