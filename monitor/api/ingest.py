@@ -134,5 +134,6 @@ class IngestWriter:
         try:
             for reason, n in pending.items():
                 await asyncio.to_thread(self.store.record_rejection, reason, n)
-        except Exception:
-            log.warning("could not record rejections %s", dict(pending), exc_info=True)
+        except Exception as exc:  # Redis is down: the request's own 503 line says so
+            log.warning("could not record rejections %s: %s", dict(pending), exc)
+            log.debug("could not record rejections", exc_info=True)
