@@ -64,6 +64,19 @@ def _wait_status(api: ApiServer, event_id: str, timeout: float = 30) -> str:
         time.sleep(0.1)
 
 
+def _poll_metric(api: ApiServer, name: str, want: float = 1.0, timeout: float = 30) -> float:
+    import time
+
+    from tests.support.stack import sample_value
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = sample_value(api.client.get("/metrics").text, name)
+        if value == want or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
 def test_a_second_worker_with_the_same_name_is_refused_in_one_line(redis_url, tmp_path):
     env = clean_env(REDIS_URL=redis_url, RAGMON_JUDGE="lexical")
     first = Ragmon(["worker", "--name", "dup"], env, cwd=tmp_path)
@@ -189,6 +202,8 @@ def test_a_job_failing_on_the_judge_is_one_warning_naming_the_endpoint(redis_url
             assert "RetryLater" in line and f"(judge endpoint {fake.url})" in line
             assert line.endswith("RQ retries it later")
             assert "Traceback" not in worker.text()
+            # the operations dashboard's "Jobs waiting to retry" panel reads this gauge
+            assert _poll_metric(api, "ragmon_jobs_waiting_retry") == 1.0
         finally:
             worker.stop()
             api.stop()
