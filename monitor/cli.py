@@ -21,6 +21,7 @@ from monitor.settings import Settings, SettingsError
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+BACKLOG = 2048  # uvicorn's default
 log = logging.getLogger("ragmon")
 
 # The variables a first-time user needs; the README's "Configuration" lists all of them.
@@ -250,6 +251,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        sock.listen(BACKLOG)  # connections wait in the backlog while the app starts
     except OSError as exc:
         sock.close()
         raise CommandError(f"ragmon serve: {_bind_problem(exc, host, port)}") from None
@@ -340,7 +342,7 @@ def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
     from monitor.store import Store
 
     store = Store.connect(settings)
-    n = store.requeue(store.failed_ids())
+    n = store.requeue(store.failed_refs())
     print(f"requeued {n} failed events")
     return 0
 

@@ -58,7 +58,8 @@ def _wait_status(api: ApiServer, event_id: str, timeout: float = 30) -> str:
 
     deadline = time.monotonic() + timeout
     while True:
-        status = api.client.get(f"/v1/retrievals/{event_id}").json()["status"]
+        r = api.client.get(f"/v1/retrievals/{event_id}", params={"app": "test"})  # make_event's
+        status = r.json()["status"]
         if status != "queued" or time.monotonic() > deadline:
             return status
         time.sleep(0.1)
