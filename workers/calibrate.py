@@ -418,16 +418,18 @@ def run_calibrate(
     if not records:
         print(f"ragmon calibrate: no records in {path}", file=sys.stderr)
         return 2
-    if settings.judge == "openai":
-        from workers.judges.probe import probe_judge
-
-        probe = probe_judge(settings)
-        if probe.fatal:  # every call would fail the same way: say so now, not after retries
-            print(f"ragmon calibrate: {probe.message}", file=sys.stderr)
-            return 1
     for name in ("httpx", "httpx2", "openai"):  # one INFO line per HTTP call drowns the report
         logging.getLogger(name).setLevel(logging.WARNING)
     judge, store = _make_judge(settings)
+    if settings.judge == "openai":
+        from workers.judges.probe import probe_judge
+
+        probe = probe_judge(settings, store)
+        if probe.fatal:  # every call would fail the same way: say so now, not after retries
+            print(f"ragmon calibrate: {probe.message}", file=sys.stderr)
+            if store is not None:
+                store.client.close()
+            return 1
 
     async def go() -> Outcome:
         try:

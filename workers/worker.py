@@ -106,21 +106,21 @@ def start_worker(
     maintenance_interval: int = 60,
     job_monitoring_interval: int = 10,
 ) -> RagmonWorker:
-    """What `ragmon worker` does before it works: say what it uses, probe the judge (a problem
-    is logged, never fatal: the endpoint may come up later), wait for Redis (one line per
-    attempt), refuse a `--name` a live worker holds."""
+    """What `ragmon worker` does before it works: say what it uses, wait for Redis (one line
+    per attempt), probe the judge (a problem is logged, never fatal: the endpoint may come up
+    later), refuse a `--name` a live worker holds."""
     check_judge(settings)
     log.info("ragmon worker starting: %s", describe(settings))
+    store = Store.connect(settings)
+    wait_for_redis(store)
     if settings.judge == "openai":
         from workers.judges.probe import probe_judge
 
-        probe = probe_judge(settings)
+        probe = probe_judge(settings, store)  # after Redis: it waits for the fleet's RPM/TPM
         if probe.ok:
             log.info("%s", probe.message)
         else:
             log.warning("%s (starting anyway: events wait in the queue meanwhile)", probe.message)
-    store = Store.connect(settings)
-    wait_for_redis(store)
     store.client.set_retry(patient_retry())
     if name is not None:
         holder = name_holder(store, name)

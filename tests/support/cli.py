@@ -56,13 +56,18 @@ class Ragmon:
         with self._lock:
             return "\n".join(self.lines)
 
-    def wait_for(self, pattern: str, timeout: float = 60, count: int = 1) -> list[str]:
-        """The first `count` stderr lines matching `pattern`; fails after `timeout` seconds."""
+    def wait_for(
+        self, pattern: str, timeout: float = 60, count: int = 1, stdout: bool = False
+    ) -> list[str]:
+        """The first `count` stderr (or stdout) lines matching `pattern`; fails after
+        `timeout` seconds."""
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
-                found = [line for line in self.lines if regex.search(line)]
+                found = [
+                    line for line in (self.out if stdout else self.lines) if regex.search(line)
+                ]
             if len(found) >= count:
                 return found[:count]
             if time.monotonic() > deadline or (

@@ -8,6 +8,7 @@ prompt whose answer is one token. It never stops a worker (the endpoint may come
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,11 +16,15 @@ from typing import TYPE_CHECKING
 import openai
 
 from monitor.preflight import judge_url
+from monitor.store.judging import JudgeState
+from workers.limits import RateLimiter
 
 if TYPE_CHECKING:
     from monitor.settings import Settings
+    from monitor.store import Store
 
 PROBE_TIMEOUT_S = 10.0
+PROBE_TOKENS = 20  # what the probe's prompt and answer cost, for the TPM limit
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,27 @@ class Probe:
     fatal: bool = False
 
 
-def probe_judge(settings: Settings, timeout: float = PROBE_TIMEOUT_S) -> Probe:
-    """Send one tiny chat completion to the configured endpoint and classify the answer."""
+def probe_judge(
+    settings: Settings, store: Store | None = None, timeout: float = PROBE_TIMEOUT_S
+) -> Probe:
+    """Send one tiny chat completion to the configured endpoint and classify the answer.
+
+    With a `store`, the call waits for its turn under RAGMON_JUDGE_RPM / RAGMON_JUDGE_TPM like
+    every judge call, so restarting workers never push the fleet over the provider's limits.
+    """
+    limiter = None
+    if store is not None:
+        state = JudgeState(store.client, store.keys)
+        limiter = RateLimiter(state, settings.judge_model, settings.judge_rpm, settings.judge_tpm)
+    ticket = asyncio.run(limiter.acquire(PROBE_TOKENS)) if limiter is not None else None
+    try:
+        return _probe(settings, timeout)
+    finally:
+        if limiter is not None:
+            limiter.settle(ticket, PROBE_TOKENS)
+
+
+def _probe(settings: Settings, timeout: float) -> Probe:
     url = judge_url(settings)
     model = settings.judge_model
     client = openai.OpenAI(
