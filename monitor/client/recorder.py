@@ -34,8 +34,8 @@ from typing import Any
 import httpx
 
 from monitor.client.events import build_event, encode_event
+from monitor.limits import MAX_BATCH
 from monitor.retry import retry_after_s
-from monitor.schemas import MAX_BATCH
 
 log = logging.getLogger("ragmon.client")
 
