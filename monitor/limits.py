@@ -19,3 +19,8 @@ MAX_EVENT_AGE = timedelta(days=35)
 MAX_CLOCK_SKEW = timedelta(minutes=10)
 LABEL_KEYS = ("app", "index", "retriever", "segment")
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+def default_k(passages: int) -> int:
+    """`k` when the app does not say: every passage it got went into the prompt (1 to MAX_K)."""
+    return min(max(passages, 1), MAX_K)

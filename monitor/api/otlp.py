@@ -32,7 +32,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from pydantic import ValidationError
 
 from monitor.client.events import InvalidEvent, passage
-from monitor.limits import LABEL_KEYS, MAX_K, MAX_PASSAGES
+from monitor.limits import LABEL_KEYS, MAX_PASSAGES, default_k
 from monitor.schemas import RetrievalEvent
 from monitor.settings import Settings
 
@@ -257,7 +257,7 @@ def span_event(
     k = lookup.first(span_map.k)
     event: dict[str, Any] = {
         "query": query,
-        "k": min(max(len(passages), 1), MAX_K) if k is None else _integer(k),
+        "k": default_k(len(passages)) if k is None else _integer(k),
         "passages": passages,
         "labels": labels,
     }
