@@ -189,8 +189,7 @@ def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
     from monitor.store import Store
 
     store = Store.connect(_with_redis(settings))
-    ids = store.failed_ids()
-    n = store.requeue(ids)
+    n = store.requeue(store.failed_refs())
     print(f"requeued {n} failed events")
     return 0
 

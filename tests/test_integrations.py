@@ -58,13 +58,11 @@ def run_app(mode: str, url: str) -> tuple[list[dict], bool]:
 def stored_events(redis_url: str) -> dict[str, dict]:
     """Every event in the store, by id, as the API stored it."""
     store = Store.connect(Settings.from_env({"REDIS_URL": redis_url}, dotenv=None))
-    ids = [
-        key.decode().removeprefix(store.keys.event(""))
-        for key in store.client.scan_iter(store.keys.event("*"))
-    ]
-    events = dict(zip(ids, store.load_events(ids), strict=True))
+    prefix = store.keys.event("")
+    refs = [key.decode().removeprefix(prefix) for key in store.client.scan_iter(prefix + "*")]
+    events = dict(zip(refs, store.load_events(refs), strict=True))
     store.client.close()
-    return {eid: ev for eid, ev in events.items() if ev is not None}
+    return {ref.split("|", 1)[1]: ev for ref, ev in events.items() if ev is not None}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -91,7 +89,7 @@ def test_every_retrieval_arrives_in_order_labelled_and_measured(
         if mode != "hooks":  # derived from the trace and span ids: a re-export is idempotent
             assert re.fullmatch(r"[0-9a-f]{32}-[0-9a-f]{16}", eid), eid
 
-    results = ragmon.wait_done(list(events), timeout=120)
+    results = ragmon.wait_done(list(events), timeout=120, app=app)
     assert all(r["status"] == "done" and r["measures"]["ndcg"] is not None for r in results)
     metrics = ragmon.metrics()
     for (retriever, segment), n in series.items():

@@ -10,9 +10,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
@@ -21,6 +21,7 @@ from monitor.api import otlp
 from monitor.api.auth import KeyRing, Principal
 from monitor.api.ingest import IngestWriter, sampled_in
 from monitor.schemas import (
+    LABEL_PATTERN,
     Accepted,
     BatchAccepted,
     ErrorResponse,
@@ -193,6 +194,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                     ev.event_id,
                     ev.model_dump_json(exclude_none=True),
                     sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
+                    app=ev.labels.app,
                 )
             )
         return items
@@ -305,22 +307,27 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         return Response(body, 200, media_type=media)
 
     @app.get(
-        "/v1/retrievals/{event_id}",
+        "/v1/retrievals/{event_id:path}",
         response_model=RetrievalResult,
-        responses={404: {"model": ErrorResponse}, 401: responses[401]},
-        summary="Status, grades and measures of one event",
+        responses={404: {"model": ErrorResponse}, 401: responses[401], 403: responses[403]},
+        summary="Status, grades and measures of one event of one app",
+        description="Event ids are scoped by app: `app` is the key's app for a key bound to "
+        "one, else the `app` query parameter (default `default`, as for a missing "
+        "`labels.app`). Another app's event of the same id answers 404, as an unknown id.",
         tags=["events"],
     )
-    async def get_event(event_id: str, request: Request) -> JSONResponse:
+    async def get_event(
+        event_id: str,
+        request: Request,
+        app: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+    ) -> JSONResponse:
         principal = authorize(request)
-        result = await asyncio.to_thread(store.result, event_id)
-        if (
-            result is not None
-            and principal is not None
-            and principal.app is not None
-            and result.get("labels", {}).get("app", principal.app) != principal.app
-        ):
-            result = None  # another app's event: answer as if unknown, do not confirm the id
+        bound = principal.app if principal is not None else None
+        if bound is not None and app not in (None, bound):
+            raise Refused(403, "forbidden", f"app: this API key may only read app={bound}")
+        # Event ids are scoped by app: only this app's key is read, so another app's event of
+        # the same id is neither found nor loaded (no status, no existence, no timing).
+        result = await asyncio.to_thread(store.result, bound or app or "default", event_id)
         if result is None:
             return JSONResponse(
                 {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},

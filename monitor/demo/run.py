@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from monitor.settings import Settings
-from monitor.store import Store
+from monitor.store import Store, ref_of
 
 SUMMARY_MEASURES = ("t", "ndcg", "f_e", "harm", "precision")
 CHUNK = 200
@@ -108,14 +108,14 @@ def replay(
             progress.update(i + len(chunk))
 
 
-def wait_done(store: Store, ids: list[str], timeout: float, progress: Progress) -> int:
+def wait_done(store: Store, refs: list[str], timeout: float, progress: Progress) -> int:
     """Wait until every event is done or failed; returns how many are done."""
     deadline = time.monotonic() + timeout
     while True:
-        statuses = store.statuses(ids)
+        statuses = store.statuses(refs)
         finished = sum(s in ("done", "failed", "sampled_out") for s in statuses)
         progress.update(finished)
-        if finished >= len(ids) or time.monotonic() > deadline:
+        if finished >= len(refs) or time.monotonic() > deadline:
             return sum(s == "done" for s in statuses)
         time.sleep(0.25)
 
@@ -227,7 +227,7 @@ def _run(
     say(f"API on {url} (docs {url}/docs, metrics {url}/metrics); {args.workers} workers")
     t0 = time.monotonic()
     replay(url, events, _auth_headers(settings), label="replaying demo traffic")
-    ids = [e["event_id"] for e in events]
+    ids = [ref_of(e) for e in events]
     done = wait_done(store, ids, timeout=600, progress=Progress("judging", len(ids)))
     results = store.results(ids)
     for r, e in zip(results, events, strict=True):

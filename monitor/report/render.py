@@ -7,6 +7,7 @@ from collections.abc import Callable
 from monitor.report.analyze import Report, fmt
 from monitor.report.compare import ALPHA, MIN_EFFECT, NAMES, Row, group_name
 from monitor.report.document import Doc
+from monitor.report.gather import record_ref
 from monitor.report.ops import JudgeOps
 
 TEXT_PREVIEW = 160
@@ -208,7 +209,7 @@ def worst_section(doc: Doc, report: Report) -> None:
                     fmt(e["m"].get("harm")),
                     str(e["k"]),
                     _passages(e),
-                    _query(report.details.get(e["id"]), report.store_text),
+                    _query(report.details.get(record_ref(e)), report.store_text),
                 ]
             )
         doc.table(
@@ -224,7 +225,7 @@ def worst_section(doc: Doc, report: Report) -> None:
             ],
             rows,
         )
-        texts = [t for e in events[:3] for t in _texts(e, report.details.get(e["id"]))]
+        texts = [t for e in events[:3] for t in _texts(e, report.details.get(record_ref(e)))]
         doc.ul(texts)
 
 

@@ -11,12 +11,14 @@ from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from monitor.store.keys import event_ref
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 from tests.support.stack import sample_value
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 KEY = "k" * 16 + "-any-app"
 BOT_KEY = "b" * 16 + "-bot-only"
+BOT = {"app": "support-bot"}  # event ids are scoped by app
 
 
 def post(api, request, headers=None, gzipped=False):
@@ -66,9 +68,9 @@ def test_retriever_spans_are_stored_others_ignored_bad_ones_rejected(api):
     assert f"span {bad.span_id.hex()}" in partial.error_message
     assert "input.value: missing" in partial.error_message
     for s in good:
-        got = api.client.get(f"/v1/retrievals/{event_id(s)}").json()
+        got = api.client.get(f"/v1/retrievals/{event_id(s)}", params=BOT).json()
         assert got["status"] == "queued" and got["labels"]["app"] == "support-bot"
-    assert api.client.get(f"/v1/retrievals/{event_id(bad)}").status_code == 404
+    assert api.client.get(f"/v1/retrievals/{event_id(bad)}", params=BOT).status_code == 404
     assert (counter(api, "event"), counter(api, "ignored"), counter(api, "rejected")) == (2, 1, 1)
 
 
@@ -78,7 +80,7 @@ def test_otlp_json_in_json_out(api):
     r = api.client.post("/v1/traces", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     assert r.json()["partialSuccess"]["rejectedSpans"] in (1, "1")  # int64: JSON may quote it
-    assert api.client.get(f"/v1/retrievals/{event_id(s)}").json()["status"] == "queued"
+    assert api.client.get(f"/v1/retrievals/{event_id(s)}", params=BOT).json()["status"] == "queued"
 
 
 def test_a_full_success_has_no_partial_success_and_a_re_export_is_stored_once(api):
@@ -140,11 +142,14 @@ def test_queue_over_limit_is_503_with_retry_after(make_api):
     r = post(api, export([s]))
     assert r.status_code == 503 and int(r.headers["retry-after"]) > 0  # exporters retry
     assert "retry later" in status(r).message
-    assert api.store.statuses([event_id(s)]) == [None]
+    assert api.store.statuses([event_ref("support-bot", event_id(s))]) == [None]
 
 
 def test_sampling_applies_on_the_derived_id(make_api):
     api = make_api(RAGMON_SAMPLE_RATE="0")
     s = span(retriever_attrs())
     assert post(api, export([s])).status_code == 200
-    assert api.client.get(f"/v1/retrievals/{event_id(s)}").json()["status"] == "sampled_out"
+    assert (
+        api.client.get(f"/v1/retrievals/{event_id(s)}", params=BOT).json()["status"]
+        == "sampled_out"
+    )

@@ -241,9 +241,11 @@ def test_keeps_last_n_and_posts_webhook(live: Live, tmp_path: Path) -> None:
             time.sleep(0.05)  # distinct modification times
     finally:
         hook.shutdown()
-    dated = sorted(p.name for p in tmp_path.glob("report-*.html"))
+    dated = {p.name for p in tmp_path.glob("report-*.html")}
     assert len(dated) == 2 and len(list(tmp_path.glob("report-*.md"))) == 2
-    assert dated[-1].endswith(f"{end.isoformat()}.html")
+    # the newest two runs are kept (their label is `START_END`, or `YYYY-Www` for an ISO week)
+    labels = [windows(end=(end - timedelta(days=b)).isoformat())[0].label for b in (1, 0)]
+    assert dated == {f"report-{lb.replace('..', '_')}.html" for lb in labels}
     assert len(_Hook.bodies) == 3
     text = _Hook.bodies[-1]["text"]
     assert "1 regression" in text and "bm25" in text and "Full report:" in text

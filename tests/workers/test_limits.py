@@ -205,7 +205,7 @@ def test_two_workers_never_exceed_the_rpm_in_any_minute(redis_url):
             for w in workers:
                 assert w.wait(timeout=180) == 0
             store = Store.connect(settings)
-            statuses = [store.result(eid)["status"] for eid in ids]
+            statuses = [store.result("default", eid)["status"] for eid in ids]
             names = {w.decode() for w in store.client.smembers("rq:workers")} | {"w0", "w1"}
         finally:
             api.stop()
