@@ -202,8 +202,9 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
                 attrs = {kv.key: kv.value for kv in span.attributes}
                 kind = attrs.get(SPAN_KIND)
                 if kind is None or kind.string_value.upper() != RETRIEVER:
-                    out.ignored += 1
-                    continue
+                    if not (kind is None and _lost_its_kind(span, attrs)):
+                        out.ignored += 1
+                        continue
                 where = f"span {span.span_id.hex() or '?'} ({span.name or 'unnamed'})"
                 try:
                     event = span_event(span, attrs, resource, span_map)
@@ -219,6 +220,12 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
                     msg = err["msg"].removeprefix("Value error, ")
                     out.rejected.append(f"{where}: {loc + ': ' if loc else ''}{msg}")
     return out
+
+
+def _lost_its_kind(span: Span, attrs: dict[str, AnyValue]) -> bool:
+    """A retriever span whose kind the SDK dropped (the oldest attributes go first past its
+    limit): it still has documents. Mapped, so that it is rejected, not silently ignored."""
+    return span.dropped_attributes_count > 0 and any(k.startswith(DOCUMENTS) for k in attrs)
 
 
 def span_event(

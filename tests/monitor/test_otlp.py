@@ -258,3 +258,55 @@ def test_answers_in_the_request_encoding(media):
         2, "why")  # fmt: skip
     status = parse(otlp.encode_status(media, 503, "queue full"), Status())
     assert (status.code, status.message) == (14, "queue full")  # UNAVAILABLE
+
+
+# ---- spans from the real OpenTelemetry SDK and its encoders ----------------------------------
+
+
+def sdk_spans(n_docs: int) -> list:
+    """Finished spans of the OpenTelemetry SDK: one retriever span with `n_docs` documents."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "sdk-app"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("chain") as parent:
+        parent.set_attribute("openinference.span.kind", "CHAIN")
+        with tracer.start_as_current_span("retrieve") as s:
+            s.set_attribute("openinference.span.kind", "RETRIEVER")
+            s.set_attribute("input.value", "how do I reset my password")
+            for i in range(n_docs):
+                s.set_attribute(f"retrieval.documents.{i}.document.id", f"d{i}")
+                s.set_attribute(f"retrieval.documents.{i}.document.content", f"text {i}")
+                s.set_attribute(f"retrieval.documents.{i}.document.score", 1.0 - i / 100)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def test_the_sdk_encoders_protobuf_and_json_give_the_same_event():
+    from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans as to_json
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as to_proto
+
+    spans = sdk_spans(10)
+    proto = otlp.decode(to_proto(spans).SerializeToString(), otlp.PROTOBUF)
+    from_json = otlp.decode(to_json(spans).to_json().encode(), otlp.JSON)
+    assert from_json == proto
+    out = otlp.map_request(proto, DEFAULT_MAP)
+    (event,) = out.events
+    assert out.ignored == 1 and event.labels.app == "sdk-app" and event.k == 10
+    assert [p.id for p in event.passages] == [f"d{i}" for i in range(10)]
+    retrieve = next(s for s in spans if s.name == "retrieve")
+    assert event.event_id == f"{retrieve.context.trace_id:032x}-{retrieve.context.span_id:016x}"
+
+
+def test_a_span_over_the_sdk_attribute_limit_is_rejected_not_truncated():
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as to_proto
+
+    # 3 attributes per document: past 128 the SDK drops the oldest (the query, the top ranks)
+    out = otlp.map_request(to_proto(sdk_spans(50)), DEFAULT_MAP)
+    assert out.events == [] and len(out.rejected) == 1
+    assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in out.rejected[0]
