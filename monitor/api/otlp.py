@@ -201,10 +201,13 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
             for span in ss.spans:
                 attrs = {kv.key: kv.value for kv in span.attributes}
                 kind = attrs.get(SPAN_KIND)
-                if kind is None or kind.string_value.upper() != RETRIEVER:
-                    if not (kind is None and _lost_its_kind(span, attrs)):
-                        out.ignored += 1
-                        continue
+                if kind is None:
+                    retriever = _lost_its_kind(span, attrs)
+                else:
+                    retriever = kind.string_value.upper() == RETRIEVER
+                if not retriever:
+                    out.ignored += 1
+                    continue
                 where = f"span {span.span_id.hex() or '?'} ({span.name or 'unnamed'})"
                 try:
                     event = span_event(span, attrs, resource, span_map)
