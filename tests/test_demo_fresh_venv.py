@@ -1,4 +1,4 @@
-"""The README's first command: a fresh virtualenv, `pip install .`, `ragmon demo --once`."""
+"""The README's first command: a fresh venv, `pip install '.[server]'`, `ragmon demo --once`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,13 @@ def test_demo_once_in_a_fresh_venv(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(ROOT)],
+        [
+            str(venv / "bin" / "pip"),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            f"{ROOT}[server]",
+        ],
         capture_output=True,
         text=True,
         timeout=600,

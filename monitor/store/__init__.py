@@ -214,6 +214,10 @@ class Store:
     def record_rejection(self, reason: str, count: int = 1) -> None:
         self.incr(f"events_rejected{SEP}{reason}", count)
 
+    def record_otlp_spans(self, outcome: str, count: int) -> None:
+        """Spans received on /v1/traces: `event`, `ignored` or `rejected`."""
+        self.incr(f"otlp_spans{SEP}{outcome}", count)
+
     # ---- events and results ----------------------------------------------------------------
 
     def load_events(self, refs: Sequence[str]) -> list[dict | None]:

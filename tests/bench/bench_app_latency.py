@@ -100,7 +100,7 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
             extra = json.loads(os.environ.get("RAGMON_BENCH_MONITOR", "{}"))  # for experiments
             import monitor.client.recorder as recorder
 
-            for name in ("ENCODE_AT", "YIELD_EVERY_S", "YIELD_FOR_S"):  # module knobs
+            for name in ("ENCODE_AT", "ENCODE_SLICE_S", "YIELD_FOR_S"):  # module knobs
                 if name in extra:
                     setattr(recorder, name, extra.pop(name))
             state["monitor"] = RetrievalMonitor(

@@ -131,6 +131,26 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_REPORT_KEEP", "3", "report_keep", 3),
         ("RAGMON_REPORT_DIR", "/var/ragmon", "report_dir", "/var/ragmon"),
         ("RAGMON_QUEUE", "ragmon-test", "queue_name", "ragmon-test"),
+        (
+            "RAGMON_OTLP_APP_ATTRIBUTES",
+            "rag.app, service.name",
+            "otlp_app_attributes",
+            ("rag.app", "service.name"),
+        ),
+        ("RAGMON_OTLP_INDEX_ATTRIBUTES", "none", "otlp_index_attributes", ()),
+        (
+            "RAGMON_OTLP_RETRIEVER_ATTRIBUTES",
+            "span.name",
+            "otlp_retriever_attributes",
+            ("span.name",),
+        ),
+        (
+            "RAGMON_OTLP_SEGMENT_ATTRIBUTES",
+            "metadata.tier",
+            "otlp_segment_attributes",
+            ("metadata.tier",),
+        ),
+        ("RAGMON_OTLP_K_ATTRIBUTES", "rag.k", "otlp_k_attributes", ("rag.k",)),
     ],
 )
 def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expected: object) -> None:
@@ -249,6 +269,8 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_JOB_BATCH_SIZE", "1001", r"must be in \[1, 1000\]"),
         ("RAGMON_REPORT_WEBHOOK", "hooks.example/x", "must be a URL starting with http://"),
         ("RAGMON_REPORT_KEEP", "0", r"must be in \[1, 1000\]"),
+        ("RAGMON_OTLP_APP_ATTRIBUTES", "service.name,,x", "comma-separated attribute names"),
+        ("RAGMON_OTLP_K_ATTRIBUTES", "rag k", "comma-separated attribute names"),
     ],
 )
 def test_bad_value_raises_settings_error_naming_the_variable(
