@@ -210,7 +210,7 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
                 if not retriever:
                     out.ignored += 1
                     continue
-                where = f"span {span.span_id.hex() or '?'} ({span.name or 'unnamed'})"
+                where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
                 try:
                     event = span_event(span, attrs, docs, resource, span_map)
                     if event is None:
@@ -268,7 +268,7 @@ def _document_field(key: str) -> tuple[int, str] | None:
     if not key.startswith(DOCUMENTS_DOT):
         return None
     index, sep, name = key[len(DOCUMENTS_DOT) :].partition(".document.")
-    return (int(index), name) if sep and index.isdigit() else None
+    return (int(index), name) if sep and index.isascii() and index.isdigit() else None
 
 
 def span_event(
@@ -460,7 +460,7 @@ def _integer(value: Any) -> Any:
     """`k` from an attribute: an int, an integral float or a decimal string; else as it is."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value)
     return value
 

@@ -161,11 +161,13 @@ def _old() -> int:
         (lambda: span(retriever_attrs(), start_ns=_old()), "timestamp"),
         (lambda: span(retriever_attrs(metadata={"k": "many"})), "k"),
         (lambda: span(retriever_attrs(metadata={"k": 0})), "k"),
+        (lambda: span(retriever_attrs(metadata={"k": "²"})), "k"),
         (lambda: span(retriever_attrs(**{"input.value": "{}",
                                          "input.mime_type": "application/json"})), "no query"),
     ],
     ids=["no-query", "redacted", "dropped-attributes", "gap", "no-content", "too-old",
-         "k-not-a-number", "k-zero", "json-without-query"],
+         "k-not-a-number", "k-zero", "k-superscript",
+         "json-without-query"],
 )  # fmt: skip
 def test_bad_retriever_spans_are_rejected_with_a_reason(make, says):
     bad = make()
@@ -174,6 +176,13 @@ def test_bad_retriever_spans_are_rejected_with_a_reason(make, says):
     (reason,) = out.rejected
     assert reason.startswith(f"span {bad.span_id.hex()} (") and says in reason, reason
     assert out.message().startswith("ragmon rejected 1 of 2 retriever spans: span ")
+
+
+def test_a_key_that_only_looks_like_a_document_is_not_one():
+    attrs = {**retriever_attrs(), "retrieval.documents.\u00b2.document.content": "x",
+             "retrieval.documents.1.notes": "y"}  # fmt: skip
+    event = one_event(attrs)
+    assert [p.id for p in event.passages] == ["kb-1", "kb-2", "kb-3"]
 
 
 def test_message_shows_the_first_reasons_and_counts_the_rest():
