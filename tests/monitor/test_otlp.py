@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.api import otlp
@@ -319,3 +321,28 @@ def test_a_span_over_the_sdk_attribute_limit_is_rejected_not_truncated():
     out = otlp.map_request(to_proto(sdk_spans(50)), DEFAULT_MAP)
     assert out.events == [] and len(out.rejected) == 1
     assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in out.rejected[0]
+
+
+_KEYS = st.sampled_from(
+    ["input.value", "input.mime_type", "metadata", "retrieval.documents", "rag.k",
+     "openinference.span.kind"]
+    + [f"retrieval.documents.{i}.document.{f}" for i in (0, 1, 2, 7)
+       for f in ("id", "content", "score", "metadata")]
+)  # fmt: skip
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(),
+    st.text(max_size=30), st.sampled_from(["application/json", "RETRIEVER", "{}", '{"k": 3}',
+                                           '{"query": "q"}', "__REDACTED__"]),
+    st.lists(st.text(max_size=5), max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=8), st.integers(0, 3))
+def test_any_retriever_span_is_an_event_a_reason_or_ignored_never_an_error(attrs, dropped):
+    s = span({"openinference.span.kind": "RETRIEVER", **attrs}, dropped=dropped)
+    env = {"RAGMON_OTLP_K_ATTRIBUTES": "rag.k,metadata.k"}
+    out = mapped([s], None, **env)
+    assert len(out.events) + len(out.rejected) + out.ignored == 1
+    for event in out.events:  # what is accepted is a valid event
+        assert event.passages is not None and 1 <= event.k <= 100
