@@ -12,6 +12,7 @@ re-exported span is stored once.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import zlib
@@ -44,6 +45,7 @@ QUERY = "input.value"
 QUERY_TYPE = "input.mime_type"
 METADATA = "metadata"
 DOCUMENTS = "retrieval.documents"
+DOCUMENTS_DOT = DOCUMENTS + "."
 REDACTED = "__REDACTED__"  # OpenInference's placeholder under OPENINFERENCE_HIDE_INPUTS
 SPAN_NAME = "span.name"  # a pseudo-attribute: the span's name
 MESSAGES_SHOWN = 3
@@ -199,18 +201,18 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
         resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
         for ss in rs.scope_spans:
             for span in ss.spans:
-                attrs = {kv.key: kv.value for kv in span.attributes}
+                attrs, docs = _scan(span)
                 kind = attrs.get(SPAN_KIND)
-                if kind is None:
-                    retriever = _lost_its_kind(span, attrs)
+                if kind is None:  # a span that lost its kind to the SDK's attribute limit
+                    retriever = span.dropped_attributes_count > 0 and docs is not None
                 else:
                     retriever = kind.string_value.upper() == RETRIEVER
                 if not retriever:
                     out.ignored += 1
                     continue
-                where = f"span {span.span_id.hex() or '?'} ({span.name or 'unnamed'})"
+                where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
                 try:
-                    event = span_event(span, attrs, resource, span_map)
+                    event = span_event(span, attrs, docs, resource, span_map)
                     if event is None:
                         out.ignored += 1
                         continue
@@ -225,14 +227,56 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
     return out
 
 
-def _lost_its_kind(span: Span, attrs: dict[str, AnyValue]) -> bool:
-    """A retriever span whose kind the SDK dropped (the oldest attributes go first past its
-    limit): it still has documents. Mapped, so that it is rejected, not silently ignored."""
-    return span.dropped_attributes_count > 0 and any(k.startswith(DOCUMENTS) for k in attrs)
+def _scan(span: Span) -> tuple[dict[str, AnyValue], dict[int, dict[str, AnyValue]] | None]:
+    """The span's attributes in one pass: the documents' by index, the others by name.
+
+    Documents is None when the span has no documents attribute at all (not even an empty list).
+    A retriever span whose kind the SDK dropped (past its attribute limit the oldest go first)
+    still has documents: it is mapped, so that it is rejected, not silently ignored.
+    """
+    attrs: dict[str, AnyValue] = {}
+    docs: dict[int, dict[str, AnyValue]] | None = None
+    for kv in span.attributes:
+        key = kv.key
+        where = _document_field(key)
+        if where is not None:
+            if docs is None:
+                docs = {}
+            index, name = where
+            if index in docs:
+                docs[index][name] = kv.value
+            else:
+                docs[index] = {name: kv.value}
+            continue
+        if key == DOCUMENTS:  # the structured form: a list of {document.*: ...}
+            if docs is None:
+                docs = {}
+            for i, item in enumerate(kv.value.array_value.values):
+                fields = {
+                    x.key.removeprefix("document."): x.value for x in item.kvlist_value.values
+                }
+                docs.setdefault(i, {}).update(fields)
+            continue
+        attrs[key] = kv.value
+    return attrs, docs
+
+
+@functools.lru_cache(maxsize=4096)
+def _document_field(key: str) -> tuple[int, str] | None:
+    """`retrieval.documents.3.document.content` → (3, "content"); None for another key.
+    Cached: every retriever span repeats the same few hundred keys."""
+    if not key.startswith(DOCUMENTS_DOT):
+        return None
+    index, sep, name = key[len(DOCUMENTS_DOT) :].partition(".document.")
+    return (int(index), name) if sep and index.isascii() and index.isdigit() else None
 
 
 def span_event(
-    span: Span, attrs: dict[str, AnyValue], resource: dict[str, Any], span_map: SpanMap
+    span: Span,
+    attrs: dict[str, AnyValue],
+    docs: dict[int, dict[str, AnyValue]] | None,
+    resource: dict[str, Any],
+    span_map: SpanMap,
 ) -> dict[str, Any] | None:
     """The wire event of one retriever span; None for a framework's nested retrieval step.
 
@@ -245,19 +289,10 @@ def span_event(
             f"the span dropped {span.dropped_attributes_count} attributes "
             "(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, 128 by default): its ranking may be incomplete"
         )
-    documents = _documents(attrs)
-    query = _query(attrs, has_documents=documents is not None)
+    query = _query(attrs, has_documents=docs is not None)
     if query is None:
         return None
-    docs = documents or []
-    passages = []
-    for rank, doc in enumerate(docs[:MAX_PASSAGES]):
-        if "content" not in doc:
-            raise _Rejected(f"{DOCUMENTS}.{rank}.document.content: missing")
-        try:
-            passages.append(passage(_passage_fields(doc), rank))
-        except InvalidEvent as exc:
-            raise _Rejected(str(exc)) from None
+    passages = _passages(docs or {})
     lookup = _Lookup(span, attrs, resource)
     labels = {}
     for key in LABEL_KEYS:
@@ -323,45 +358,52 @@ def _query_in_json(text: str) -> str | None:
     return None
 
 
-def _documents(attrs: dict[str, AnyValue]) -> list[dict[str, Any]] | None:
-    """The ranked documents, best first; None when the span has no documents attribute."""
-    found: dict[int, dict[str, Any]] = {}
-    present = False
-    for key, value in attrs.items():
-        if not key.startswith(DOCUMENTS):
-            continue
-        present = True
-        if key == DOCUMENTS:  # the structured form: a list of {document.*: ...}
-            for i, item in enumerate(_value(value) or ()):
-                if isinstance(item, dict):
-                    found[i] = {k.removeprefix("document."): v for k, v in item.items()}
-            continue
-        index, _, name = key[len(DOCUMENTS) + 1 :].partition(".")
-        if not index.isdigit() or not name.startswith("document."):
-            continue
-        found.setdefault(int(index), {})[name[len("document.") :]] = _value(value)
-    if not present:
-        return None
-    order = sorted(found)
-    if order != list(range(len(order))):
+def _passages(docs: dict[int, dict[str, AnyValue]]) -> list[dict[str, Any]]:
+    """The top MAX_PASSAGES documents as passages, in the order of their index."""
+    order = sorted(docs)
+    if order and order[-1] != len(order) - 1:
         missing = min(set(range(len(order))) - set(order))
         raise _Rejected(f"{DOCUMENTS}.{missing}: missing (the ranking has a gap)")
-    return [found[i] for i in order]
+    out = []
+    for rank in order[:MAX_PASSAGES]:
+        doc = docs[rank]
+        content = doc.get("content")
+        if content is None or content.WhichOneof("value") != "string_value":
+            raise _Rejected(f"{DOCUMENTS}.{rank}.document.content: missing")
+        item: dict[str, Any] = {"text": content.string_value}
+        pid = doc.get("id")
+        if pid is not None and pid.WhichOneof("value") == "string_value" and pid.string_value:
+            item["id"] = pid.string_value
+        else:  # an int id, the id in the metadata, or the text's: the SDK's rules
+            fallback = _fallback_id(None if pid is None else _value(pid), doc)
+            try:
+                item = passage({"id": fallback, "text": item["text"]}, rank)
+            except InvalidEvent as exc:
+                raise _Rejected(str(exc)) from None
+        score = doc.get("score")
+        if score is not None:
+            kind = score.WhichOneof("value")
+            if kind == "double_value":
+                item["score"] = score.double_value
+            elif kind == "int_value":
+                item["score"] = float(score.int_value)
+        out.append(item)
+    return out
 
 
-def _passage_fields(doc: dict[str, Any]) -> dict[str, Any]:
-    """`{id, text, score}` of a document; its id, else `id` in its metadata, else the text's."""
-    pid = doc.get("id")
-    if pid is None and isinstance(doc.get("metadata"), str):
-        try:
-            meta = json.loads(doc["metadata"])
-        except ValueError:
-            meta = None
-        if isinstance(meta, dict):
-            pid = meta.get("id")
+def _fallback_id(pid: Any, doc: dict[str, AnyValue]) -> Any:
+    """An id that is not a string: a number as text, else `id` in the document's metadata."""
     if isinstance(pid, int | float) and not isinstance(pid, bool):
-        pid = str(pid)
-    return {"id": pid, "text": doc["content"], "score": doc.get("score")}
+        return str(pid)
+    meta = _value(doc["metadata"]) if "metadata" in doc else None
+    if isinstance(meta, str):
+        try:
+            data = json.loads(meta)
+        except ValueError:
+            return None
+        if isinstance(data, dict) and isinstance(data.get("id"), str | int):
+            return str(data["id"])
+    return None
 
 
 class _Lookup:
@@ -418,7 +460,7 @@ def _integer(value: Any) -> Any:
     """`k` from an attribute: an int, an integral float or a decimal string; else as it is."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value)
     return value
 

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.api import otlp
@@ -161,11 +163,13 @@ def _old() -> int:
         (lambda: span(retriever_attrs(), start_ns=_old()), "timestamp"),
         (lambda: span(retriever_attrs(metadata={"k": "many"})), "k"),
         (lambda: span(retriever_attrs(metadata={"k": 0})), "k"),
+        (lambda: span(retriever_attrs(metadata={"k": "²"})), "k"),
         (lambda: span(retriever_attrs(**{"input.value": "{}",
                                          "input.mime_type": "application/json"})), "no query"),
     ],
     ids=["no-query", "redacted", "dropped-attributes", "gap", "no-content", "too-old",
-         "k-not-a-number", "k-zero", "json-without-query"],
+         "k-not-a-number", "k-zero", "k-superscript",
+         "json-without-query"],
 )  # fmt: skip
 def test_bad_retriever_spans_are_rejected_with_a_reason(make, says):
     bad = make()
@@ -174,6 +178,13 @@ def test_bad_retriever_spans_are_rejected_with_a_reason(make, says):
     (reason,) = out.rejected
     assert reason.startswith(f"span {bad.span_id.hex()} (") and says in reason, reason
     assert out.message().startswith("ragmon rejected 1 of 2 retriever spans: span ")
+
+
+def test_a_key_that_only_looks_like_a_document_is_not_one():
+    attrs = {**retriever_attrs(), "retrieval.documents.\u00b2.document.content": "x",
+             "retrieval.documents.1.notes": "y"}  # fmt: skip
+    event = one_event(attrs)
+    assert [p.id for p in event.passages] == ["kb-1", "kb-2", "kb-3"]
 
 
 def test_message_shows_the_first_reasons_and_counts_the_rest():
@@ -310,3 +321,28 @@ def test_a_span_over_the_sdk_attribute_limit_is_rejected_not_truncated():
     out = otlp.map_request(to_proto(sdk_spans(50)), DEFAULT_MAP)
     assert out.events == [] and len(out.rejected) == 1
     assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in out.rejected[0]
+
+
+_KEYS = st.sampled_from(
+    ["input.value", "input.mime_type", "metadata", "retrieval.documents", "rag.k",
+     "openinference.span.kind"]
+    + [f"retrieval.documents.{i}.document.{f}" for i in (0, 1, 2, 7)
+       for f in ("id", "content", "score", "metadata")]
+)  # fmt: skip
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(),
+    st.text(max_size=30), st.sampled_from(["application/json", "RETRIEVER", "{}", '{"k": 3}',
+                                           '{"query": "q"}', "__REDACTED__"]),
+    st.lists(st.text(max_size=5), max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=8), st.integers(0, 3))
+def test_any_retriever_span_is_an_event_a_reason_or_ignored_never_an_error(attrs, dropped):
+    s = span({"openinference.span.kind": "RETRIEVER", **attrs}, dropped=dropped)
+    env = {"RAGMON_OTLP_K_ATTRIBUTES": "rag.k,metadata.k"}
+    out = mapped([s], None, **env)
+    assert len(out.events) + len(out.rejected) + out.ignored == 1
+    for event in out.events:  # what is accepted is a valid event
+        assert event.passages is not None and 1 <= event.k <= 100
