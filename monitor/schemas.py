@@ -1,4 +1,4 @@
-"""The wire contract: the event a RAG app sends and the answers it gets (DESIGN.md)."""
+"""The wire contract: the event a RAG app sends and the answers it gets (README "HTTP API")."""
 
 from __future__ import annotations
 

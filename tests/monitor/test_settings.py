@@ -17,8 +17,8 @@ from monitor.settings import (
     read_dotenv,
 )
 
-# The variables DESIGN.md lists under "Configuration": every one must be read.
-DESIGN_VARIABLES = {
+# The variables the README's "Configuration" table lists: every one must be read.
+DOCUMENTED_VARIABLES = {
     "REDIS_URL",
     "RAGMON_API_KEYS",
     "RAGMON_JUDGE",
@@ -53,7 +53,7 @@ def test_defaults() -> None:
     assert s.judge_model == DEFAULT_JUDGE_MODEL
     assert s.sample_rate == 1.0
     assert s.daily_budget_usd == 0.0
-    # The measure parameters default to DESIGN.md's, i.e. to MeasureParams'.
+    # The measure parameters default to the documented ones, i.e. to MeasureParams'.
     p = MeasureParams()
     assert (s.relevant_grade, s.t_alpha, s.f_alpha, s.ndcg_gain, s.harm_grades) == (
         p.relevant_grade,
@@ -69,7 +69,7 @@ def test_defaults() -> None:
 
 
 def test_every_design_variable_is_read() -> None:
-    assert set(env_variables()) >= DESIGN_VARIABLES
+    assert set(env_variables()) >= DOCUMENTED_VARIABLES
     assert len(env_variables()) == len(set(env_variables())) == len(fields(Settings))
 
 
