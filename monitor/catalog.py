@@ -80,6 +80,12 @@ OPERATIONS: tuple[Metric, ...] = (
     ),
     Metric("ragmon_queue_depth", "gauge", "Jobs waiting in the RQ queue."),
     Metric(
+        "ragmon_jobs_waiting_retry",
+        "gauge",
+        "Jobs waiting for a retry after a passing judge failure (timeout, 429, 5xx, connection); "
+        "each holds up to RAGMON_JOB_BATCH_SIZE events, which stay queued meanwhile.",
+    ),
+    Metric(
         "ragmon_labeling_lag_seconds",
         "histogram",
         "Time from receipt by the API to the event's measures stored.",

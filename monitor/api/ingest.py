@@ -146,5 +146,6 @@ class IngestWriter:
                 await asyncio.to_thread(self.store.record_rejection, reason, n)
             for outcome, n in spans.items():
                 await asyncio.to_thread(self.store.record_otlp_spans, outcome, n)
-        except Exception:
-            log.warning("could not record counts %s %s", dict(pending), dict(spans), exc_info=True)
+        except Exception as exc:  # Redis is down: the request's own 503 line says so
+            log.warning("could not record counts %s %s: %s", dict(pending), dict(spans), exc)
+            log.debug("could not record counts", exc_info=True)
