@@ -59,7 +59,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden).",
+        "unauthorized, forbidden); an OTLP retriever span that cannot be an event counts as "
+        "invalid.",
         ("reason",),
     ),
     Metric(

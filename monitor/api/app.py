@@ -303,6 +303,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         if items:
             await store_items(items)
         writer.count_spans(len(items), mapped.ignored, len(mapped.rejected))
+        if mapped.rejected:  # retrievals that will not be monitored: the ingest alert sees them
+            writer.reject("invalid", len(mapped.rejected))
         body = otlp.encode_response(media, len(mapped.rejected), mapped.message())
         return Response(body, 200, media_type=media)
 

@@ -72,6 +72,9 @@ def test_retriever_spans_are_stored_others_ignored_bad_ones_rejected(api):
         assert got["status"] == "queued" and got["labels"]["app"] == "support-bot"
     assert api.client.get(f"/v1/retrievals/{event_id(bad)}", params=BOT).status_code == 404
     assert (counter(api, "event"), counter(api, "ignored"), counter(api, "rejected")) == (2, 1, 1)
+    # a retrieval that will not be monitored: the ingest-rejections alert counts it
+    text = api.client.get("/metrics").text
+    assert sample_value(text, "ragmon_events_rejected_total", {"reason": "invalid"}) == 1
 
 
 def test_otlp_json_in_json_out(api):
