@@ -47,16 +47,24 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
         if close is not None:
             await close()
     retry_reasons = []
+    lasting: dict[str, str] = {}
     for event, outcome in zip(events, outcomes, strict=True):
         if isinstance(outcome, JudgeError) and outcome.retryable:
             counts["retry"] += 1
             retry_reasons.append(outcome.reason)
         elif isinstance(outcome, JudgeError):
             counts["failed"] += store.fail(ref_of(event), outcome.reason, str(outcome))
+            lasting.setdefault(outcome.reason, " ".join(str(outcome).split())[:200])
         elif isinstance(outcome, BaseException):
             raise outcome
         else:
             counts[outcome] += 1
+    if lasting:  # say it in the log too, not only in GET: a bad key fails every event
+        log.warning(
+            "%d events failed for good (%s); `ragmon requeue-failed` once it is fixed",
+            counts["failed"],
+            "; ".join(f"{reason}: {text}" for reason, text in lasting.items()),
+        )
     if retry_reasons:
         raise RetryLater(f"{counts['retry']} events to retry: {sorted(set(retry_reasons))}")
     return counts

@@ -31,6 +31,7 @@ DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus mar
 DAY_EVENTS_KEEP = 50_000
 JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
 JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
+CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,12 @@ class Store:
         if not settings.redis_url:
             raise ValueError("REDIS_URL is not set")
         options = {} if settings.redis_url.startswith("unix:") else {"socket_keepalive": True}
-        client = redis.Redis.from_url(settings.redis_url, health_check_interval=30, **options)
+        client = redis.Redis.from_url(
+            settings.redis_url,
+            health_check_interval=30,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            **options,
+        )
         return cls(client, settings)
 
     @property
@@ -108,6 +114,14 @@ class Store:
 
     def ping(self) -> bool:
         return bool(self.client.ping())
+
+    def unreachable(self) -> str | None:
+        """None when Redis answers PING, else why not in one line (start-up messages)."""
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            return str(exc).strip() or type(exc).__name__
+        return None
 
     # ---- ingest -------------------------------------------------------------------------
 
@@ -199,6 +213,10 @@ class Store:
 
     def record_rejection(self, reason: str, count: int = 1) -> None:
         self.incr(f"events_rejected{SEP}{reason}", count)
+
+    def record_otlp_spans(self, outcome: str, count: int) -> None:
+        """Spans received on /v1/traces: `event`, `ignored` or `rejected`."""
+        self.incr(f"otlp_spans{SEP}{outcome}", count)
 
     # ---- events and results ----------------------------------------------------------------
 
@@ -436,6 +454,11 @@ class Store:
 
     def queue_depth(self) -> int:
         return int(self.client.llen(self.queue.key))
+
+    def retrying_jobs(self) -> int:
+        """Jobs RQ holds for a later retry after a passing judge failure (its scheduled
+        registry: ragmon schedules nothing else there)."""
+        return int(self._rq_queue.scheduled_job_registry.get_job_count(cleanup=False))
 
 
 def _num(raw: bytes) -> float:
