@@ -142,7 +142,8 @@ class RetrievalMonitor:
         self._deadline: float | None = None
         self._threads: tuple[threading.Thread, ...] | None = None
         self._http = self._connection()  # a child must not share its parent's socket
-        self._encoding = 0  # taken off _buf, not yet in the outbox
+        self._encoding = 0  # taken off _buf by the encoder (under _lock) ...
+        self._encoded = 0  # ... of which settled: in the outbox or invalid (under _out_lock)
         self._sending = 0  # taken out of the outbox, not yet settled
         self._n = dict.fromkeys(_COUNTERS, 0)
 
@@ -192,7 +193,7 @@ class RetrievalMonitor:
         with self._lock, self._out_lock:
             out = dict(self._n)
             out["buffered"] = len(self._buf) + self._out.events
-            out["in_flight"] = self._encoding + self._sending
+            out["in_flight"] = self._encoding - self._encoded + self._sending
         return out
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -200,7 +201,8 @@ class RetrievalMonitor:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self._lock, self._out_lock:
-                if not (self._buf or self._out.events or self._encoding or self._sending):
+                busy = self._encoding - self._encoded + self._sending
+                if not (self._buf or self._out.events or busy):
                     return True
             self._wake_encoder.set()
             self._wake_sender.set()
@@ -281,7 +283,7 @@ class RetrievalMonitor:
         """
         slice_start = time.perf_counter()
         while True:
-            with self._lock, self._out_lock:
+            with self._lock:  # record() never waits on the outbox's lock
                 n = min(len(self._buf), ENCODE_CHUNK)
                 if not n:
                     break
@@ -295,15 +297,18 @@ class RetrievalMonitor:
                     with contextlib.suppress(Exception):  # even str(exc) may raise
                         self._warn("invalid", f"invalid event not sent: {exc}")
                 with self._out_lock:
-                    self._encoding -= 1
+                    self._encoded += 1
                     if data is None:
                         self._n["invalid"] += 1
                     else:
                         self._n["dropped_buffer_full"] += self._out.add(data)
                 if time.perf_counter() - slice_start > ENCODE_SLICE_S:
-                    time.sleep(YIELD_FOR_S)  # let the app's threads run (see ENCODE_SLICE_S)
+                    if not self._closing.is_set():  # at close, finish within its timeout
+                        time.sleep(YIELD_FOR_S)  # let the app's threads run (ENCODE_SLICE_S)
                     slice_start = time.perf_counter()
             del items, item  # the app's objects are released here, within encode_interval
+            with self._lock, self._out_lock:
+                self._encoding = self._encoded = 0
             if self._out.full() and not self._wake_sender.is_set():
                 self._wake_sender.set()
 
