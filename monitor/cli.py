@@ -244,7 +244,8 @@ def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: s
             )
         log.warning("no RAGMON_API_KEYS: the API accepts events from anyone who can reach it")
     sock = bind(host, port)
-    log.info("ragmon serve %s on %s:%d: %s", version(), host, port, describe(settings))
+    where = f"[{host}]" if ":" in host else host
+    log.info("ragmon serve %s on http://%s:%d: %s", version(), where, port, describe(settings))
     app = create_app(settings)
     watch = RedisWatch(app.state.store).start()
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)

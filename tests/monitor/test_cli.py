@@ -112,7 +112,7 @@ def test_serve_with_redis_down_says_so_at_once_and_recovers(tmp_path):
         cwd=tmp_path,
     )
     try:
-        api.wait_for(r"ragmon serve .* on 127\.0\.0\.1:\d+: redis=redis://127\.0\.0\.1")
+        api.wait_for(rf"ragmon serve .* on http://127\.0\.0\.1:{port}: redis=redis://127\.0\.0\.1")
         (first,) = api.wait_for(r"cannot reach Redis")
         assert f"cannot reach Redis at {redis.url} (" in first
         assert "check REDIS_URL" in first and "the API answers 503" in first
