@@ -97,8 +97,8 @@ def post_summary(url: str, report: Report, location: str) -> bool:
     for i, r in enumerate(report.regressions[:3], 1):
         h = r.headline
         lines.append(
-            f"{i}. {'/'.join(r.group)} {NAMES[h.measure]}: {h.tested.estimate:+.3f} ({r.sure}); "
-            f"look first: {r.look_first[0]}"
+            f"{i}. {'/'.join(r.group)} {NAMES[h.measure]}: {h.tested.estimate:+.3f} "
+            f"({r.evidence}); look first: {r.look_first[0]}"
         )
     lines.append(f"Full report: {location}")
     try:
