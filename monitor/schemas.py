@@ -1,23 +1,25 @@
-"""The wire contract: the event a RAG app sends and the answers it gets (DESIGN.md)."""
+"""The wire contract: the event a RAG app sends and the answers it gets (README "HTTP API")."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-MAX_K = 100
-MAX_QUERY_CHARS = 8192
-MAX_ID_CHARS = 256
-MAX_EVENT_ID_CHARS = 128
-MAX_TEXT_CHARS = 32768
-MAX_PASSAGES = 200
-MAX_BATCH = 1000
-MAX_EVENT_AGE = timedelta(days=35)
-MAX_CLOCK_SKEW = timedelta(minutes=10)
-LABEL_KEYS = ("app", "index", "retriever", "segment")
-LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits, defined once
+    LABEL_KEYS,
+    LABEL_PATTERN,
+    MAX_BATCH,
+    MAX_CLOCK_SKEW,
+    MAX_EVENT_AGE,
+    MAX_EVENT_ID_CHARS,
+    MAX_ID_CHARS,
+    MAX_K,
+    MAX_PASSAGES,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+)
 
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 Status = Literal["queued", "done", "failed", "sampled_out"]

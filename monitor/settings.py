@@ -124,6 +124,18 @@ def _prices(raw: str) -> dict[str, tuple[float, float]]:
     return {**DEFAULT_PRICES, **prices}
 
 
+def _attribute_names(raw: str) -> tuple[str, ...]:
+    if raw.strip().lower() == "none":
+        return ()
+    names = tuple(part.strip() for part in raw.split(","))
+    if any(not name or any(c.isspace() for c in name) for name in names):
+        raise ValueError(
+            "must be comma-separated attribute names without spaces, e.g. "
+            "metadata.retriever,span.name, or none"
+        )
+    return names
+
+
 def _text(raw: str) -> str | None:
     return raw.strip() or None
 
@@ -266,6 +278,28 @@ class Settings:
         default="reports", metadata={"env": "RAGMON_REPORT_DIR", "parse": str.strip}
     )
     queue_name: str = field(default="ragmon", metadata={"env": "RAGMON_QUEUE", "parse": str.strip})
+    # OTLP (`POST /v1/traces`): the span or resource attributes each label and k are read from,
+    # the first one present wins (docs/integration.md, "OpenTelemetry").
+    otlp_app_attributes: tuple[str, ...] = field(
+        default=("service.name",),
+        metadata={"env": "RAGMON_OTLP_APP_ATTRIBUTES", "parse": _attribute_names},
+    )
+    otlp_index_attributes: tuple[str, ...] = field(
+        default=("metadata.index",),
+        metadata={"env": "RAGMON_OTLP_INDEX_ATTRIBUTES", "parse": _attribute_names},
+    )
+    otlp_retriever_attributes: tuple[str, ...] = field(
+        default=("metadata.retriever", "span.name"),
+        metadata={"env": "RAGMON_OTLP_RETRIEVER_ATTRIBUTES", "parse": _attribute_names},
+    )
+    otlp_segment_attributes: tuple[str, ...] = field(
+        default=("metadata.segment",),
+        metadata={"env": "RAGMON_OTLP_SEGMENT_ATTRIBUTES", "parse": _attribute_names},
+    )
+    otlp_k_attributes: tuple[str, ...] = field(
+        default=("metadata.k",),
+        metadata={"env": "RAGMON_OTLP_K_ATTRIBUTES", "parse": _attribute_names},
+    )
 
     @classmethod
     def from_env(

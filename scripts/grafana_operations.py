@@ -70,9 +70,15 @@ def operations() -> dict[str, Any]:
 
     p.append(row("Backlog and lag"))
     p.append(
-        timeseries("Queue depth", "Events waiting for a worker; a line that keeps climbing "
+        timeseries("Queue depth", "Jobs waiting for a worker; a line that keeps climbing "
                    "means the workers do not keep up.",
-                   [target("max(ragmon_queue_depth)", "waiting")], w=12)
+                   [target("max(ragmon_queue_depth)", "waiting")], w=8)
+    )  # fmt: skip
+    p.append(
+        timeseries("Jobs waiting to retry", "Jobs held for a retry after a passing judge "
+                   "failure (timeout, 429, 5xx, endpoint unreachable); their events stay "
+                   "queued meanwhile. GET /v1/retrievals/{id} and the worker log say why.",
+                   [target("max(ragmon_jobs_waiting_retry)", "waiting to retry")], w=8)
     )  # fmt: skip
     lag = "histogram_quantile({q}, sum by (le) (rate(ragmon_labeling_lag_seconds_bucket[{r}])))"
     p.append(
@@ -81,7 +87,7 @@ def operations() -> dict[str, Any]:
             "Time from the API receiving an event to its measures being stored, for the "
             "median, the 90th and the 99th percentile event.",
             [target(lag.format(q=q, r=rate), f"p{int(q * 100)}") for q in (0.5, 0.9, 0.99)],
-            w=12,
+            w=8,
             unit="s",
         )
     )

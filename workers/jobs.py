@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from monitor.measures import MeasureParams, compute
-from monitor.store import Store, text_hash
+from monitor.store import Store, ref_of, text_hash
 from workers.context import WorkerContext, current_context
 from workers.grading import grade_event
 from workers.judges.base import Judge, JudgeError
@@ -20,20 +20,20 @@ class RetryLater(Exception):
     """Some events hit a passing judge failure: RQ retries the job; done events are skipped."""
 
 
-def process_events(event_ids: list[str]) -> dict[str, int]:
-    """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job)."""
+def process_events(refs: list[str]) -> dict[str, int]:
+    """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job).
+
+    `refs` are `monitor.store.keys.event_ref`s: event ids are scoped by app."""
     ctx = current_context()
-    return asyncio.run(_process(ctx, event_ids))
+    return asyncio.run(_process(ctx, refs))
 
 
-async def _process(ctx: WorkerContext, event_ids: list[str]) -> dict[str, int]:
+async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
     store = ctx.store
     events = [
-        e
-        for e in store.load_events(event_ids)
-        if e is not None and e["_status"] in ("queued", "failed")
+        e for e in store.load_events(refs) if e is not None and e["_status"] in ("queued", "failed")
     ]
-    counts = {"done": 0, "failed": 0, "skipped": len(event_ids) - len(events), "retry": 0}
+    counts = {"done": 0, "failed": 0, "skipped": len(refs) - len(events), "retry": 0}
     if not events:
         return counts
     judge = ctx.make_judge()
@@ -47,16 +47,24 @@ async def _process(ctx: WorkerContext, event_ids: list[str]) -> dict[str, int]:
         if close is not None:
             await close()
     retry_reasons = []
+    lasting: dict[str, str] = {}
     for event, outcome in zip(events, outcomes, strict=True):
         if isinstance(outcome, JudgeError) and outcome.retryable:
             counts["retry"] += 1
             retry_reasons.append(outcome.reason)
         elif isinstance(outcome, JudgeError):
-            counts["failed"] += store.fail(event["event_id"], outcome.reason, str(outcome))
+            counts["failed"] += store.fail(ref_of(event), outcome.reason, str(outcome))
+            lasting.setdefault(outcome.reason, " ".join(str(outcome).split())[:200])
         elif isinstance(outcome, BaseException):
             raise outcome
         else:
             counts[outcome] += 1
+    if lasting:  # say it in the log too, not only in GET: a bad key fails every event
+        log.warning(
+            "%d events failed for good (%s); `ragmon requeue-failed` once it is fixed",
+            counts["failed"],
+            "; ".join(f"{reason}: {text}" for reason, text in lasting.items()),
+        )
     if retry_reasons:
         raise RetryLater(f"{counts['retry']} events to retry: {sorted(set(retry_reasons))}")
     return counts
@@ -102,5 +110,5 @@ def on_job_failure(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) 
     if exc_type is not None and exc_type.__name__ == "AbandonedJobError":
         reason = "worker_died"
     store = current_context().store
-    for event_id in job.args[0]:
-        store.fail(event_id, reason, f"{exc_type.__name__ if exc_type else 'error'}: {exc}")
+    for ref in job.args[0]:
+        store.fail(ref, reason, f"{exc_type.__name__ if exc_type else 'error'}: {exc}")

@@ -1,13 +1,21 @@
-"""`ragmon worker`: an RQ worker on ragmon's queue, with the ragmon context set."""
+"""`ragmon worker`: an RQ worker on ragmon's queue, with the ragmon context set.
+
+This module is the one adapter to RQ's worker: start-up checks, the worker class, and the one
+line a failed job leaves in the log (its traceback only at debug level).
+"""
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
+from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 from rq import Worker
+from rq.job_lifecycle import call_exception_handlers
 
+from monitor.preflight import describe, judge_url, wait_for_redis
 from monitor.settings import Settings
 from monitor.store import Store
 from workers.context import build_context, set_context
@@ -25,6 +33,10 @@ class JudgeNotConfigured(SystemExit):
     """`ragmon worker` refuses to start without an LLM endpoint (unless RAGMON_JUDGE=lexical)."""
 
 
+class NameInUse(SystemExit):
+    """Another live worker is registered under the requested `--name`."""
+
+
 def check_judge(settings: Settings) -> None:
     if settings.judge == "openai" and not settings.judge_configured:
         raise JudgeNotConfigured(
@@ -34,13 +46,33 @@ def check_judge(settings: Settings) -> None:
         )
 
 
+class RagmonWorker(Worker):
+    """RQ's worker; a failed job is logged in one line naming what to check."""
+
+    judge_endpoint = ""
+
+    def handle_exception(self, job: Any, *exc_info: Any) -> None:
+        exc = exc_info[1]
+        text = " ".join(str(exc).split())[:300]
+        if type(exc).__name__ == "RetryLater" and self.judge_endpoint:
+            text += f" (judge endpoint {self.judge_endpoint})"
+        then = (
+            "RQ retries it later"
+            if job.retries_left
+            else "no retry left: its unfinished events are marked failed"
+        )
+        log.warning("job %s failed: %s: %s; %s", job.id, type(exc).__name__, text, then)
+        log.debug("job %s traceback", job.id, exc_info=exc_info)
+        call_exception_handlers(self._exc_handlers, job, *exc_info)
+
+
 def make_worker(
     settings: Settings,
     store: Store | None = None,
     name: str | None = None,
     maintenance_interval: int = 60,
     job_monitoring_interval: int = 10,
-) -> Worker:
+) -> RagmonWorker:
     """An RQ worker whose work horses inherit the ragmon context (settings, store, judge)."""
     check_judge(settings)
     if store is None:
@@ -52,7 +84,7 @@ def make_worker(
         # Import the judge (openai, httpx, pydantic models) once, before RQ forks a work horse
         # per job, instead of in every horse: +30% judged passages/s (tests/bench/bench_worker).
         import workers.judges.llm  # noqa: F401
-    return Worker(
+    worker = RagmonWorker(
         [ctx.store.queue],
         connection=ctx.store.client,
         name=name,
@@ -62,4 +94,54 @@ def make_worker(
         # maintenance (retrying jobs abandoned by a dead worker) only between two waits: tie
         # the wait to the maintenance interval.
         worker_ttl=maintenance_interval + 15,
+    )
+    if settings.judge == "openai":
+        worker.judge_endpoint = judge_url(settings)
+    return worker
+
+
+def start_worker(
+    settings: Settings,
+    name: str | None = None,
+    maintenance_interval: int = 60,
+    job_monitoring_interval: int = 10,
+) -> RagmonWorker:
+    """What `ragmon worker` does before it works: say what it uses, wait for Redis (one line
+    per attempt), probe the judge (a problem is logged, never fatal: the endpoint may come up
+    later), refuse a `--name` a live worker holds."""
+    check_judge(settings)
+    log.info("ragmon worker starting: %s", describe(settings))
+    store = Store.connect(settings)
+    wait_for_redis(store)
+    if settings.judge == "openai":
+        from workers.judges.probe import probe_judge
+
+        probe = probe_judge(settings, store)  # after Redis: it waits for the fleet's RPM/TPM
+        if probe.ok:
+            log.info("%s", probe.message)
+        else:
+            log.warning("%s (starting anyway: events wait in the queue meanwhile)", probe.message)
+    store.client.set_retry(patient_retry())
+    if name is not None:
+        holder = name_holder(store, name)
+        if holder:
+            raise NameInUse(f"ragmon worker: --name {name!r} is taken by {holder}")
+    return make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
+
+
+def name_holder(store: Store, name: str) -> str | None:
+    """Who holds worker `name` (RQ refuses a second live worker of the same name), or None."""
+    key = f"{Worker.redis_worker_namespace_prefix}{name}"
+    other = Worker.find_by_key(key, connection=store.client)
+    if other is None or other.death_date is not None:
+        return None
+    seen = ""
+    if other.last_heartbeat is not None:
+        ago = (datetime.now(UTC) - other.last_heartbeat.replace(tzinfo=UTC)).total_seconds()
+        seen = f", last heartbeat {max(0, round(ago))} s ago"
+    ttl = store.client.ttl(key)
+    expiry = f"; if it is gone, the name frees itself within {ttl} s" if ttl and ttl > 0 else ""
+    return (
+        f"a running worker (pid {other.pid} on {other.hostname}{seen}): stop it or choose "
+        f"another --name (without --name each worker gets a unique one){expiry}"
     )

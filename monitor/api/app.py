@@ -7,19 +7,21 @@ import gc
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from monitor import export
+from monitor.api import otlp
 from monitor.api.auth import KeyRing, Principal
 from monitor.api.ingest import IngestWriter, sampled_in
 from monitor.schemas import (
+    LABEL_PATTERN,
     Accepted,
     BatchAccepted,
     ErrorResponse,
@@ -77,6 +79,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     keys = KeyRing(settings.api_keys)
     metrics_keys = KeyRing(settings.metrics_api_keys)
     registry = export.make_registry(store)
+    span_map = otlp.SpanMap.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,8 +110,12 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.state.writer = writer
 
     @app.exception_handler(Refused)
-    async def refused(request: Request, exc: Refused) -> JSONResponse:
+    async def refused(request: Request, exc: Refused) -> Response:
         writer.reject(exc.reason)
+        media = getattr(request.state, "otlp", None)
+        if media is not None:  # an OTLP exporter: a google.rpc.Status in its encoding
+            body = otlp.encode_status(media, exc.status, str(exc.detail))
+            return Response(body, exc.status, headers=exc.headers, media_type=media)
         return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
 
     async def read_body(request: Request) -> bytes:
@@ -145,19 +152,26 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             parsed = model.model_validate_json(body)
         except ValidationError as exc:
             raise Refused(422, "invalid", _errors(exc)) from None
-        events = parsed.events if isinstance(parsed, RetrievalBatch) else [parsed]
+        if isinstance(parsed, RetrievalBatch):
+            events = parsed.events
+            items = await admit(principal, events, lambda i: f"events[{i}].labels.app")
+        else:
+            assert isinstance(parsed, RetrievalEvent)
+            events = [parsed]
+            items = await admit(principal, events, lambda i: "labels.app")
+        return events, items
+
+    async def admit(
+        principal: Principal | None, events: list[RetrievalEvent], where: Callable[[int], str]
+    ) -> list[IngestItem]:
+        """Valid events of any route → items to store: app binding, backpressure, sampling."""
         if principal is not None and principal.app is not None:
             for i, ev in enumerate(events):
                 if ev.labels.app != principal.app:
-                    where = (
-                        f"events[{i}].labels.app"
-                        if len(events) > 1 or isinstance(parsed, RetrievalBatch)
-                        else "labels.app"
-                    )
                     raise Refused(
                         403,
                         "forbidden",
-                        f"{where}: this API key may only write app={principal.app}",
+                        f"{where(i)}: this API key may only write app={principal.app}",
                     )
         try:
             depth = await writer.queue_depth()
@@ -180,9 +194,10 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                     ev.event_id,
                     ev.model_dump_json(exclude_none=True),
                     sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
+                    app=ev.labels.app,
                 )
             )
-        return events, items
+        return items
 
     def store_unavailable(exc: Exception) -> Refused:
         log.warning("event store unavailable: %s", exc)
@@ -199,7 +214,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         except Exception as exc:
             raise store_unavailable(exc) from exc
 
-    responses = {
+    responses: dict[int | str, dict[str, Any]] = {
         413: {"model": ErrorResponse, "description": "Body over RAGMON_MAX_BODY_BYTES."},
         422: {"model": ErrorResponse, "description": "Invalid event: `loc` names the field."},
         401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
@@ -246,23 +261,75 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         }
         return JSONResponse(body, 202)
 
-    @app.get(
-        "/v1/retrievals/{event_id}",
-        response_model=RetrievalResult,
-        responses={404: {"model": ErrorResponse}, 401: responses[401]},
-        summary="Status, grades and measures of one event",
+    @app.post(
+        "/v1/traces",
+        status_code=200,
+        responses={
+            200: {"description": "ExportTraceServiceResponse; partial success names rejections"},
+            400: {"description": "Not an OTLP trace export (google.rpc.Status)."},
+            415: {"description": "Not application/x-protobuf or application/json."},
+            **{code: {"description": str(r["description"])} for code, r in responses.items()},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {otlp.PROTOBUF: {}, otlp.JSON: {}},
+                "description": "OTLP/HTTP ExportTraceServiceRequest, gzip or not.",
+            }
+        },
+        summary="OTLP/HTTP traces: OpenInference retriever spans become events",
         tags=["events"],
     )
-    async def get_event(event_id: str, request: Request) -> JSONResponse:
+    async def post_traces(request: Request) -> Response:
+        media = request.state.otlp = otlp.answer_type(request.headers.get("content-type"))
         principal = authorize(request)
-        result = await asyncio.to_thread(store.result, event_id)
-        if (
-            result is not None
-            and principal is not None
-            and principal.app is not None
-            and result.get("labels", {}).get("app", principal.app) != principal.app
-        ):
-            result = None  # another app's event: answer as if unknown, do not confirm the id
+        try:
+            otlp.media_type(request.headers.get("content-type"))
+            body = otlp.decompress(
+                await read_body(request),
+                request.headers.get("content-encoding"),
+                settings.max_body_bytes,
+            )
+            mapped = otlp.map_request(otlp.decode(body, media), span_map)
+        except otlp.OtlpError as exc:
+            reason = "too_large" if exc.status == 413 else "invalid"
+            raise Refused(exc.status, reason, str(exc)) from None
+        app_from = ", ".join(span_map.app) or "no attribute"
+        items = await admit(
+            principal,
+            mapped.events,
+            lambda i: f"span {mapped.events[i].event_id}: labels.app (from {app_from})",
+        )
+        if items:
+            await store_items(items)
+        writer.count_spans(len(items), mapped.ignored, len(mapped.rejected))
+        if mapped.rejected:  # retrievals that will not be monitored: the ingest alert sees them
+            writer.reject("invalid", len(mapped.rejected))
+        body = otlp.encode_response(media, len(mapped.rejected), mapped.message())
+        return Response(body, 200, media_type=media)
+
+    @app.get(
+        "/v1/retrievals/{event_id:path}",
+        response_model=RetrievalResult,
+        responses={404: {"model": ErrorResponse}, 401: responses[401], 403: responses[403]},
+        summary="Status, grades and measures of one event of one app",
+        description="Event ids are scoped by app: `app` is the key's app for a key bound to "
+        "one, else the `app` query parameter (default `default`, as for a missing "
+        "`labels.app`). Another app's event of the same id answers 404, as an unknown id.",
+        tags=["events"],
+    )
+    async def get_event(
+        event_id: str,
+        request: Request,
+        app: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+    ) -> JSONResponse:
+        principal = authorize(request)
+        bound = principal.app if principal is not None else None
+        if bound is not None and app not in (None, bound):
+            raise Refused(403, "forbidden", f"app: this API key may only read app={bound}")
+        # Event ids are scoped by app: only this app's key is read, so another app's event of
+        # the same id is neither found nor loaded (no status, no existence, no timing).
+        result = await asyncio.to_thread(store.result, bound or app or "default", event_id)
         if result is None:
             return JSONResponse(
                 {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},

@@ -46,6 +46,7 @@ class IngestWriter:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._rejections: Counter[str] = Counter()
+        self._spans: Counter[str] = Counter()  # /v1/traces spans by outcome
         self._depth = 0
         self._depth_at = 0.0
         self._ingest: AsyncIngest | None = None
@@ -77,6 +78,14 @@ class IngestWriter:
     def reject(self, reason: str, count: int = 1) -> None:
         """Count a refused request; written with the next batch (never on the request path)."""
         self._rejections[reason] += count
+        if self._wake is not None:
+            self._wake.set()
+
+    def count_spans(self, events: int, ignored: int, rejected: int) -> None:
+        """Count the spans of one trace export by outcome; written like the rejections."""
+        for outcome, n in (("event", events), ("ignored", ignored), ("rejected", rejected)):
+            if n:
+                self._spans[outcome] += n
         if self._wake is not None:
             self._wake.set()
 
@@ -128,11 +137,15 @@ class IngestWriter:
             i += len(items)
 
     async def _flush_rejections(self) -> None:
-        if not self._rejections:
+        if not (self._rejections or self._spans):
             return
         pending, self._rejections = self._rejections, Counter()
+        spans, self._spans = self._spans, Counter()
         try:
             for reason, n in pending.items():
                 await asyncio.to_thread(self.store.record_rejection, reason, n)
-        except Exception:
-            log.warning("could not record rejections %s", dict(pending), exc_info=True)
+            for outcome, n in spans.items():
+                await asyncio.to_thread(self.store.record_otlp_spans, outcome, n)
+        except Exception as exc:  # Redis is down: the request's own 503 line says so
+            log.warning("could not record counts %s %s: %s", dict(pending), dict(spans), exc)
+            log.debug("could not record counts", exc_info=True)

@@ -5,11 +5,15 @@ returns: well under a microsecond of work on the app's thread, with no I/O, no s
 and no uuid. Two daemon threads do the rest:
 
 - the *encoder* drains that buffer every 250 ms, builds wire events (normalises passages, makes
-  `event_id`s, validates what the server would reject anyway) and keeps them as JSON bytes;
-  the app's objects are released at once, and bytes are invisible to the garbage collector,
-  so a slow or down sidecar does not turn buffered events into long GC pauses in the app;
-- the *sender* posts those bytes in batches to `POST {url}/v1/retrievals/batch`, retrying with
-  backoff.
+  `event_id`s, validates what the server would reject anyway) and writes them as JSON into the
+  outbox's batch buffers; the app's objects are released at once, and bytes are invisible to
+  the garbage collector, so a slow or down sidecar does not turn buffered events into long GC
+  pauses in the app;
+- the *sender* posts those batches to `POST {url}/v1/retrievals/batch` over one kept-alive
+  connection, retrying with backoff.
+
+Both give the GIL back often: the encoder after every ENCODE_SLICE_S of work, the sender in
+every socket call; no single step copies or encodes more than one event or one slice at once.
 
 Whatever happens to the sidecar (slow, down, rejecting), the app only loses monitoring data,
 and every loss is counted in `stats()`: at any moment `recorded` = `sent` + `invalid` +
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import http.client
 import logging
 import os
 import random
@@ -31,11 +36,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import httpx
-
-from monitor.client.events import build_event, encode_event
+from monitor.client.connection import Connection, Response
+from monitor.client.events import build_event, decode, encode_event
+from monitor.client.outbox import Batch, Outbox
+from monitor.limits import MAX_BATCH
 from monitor.retry import retry_after_s
-from monitor.schemas import MAX_BATCH
 
 log = logging.getLogger("ragmon.client")
 
@@ -52,11 +57,14 @@ DEFAULT_BACKOFF_S = 0.5
 DEFAULT_BACKOFF_MAX_S = 30.0
 MAX_RETRY_AFTER_S = 120.0
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-# The encoder gives the GIL back this often (about every 2 events): without it, a request
-# arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's thread.
-# A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app wakes.
-YIELD_EVERY_S = 0.0001
+BATCH_PATH = "/v1/retrievals/batch"
+# The encoder gives the GIL back after this much work (about 25 typical events): without it, a
+# request arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's
+# thread. A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app
+# wakes. The longest hold is then this slice plus the encoding of one event.
+ENCODE_SLICE_S = 0.0002
 YIELD_FOR_S = 0.00005
+ENCODE_CHUNK = 64  # events taken off the buffer per lock round trip
 _COUNTERS = (
     "recorded",  # record() calls that reached the buffer
     "sent",  # events the server accepted (2xx)
@@ -98,7 +106,6 @@ class RetrievalMonitor:
         backoff: float = DEFAULT_BACKOFF_S,
         backoff_max: float = DEFAULT_BACKOFF_MAX_S,
         close_timeout: float = 5.0,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self._headers = {"Content-Type": "application/json", "User-Agent": "ragmon-client/0.1"}
@@ -115,29 +122,29 @@ class RetrievalMonitor:
         self._backoff = backoff
         self._backoff_max = backoff_max
         self._close_timeout = close_timeout
-        self._transport = transport
         self._closed = False
         self._last_log: dict[str, float] = {}
+        self._connection()  # checks the URL now, and builds a TLS context at start-up
         self._reset()
-        self._client()  # now, at app start-up: a TLS context costs ~30 ms of GIL
         _live.add(self)
         _install_hooks()
 
     def _reset(self) -> None:
-        """Fresh buffers, lock, threads and counters (at start, and in a forked child)."""
-        self._lock = threading.Lock()
+        """Fresh buffers, locks, threads and counters (at start, and in a forked child)."""
+        self._lock = threading.Lock()  # record()'s buffer and counters
+        self._out_lock = threading.Lock()  # the outbox and the encoder's and sender's counters
         self._buf: deque[tuple] = deque(maxlen=self._maxlen)  # record() → encoder
-        self._out: deque[bytes] = deque()  # encoder → sender
-        self._out_bytes = 0
+        self._out = Outbox(self._maxlen, self._max_bytes, self._batch_size, MAX_BATCH_BYTES)
         self._wake_encoder = threading.Event()
         self._wake_sender = threading.Event()
         self._closing = threading.Event()
         self._encoder_done = threading.Event()
         self._deadline: float | None = None
         self._threads: tuple[threading.Thread, ...] | None = None
-        self._http: httpx.Client | None = None
-        self._encoding = 0  # taken off _buf, not yet in _out
-        self._sending = 0  # taken off _out, not yet settled
+        self._http = self._connection()  # a child must not share its parent's socket
+        self._encoding = 0  # taken off _buf by the encoder (under _lock) ...
+        self._encoded = 0  # ... of which settled: in the outbox or invalid (under _out_lock)
+        self._sending = 0  # taken out of the outbox, not yet settled
         self._n = dict.fromkeys(_COUNTERS, 0)
 
     # ---- the app's side -------------------------------------------------------------------
@@ -183,18 +190,19 @@ class RetrievalMonitor:
 
     def stats(self) -> dict[str, int]:
         """Counters since start (or since fork in a child), plus `buffered` and `in_flight`."""
-        with self._lock:
+        with self._lock, self._out_lock:
             out = dict(self._n)
-            out["buffered"] = len(self._buf) + len(self._out)
-            out["in_flight"] = self._encoding + self._sending
+            out["buffered"] = len(self._buf) + self._out.events
+            out["in_flight"] = self._encoding - self._encoded + self._sending
         return out
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Ask for everything buffered to be sent now; True if all was settled in time."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            with self._lock:
-                if not (self._buf or self._out or self._encoding or self._sending):
+            with self._lock, self._out_lock:
+                busy = self._encoding - self._encoded + self._sending
+                if not (self._buf or self._out.events or busy):
                     return True
             self._wake_encoder.set()
             self._wake_sender.set()
@@ -213,15 +221,13 @@ class RetrievalMonitor:
         self._wake_sender.set()
         for thread in self._threads or ():
             thread.join(max(0.0, end - time.monotonic()))
-        with self._lock:  # an in-flight batch is settled by the sender itself
-            left = len(self._buf) + len(self._out)
+        with self._lock, self._out_lock:  # an in-flight batch is settled by the sender itself
+            left = len(self._buf) + self._out.clear()
             self._buf.clear()
-            self._out.clear()
-            self._out_bytes = 0
             self._n["dropped_at_close"] += left
         if left:
             self._warn("close", f"close(): {left} events were not sent before the timeout")
-        if self._http is not None and not any(t.is_alive() for t in self._threads or ()):
+        if not any(t.is_alive() for t in self._threads or ()):
             self._http.close()
 
     def __enter__(self) -> RetrievalMonitor:
@@ -269,37 +275,42 @@ class RetrievalMonitor:
                 time.sleep(0.1)
 
     def _encode_all(self) -> None:
-        """Move every buffered event to the outbox as JSON bytes (invalid ones are counted)."""
+        """Move every buffered event into the outbox as JSON (invalid ones are counted).
+
+        Events are taken ENCODE_CHUNK at a time (one lock round trip per chunk), each is copied
+        into the outbox as soon as it is encoded (one short-lived bytes object at a time), and
+        the GIL is given back after every ENCODE_SLICE_S of work.
+        """
         slice_start = time.perf_counter()
         while True:
-            with self._lock:
-                if not self._buf:
+            with self._lock:  # record() never waits on the outbox's lock
+                n = min(len(self._buf), ENCODE_CHUNK)
+                if not n:
                     break
-                item = self._buf.popleft()
-                self._encoding = 1
-            data: bytes | None = None
-            try:
-                data = encode_event(self._event(*item))
-            except Exception as exc:
-                with contextlib.suppress(Exception):  # even str(exc) may raise
-                    self._warn("invalid", f"invalid event not sent: {exc}")
-            del item
-            with self._lock:
-                self._encoding = 0
-                if data is None:
-                    self._n["invalid"] += 1
-                else:
-                    self._out.append(data)
-                    self._out_bytes += len(data)
-                    while len(self._out) > self._maxlen or self._out_bytes > self._max_bytes:
-                        self._out_bytes -= len(self._out.popleft())
-                        self._n["dropped_buffer_full"] += 1
-                full = len(self._out) >= self._batch_size
-            if full and not self._wake_sender.is_set():
+                items = [self._buf.popleft() for _ in range(n)]
+                self._encoding = n
+            for item in items:
+                data: bytes | None = None
+                try:
+                    data = encode_event(self._event(*item))
+                except Exception as exc:
+                    with contextlib.suppress(Exception):  # even str(exc) may raise
+                        self._warn("invalid", f"invalid event not sent: {exc}")
+                with self._out_lock:
+                    self._encoded += 1
+                    if data is None:
+                        self._n["invalid"] += 1
+                    else:
+                        self._n["dropped_buffer_full"] += self._out.add(data)
+                if time.perf_counter() - slice_start > ENCODE_SLICE_S:
+                    if not self._closing.is_set():  # at close, finish within its timeout
+                        time.sleep(YIELD_FOR_S)  # let the app's threads run (ENCODE_SLICE_S)
+                    slice_start = time.perf_counter()
+            del items, item  # the app's objects are released here, within encode_interval
+            with self._lock, self._out_lock:
+                self._encoding = self._encoded = 0
+            if self._out.full() and not self._wake_sender.is_set():
                 self._wake_sender.set()
-            if time.perf_counter() - slice_start > YIELD_EVERY_S:
-                time.sleep(YIELD_FOR_S)  # let the app's threads run (see YIELD_EVERY_S)
-                slice_start = time.perf_counter()
 
     def _send_loop(self) -> None:
         while True:
@@ -320,27 +331,22 @@ class RetrievalMonitor:
                 time.sleep(0.1)
 
     def _send_batch(self, full_only: bool = False) -> bool:
-        """Take one batch off the outbox and post it; False when there is none to send."""
-        parts: list[bytes] = []
-        with self._lock:
-            if full_only and len(self._out) < self._batch_size:
+        """Take one batch out of the outbox and post it; False when there is none to send."""
+        with self._out_lock:
+            if full_only and not self._out.full():
                 return False
-            size = 0
-            while self._out and len(parts) < self._batch_size:
-                if parts and size + len(self._out[0]) > MAX_BATCH_BYTES:
-                    break
-                part = self._out.popleft()
-                size += len(part) + 1
-                parts.append(part)
-            self._out_bytes -= size - len(parts)
-            self._sending = len(parts)
-        if not parts:
-            return False
+            batch = self._out.take()
+            if batch is None:
+                return False
+            self._sending = len(batch)
         try:
-            self._post(parts)
+            self._post(batch, batch.live())
         except Exception:
             self._settle("dropped_send_failed", self._sending)  # what _post left unsettled
             raise
+        finally:
+            with self._out_lock:
+                self._out.release(batch)
         return True
 
     def _event(
@@ -349,36 +355,38 @@ class RetrievalMonitor:
         merged = {**self._default_labels, **labels} if labels else self._default_labels
         return build_event(query, passages, k, merged, event_id, ts, rt)
 
-    def _post(self, parts: list[bytes]) -> None:
-        """Post one batch with retries; split it on 413, drop bad items named by a 422."""
-        body = b'{"events":[' + b",".join(parts) + b"]}"
+    def _post(self, batch: Batch, items: list[int]) -> None:
+        """Post these events with retries; split them on 413, drop bad items named by a 422."""
+        body = batch.body(items)
         for attempt in range(self._max_retries + 1):
             if attempt:
                 self._bump("retries")
             try:
-                resp = self._client().post(f"{self.url}/v1/retrievals/batch", content=body)
-            except httpx.HTTPError as exc:
+                resp = self._http.post(BATCH_PATH, body)
+            except (OSError, http.client.HTTPException) as exc:
                 kind, delay = type(exc).__name__, None
                 self._warn(f"http-{kind}", f"ragmon sidecar unreachable ({kind}): {exc}")
             else:
-                code = resp.status_code
+                code = resp.status
                 if code < 300:
-                    self._settle("sent", len(parts), sampled=_sampled_out(resp))
+                    self._settle("sent", len(items), sampled=_sampled_out(resp))
                     return
-                if code == 413 and len(parts) > 1:
-                    half = len(parts) // 2
-                    self._post(parts[:half])
-                    self._post(parts[half:])
+                if code == 413 and len(items) > 1:
+                    half = len(items) // 2
+                    del body
+                    self._post(batch, items[:half])
+                    self._post(batch, items[half:])
                     return
-                if code == 422 and len(parts) > 1:
+                if code == 422 and len(items) > 1:
                     bad = _bad_items(resp)
-                    if bad and len(bad) < len(parts):
+                    if bad and len(bad) < len(items):
                         self._settle("rejected", len(bad))
                         self._warn("422", f"ragmon rejected events: {resp.text[:500]}")
-                        self._post([p for i, p in enumerate(parts) if i not in bad])
+                        del body
+                        self._post(batch, [e for i, e in enumerate(items) if i not in bad])
                         return
                 if code != 429 and code < 500:
-                    self._settle("rejected", len(parts))
+                    self._settle("rejected", len(items))
                     self._warn(f"{code}", f"ragmon answered {code}: {resp.text[:500]}")
                     return
                 delay = retry_after_s(resp.headers)
@@ -391,13 +399,13 @@ class RetrievalMonitor:
             else:
                 delay = min(delay, MAX_RETRY_AFTER_S) * random.uniform(1.0, 1.1)
             if not self._sleep(delay):
-                self._settle("dropped_at_close", len(parts))
+                self._settle("dropped_at_close", len(items))
                 return
-        self._settle("dropped_send_failed", len(parts))
+        self._settle("dropped_send_failed", len(items))
 
     def _settle(self, outcome: str, n: int, sampled: int = 0) -> None:
         """Count `n` in-flight events under `outcome` (atomically, so the totals add up)."""
-        with self._lock:
+        with self._out_lock:
             self._n[outcome] += n
             self._sending -= n
             if outcome == "sent":
@@ -418,18 +426,11 @@ class RetrievalMonitor:
             else:
                 self._closing.wait(limit - now)
 
-    def _client(self) -> httpx.Client:
-        if self._http is None:
-            self._http = httpx.Client(
-                headers=self._headers,
-                verify=self.url.startswith("https:"),  # plain HTTP: skip loading CA certs
-                timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 3.0)),
-                transport=self._transport,
-            )
-        return self._http
+    def _connection(self) -> Connection:
+        return Connection(self.url, self._headers, self._timeout, min(self._timeout, 3.0))
 
     def _bump(self, name: str, n: int = 1) -> None:
-        with self._lock:
+        with self._out_lock:
             self._n[name] += n
 
     def _warn(self, kind: str, msg: str, exc_info: bool = False) -> None:
@@ -442,19 +443,19 @@ class RetrievalMonitor:
         log.warning(msg, exc_info=exc_info)
 
 
-def _sampled_out(resp: httpx.Response) -> int:
+def _sampled_out(resp: Response) -> int:
+    """How many items a batch answer says were sampled out (parsed only when there are some)."""
+    if b"sampled_out" not in resp.body:
+        return 0
     with contextlib.suppress(Exception):
-        return sum(r.get("status") == "sampled_out" for r in resp.json()["results"])
+        return sum(r.get("status") == "sampled_out" for r in decode(resp.body)["results"])
     return 0
 
 
-# ---- normalisation and validation (run on the encoder thread) -------------------------------
-
-
-def _bad_items(resp: httpx.Response) -> set[int]:
-    """Indexes of batch items a 422 names (`loc` = ["body", "events", i, ...])."""
+def _bad_items(resp: Response) -> set[int]:
+    """Positions of batch items a 422 names (`loc` = ["body", "events", i, ...])."""
     try:
-        detail = resp.json()["detail"]
+        detail = decode(resp.body)["detail"]
         return {
             d["loc"][2]
             for d in detail

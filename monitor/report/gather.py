@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
 from monitor.report.window import Window
 from monitor.store import Histogram, Store
+from monitor.store.keys import event_ref
 
 TREND_WEEKS = 8
 WORST_N = 10  # events listed per drill-down table
@@ -180,8 +181,13 @@ def gather(
     return Dataset(cur, base, trend, store.settings.store_text, store.settings.result_ttl_days)
 
 
-def load_event_details(store: Store, event_ids: list[str]) -> dict[str, dict | None]:
-    """Stored payloads (query, passages; text only when retained) of a few events by id."""
-    if not event_ids:
+def record_ref(record: dict) -> str:
+    """The `event_ref` of a per-day compact record (event ids are scoped by app)."""
+    return event_ref(record["labels"]["app"], record["id"])
+
+
+def load_event_details(store: Store, refs: list[str]) -> dict[str, dict | None]:
+    """Stored payloads (query, passages; text only when retained) of a few events by ref."""
+    if not refs:
         return {}
-    return dict(zip(event_ids, store.load_events(event_ids), strict=True))
+    return dict(zip(refs, store.load_events(refs), strict=True))

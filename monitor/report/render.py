@@ -16,6 +16,7 @@ from monitor.report.compare import (
     group_name,
 )
 from monitor.report.document import Doc
+from monitor.report.gather import record_ref
 from monitor.report.ops import JudgeOps
 from monitor.report.population import MIX_MIN_SHARE
 
@@ -291,7 +292,7 @@ def worst_section(doc: Doc, report: Report) -> None:
                     fmt(e["m"].get("harm")),
                     str(e["k"]),
                     _passages(e),
-                    _query(report.details.get(e["id"]), report.store_text),
+                    _query(report.details.get(record_ref(e)), report.store_text),
                 ]
             )
         doc.table(
@@ -307,7 +308,7 @@ def worst_section(doc: Doc, report: Report) -> None:
             ],
             rows,
         )
-        texts = [t for e in events[:3] for t in _texts(e, report.details.get(e["id"]))]
+        texts = [t for e in events[:3] for t in _texts(e, report.details.get(record_ref(e)))]
         doc.ul(texts)
 
 

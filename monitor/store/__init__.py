@@ -24,7 +24,7 @@ from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
 from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.ingest import AsyncIngest, plan_ingest
-from monitor.store.keys import SEP, Keys
+from monitor.store.keys import SEP, Keys, event_ref, split_ref
 
 JOB_FUNC = "workers.jobs.process_events"
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
@@ -32,15 +32,22 @@ DAY_EVENTS_KEEP = 50_000
 QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
 JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
 JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
+CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
 
 
 @dataclass(frozen=True)
 class IngestItem:
-    """One validated event ready to store: payload is the normalized event JSON."""
+    """One validated event ready to store: payload is the normalized event JSON; `app` is its
+    `labels.app`, the scope of its id."""
 
     event_id: str
     payload: str
     sampled_out: bool = False
+    app: str = "default"
+
+    @property
+    def ref(self) -> str:
+        return event_ref(self.app, self.event_id)
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,11 @@ def bucket_index(bounds: Sequence[float], value: float) -> int:
 def event_day(event: dict) -> str:
     """The UTC day of an event's `timestamp`: per-day aggregates are keyed by it."""
     return utc_day(datetime.fromisoformat(event["timestamp"]).timestamp())
+
+
+def ref_of(event: dict) -> str:
+    """The `event_ref` of a stored event payload."""
+    return event_ref(event["labels"]["app"], event["event_id"])
 
 
 def utc_day(ts: float) -> str:
@@ -87,7 +99,12 @@ class Store:
         if not settings.redis_url:
             raise ValueError("REDIS_URL is not set")
         options = {} if settings.redis_url.startswith("unix:") else {"socket_keepalive": True}
-        client = redis.Redis.from_url(settings.redis_url, health_check_interval=30, **options)
+        client = redis.Redis.from_url(
+            settings.redis_url,
+            health_check_interval=30,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            **options,
+        )
         return cls(client, settings)
 
     @property
@@ -100,6 +117,14 @@ class Store:
 
     def ping(self) -> bool:
         return bool(self.client.ping())
+
+    def unreachable(self) -> str | None:
+        """None when Redis answers PING, else why not in one line (start-up messages)."""
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            return str(exc).strip() or type(exc).__name__
+        return None
 
     # ---- ingest -------------------------------------------------------------------------
 
@@ -130,75 +155,80 @@ class Store:
     def ingest_exact(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
         """`ingest` in two steps (read the statuses, then write events and jobs of the new ids in
         one transaction): the path for jobs that would mix known and new ids."""
-        existing = self.statuses([it.event_id for it in items])
+        existing = self.statuses([it.ref for it in items])
         out: list[tuple[str, bool] | None] = [None] * len(items)
         new: dict[str, int] = {}
         for i, (it, st) in enumerate(zip(items, existing, strict=True)):
             if st is not None:
                 out[i] = (st, False)
-            elif it.event_id in new:
-                first = items[new[it.event_id]]
+            elif it.ref in new:
+                first = items[new[it.ref]]
                 out[i] = ("sampled_out" if first.sampled_out else "queued", False)
             else:
-                new[it.event_id] = i
+                new[it.ref] = i
         if new:
             fresh = [items[i] for i in new.values()]
             argv: list[str | float] = [self.result_ttl_s]
             for it in fresh:
                 argv += [it.payload, "sampled_out" if it.sampled_out else "queued", time.time()]
-            to_judge = [it.event_id for it in fresh if not it.sampled_out]
+            to_judge = [it.ref for it in fresh if not it.sampled_out]
             with self.client.pipeline(transaction=True) as pipe:
-                keys = [self.keys.event(it.event_id) for it in fresh] + [self.keys.counters]
+                keys = [self.keys.event(it.ref) for it in fresh] + [self.keys.counters]
                 self._ingest(keys=keys, args=argv, client=pipe)
                 if to_judge:
                     self._enqueue(to_judge, pipe)
                 created = pipe.execute()[0]
             for it, c in zip(fresh, created, strict=True):
                 st = "sampled_out" if it.sampled_out else "queued"
-                out[new[it.event_id]] = (st, bool(c))
+                out[new[it.ref]] = (st, bool(c))
         return [o for o in out if o is not None]
 
-    def _job_data(self, event_ids: Sequence[str]) -> Any:
+    def _job_data(self, refs: Sequence[str]) -> Any:
         return Queue.prepare_data(
             JOB_FUNC,
-            args=(list(event_ids),),
+            args=(list(refs),),
             timeout=JOB_TIMEOUT_S,
             result_ttl=60,
             failure_ttl=30 * 86400,
             retry=JOB_RETRY,
             on_failure=Callback("workers.jobs.on_job_failure"),
-            description=f"ragmon: judge {len(event_ids)} events",
+            description=f"ragmon: judge {len(refs)} events",
         )
 
-    def _enqueue(self, event_ids: Sequence[str], pipe: redis.client.Pipeline) -> None:
+    def _enqueue(self, refs: Sequence[str], pipe: redis.client.Pipeline) -> None:
         size = self.settings.job_batch_size
-        datas = [self._job_data(event_ids[i : i + size]) for i in range(0, len(event_ids), size)]
+        datas = [self._job_data(refs[i : i + size]) for i in range(0, len(refs), size)]
         self._rq_queue.enqueue_many(datas, pipeline=pipe)
 
-    def job_commands(self, event_ids: Sequence[str]) -> list[tuple]:
-        """The Redis commands RQ's `enqueue_many` issues for one job judging `event_ids`
+    def job_commands(self, refs: Sequence[str]) -> list[tuple]:
+        """The Redis commands RQ's `enqueue_many` issues for one job judging the events `refs`
         (recorded on a pipeline that is never executed; the ingest script runs them)."""
         pipe = self.client.pipeline(transaction=False)
-        self._rq_queue.enqueue_many([self._job_data(event_ids)], pipeline=pipe)
+        self._rq_queue.enqueue_many([self._job_data(refs)], pipeline=pipe)
         return [args for args, _ in pipe.command_stack]
 
-    def statuses(self, event_ids: Sequence[str]) -> list[str | None]:
-        """The stored status of each event (None when unknown or expired)."""
+    def statuses(self, refs: Sequence[str]) -> list[str | None]:
+        """The stored status of each event by `event_ref` (None when unknown or expired)."""
         with self.client.pipeline(transaction=False) as pipe:
-            for eid in event_ids:
-                pipe.hget(self.keys.event(eid), "s")
+            for ref in refs:
+                pipe.hget(self.keys.event(ref), "s")
             return [s.decode() if s is not None else None for s in pipe.execute()]
 
     def record_rejection(self, reason: str, count: int = 1) -> None:
         self.incr(f"events_rejected{SEP}{reason}", count)
 
+    def record_otlp_spans(self, outcome: str, count: int) -> None:
+        """Spans received on /v1/traces: `event`, `ignored` or `rejected`."""
+        self.incr(f"otlp_spans{SEP}{outcome}", count)
+
     # ---- events and results ----------------------------------------------------------------
 
-    def load_events(self, event_ids: Sequence[str]) -> list[dict | None]:
-        """Payload, status and receipt time of each event (None when unknown or expired)."""
+    def load_events(self, refs: Sequence[str]) -> list[dict | None]:
+        """Payload, status and receipt time of each event by `event_ref` (None when unknown or
+        expired)."""
         with self.client.pipeline(transaction=False) as pipe:
-            for eid in event_ids:
-                pipe.hmget(self.keys.event(eid), "p", "s", "rt")
+            for ref in refs:
+                pipe.hmget(self.keys.event(ref), "p", "s", "rt")
             rows = pipe.execute()
         out: list[dict | None] = []
         for payload, status, rt in rows:
@@ -249,13 +279,13 @@ class Store:
             repr(lag),
             bucket_index(LAG_BUCKETS, lag),
             event["k"],
-            event["event_id"],
+            ref_of(event),
             n_obs,
             *obs,
             *[g for g in grades if g is not None],
         ]
         keys = [
-            self.keys.event(event["event_id"]),
+            self.keys.event(ref_of(event)),
             self.keys.hist,
             self.keys.day_hist(day),
             self.keys.counters,
@@ -271,19 +301,22 @@ class Store:
             done = pipe.execute()[0]
         return bool(done)
 
-    def fail(self, event_id: str, reason: str, message: str) -> bool:
+    def fail(self, ref: str, reason: str, message: str) -> bool:
         """Mark a queued event failed with a reason; False if it was not queued."""
+        event_id = split_ref(ref)[1]
         result = {"event_id": event_id, "status": "failed", "error": f"{reason}: {message}"}
         return bool(
             self._fail(
-                keys=[self.keys.event(event_id), self.keys.counters, self.keys.failed],
-                args=[json.dumps(result), reason, time.time(), event_id],
+                keys=[self.keys.event(ref), self.keys.counters, self.keys.failed],
+                args=[json.dumps(result), reason, time.time(), ref],
             )
         )
 
-    def result(self, event_id: str) -> dict | None:
-        """What `GET /v1/retrievals/{id}` answers, or None when the id is unknown."""
-        status, result, payload = self.client.hmget(self.keys.event(event_id), "s", "r", "p")
+    def result(self, app: str, event_id: str) -> dict | None:
+        """What `GET /v1/retrievals/{id}` answers for `app`'s event, or None when that app has
+        no such event (another app's event of the same id is never read)."""
+        ref = event_ref(app, event_id)
+        status, result, payload = self.client.hmget(self.keys.event(ref), "s", "r", "p")
         if status is None:
             return None
         status = status.decode()
@@ -301,34 +334,36 @@ class Store:
             out["labels"] = event["labels"]
         return out
 
-    def results(self, event_ids: Sequence[str]) -> list[dict | None]:
-        """`result` for many events in one round trip."""
+    def results(self, refs: Sequence[str]) -> list[dict | None]:
+        """The stored results (grades, measures) of many events by `event_ref`, in one round
+        trip."""
         with self.client.pipeline(transaction=False) as pipe:
-            for eid in event_ids:
-                pipe.hget(self.keys.event(eid), "r")
+            for ref in refs:
+                pipe.hget(self.keys.event(ref), "r")
             rows = pipe.execute()
         return [json.loads(r) if r is not None else None for r in rows]
 
-    def failed_ids(self, limit: int = 100_000) -> list[str]:
+    def failed_refs(self, limit: int = 100_000) -> list[str]:
+        """The `event_ref`s of failed events, oldest failure first."""
         return [x.decode() for x in self.client.zrange(self.keys.failed, 0, limit - 1)]
 
-    def requeue(self, event_ids: Iterable[str]) -> int:
+    def requeue(self, refs: Iterable[str]) -> int:
         """Put failed events back on the queue (status queued); returns how many."""
-        wanted = list(event_ids)
+        wanted = list(refs)
         statuses = self.statuses(wanted)
-        ids = [eid for eid, st in zip(wanted, statuses, strict=True) if st == "failed"]
-        gone = [eid for eid, st in zip(wanted, statuses, strict=True) if st is None]
+        todo = [ref for ref, st in zip(wanted, statuses, strict=True) if st == "failed"]
+        gone = [ref for ref, st in zip(wanted, statuses, strict=True) if st is None]
         if gone:  # their events expired (RAGMON_RESULT_TTL_DAYS): nothing left to requeue
             self.client.zrem(self.keys.failed, *gone)
-        if not ids:
+        if not todo:
             return 0
         with self.client.pipeline(transaction=True) as pipe:
-            for eid in ids:
-                pipe.hset(self.keys.event(eid), "s", "queued")
-                pipe.zrem(self.keys.failed, eid)
-            self._enqueue(ids, pipe)
+            for ref in todo:
+                pipe.hset(self.keys.event(ref), "s", "queued")
+                pipe.zrem(self.keys.failed, ref)
+            self._enqueue(todo, pipe)
             pipe.execute()
-        return len(ids)
+        return len(todo)
 
     # ---- counters and histograms ----------------------------------------------------------
 
@@ -419,6 +454,11 @@ class Store:
 
     def queue_depth(self) -> int:
         return int(self.client.llen(self.queue.key))
+
+    def retrying_jobs(self) -> int:
+        """Jobs RQ holds for a later retry after a passing judge failure (its scheduled
+        registry: ragmon schedules nothing else there)."""
+        return int(self._rq_queue.scheduled_job_registry.get_job_count(cleanup=False))
 
 
 def day_record(

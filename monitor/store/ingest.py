@@ -64,14 +64,14 @@ def plan_ingest(store: Store, items: Sequence[IngestItem]) -> IngestPlan:
     judged: list[int] = []
     sampled: list[int] = []
     for i, it in enumerate(items):
-        if it.event_id in first:
-            plan.dups.append((i, first[it.event_id]))
+        if it.ref in first:
+            plan.dups.append((i, first[it.ref]))
             continue
-        first[it.event_id] = i
+        first[it.ref] = i
         (sampled if it.sampled_out else judged).append(i)
     size = store.settings.job_batch_size
     groups: list[tuple[list[int], list[tuple]]] = [
-        (chunk, store.job_commands([items[i].event_id for i in chunk]))
+        (chunk, store.job_commands([items[i].ref for i in chunk]))
         for chunk in (judged[j : j + size] for j in range(0, len(judged), size))
     ]
     if sampled:
@@ -82,7 +82,7 @@ def plan_ingest(store: Store, items: Sequence[IngestItem]) -> IngestPlan:
         for i in chunk:
             it = items[i]
             plan.order.append(i)
-            plan.keys.append(store.keys.event(it.event_id))
+            plan.keys.append(store.keys.event(it.ref))
             plan.args += [it.payload, status_of(it), now]
     for chunk, commands in groups:
         plan.args += [len(chunk), len(commands)]

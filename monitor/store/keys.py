@@ -8,15 +8,31 @@ SEP = "|"
 OTHER_SERIES = SEP.join(["other"] * 4)
 
 
+def event_ref(app: str, event_id: str) -> str:
+    """An event's name inside one deployment: `app|event_id`.
+
+    Event ids are scoped by app: two apps may use the same id, and neither can read, claim or
+    probe the other's event. An app label never holds `|`, so the first `|` splits the two.
+    """
+    return f"{app}{SEP}{event_id}"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """`(app, event_id)` of an `event_ref`."""
+    app, _, event_id = ref.partition(SEP)
+    return app, event_id
+
+
 @dataclass(frozen=True)
 class Keys:
     """Key names under a prefix (one ragmon deployment per prefix)."""
 
     prefix: str = "ragmon"
 
-    def event(self, event_id: str) -> str:
-        """Hash: p = payload JSON, s = status, rt = receipt time, r = result JSON."""
-        return f"{self.prefix}:ev:{event_id}"
+    def event(self, ref: str) -> str:
+        """Hash of one event (`ref` from `event_ref`): p = payload JSON, s = status,
+        rt = receipt time, r = result JSON."""
+        return f"{self.prefix}:ev:{ref}"
 
     @property
     def hist(self) -> str:
@@ -35,7 +51,7 @@ class Keys:
 
     @property
     def failed(self) -> str:
-        """Sorted set of failed event ids by failure time (for `ragmon requeue-failed`)."""
+        """Sorted set of failed event refs by failure time (for `ragmon requeue-failed`)."""
         return f"{self.prefix}:failed"
 
     def day_hist(self, day: str) -> str:

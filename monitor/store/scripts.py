@@ -41,7 +41,7 @@ return out
 # Mark one event done and record its observations, once.
 # KEYS: event, hist, day hist, counters, day counters, series set, day events, failed zset
 # ARGV: result JSON, ttl, series, max_series, day-events JSON, day-events keep, payload or '',
-#       lag seconds, lag bucket index, k, event id, n_obs, then n_obs triples
+#       lag seconds, lag bucket index, k, event ref, n_obs, then n_obs triples
 #       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
 #       for the variance the alerts need) and the count,
 #       then grades (one per graded passage).
@@ -89,7 +89,7 @@ return 1
 """
 
 # Mark one queued event failed, once.
-# KEYS: event, counters, failed zset. ARGV: result JSON, reason, now, event id.
+# KEYS: event, counters, failed zset. ARGV: result JSON, reason, now, event ref.
 FAIL = """
 local st = redis.call('HGET', KEYS[1], 's')
 if st ~= 'queued' then return 0 end

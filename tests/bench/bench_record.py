@@ -26,14 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.client import RetrievalMonitor
-from tests.bench.bench_app_latency import (
-    SIDECAR_NICE,
-    free_port,
-    load_corpus,
-    machine,
-    process,
-    quantile,
-)
+from tests.bench.bench_app_latency import quantile
+from tests.bench.hook_apps import free_port, load_corpus, machine, stub_sidecar
 
 
 def time_calls(fn: Callable[[], object], n: int) -> list[int]:
@@ -59,18 +53,14 @@ def run(short: bool = False, sidecar: str = "healthy") -> dict[str, Any]:
     prebuilt = {"query": query, "passages": passages, "k": k}
     q: queue.Queue = queue.Queue()
 
-    port = free_port()
-    me = ["-m", "tests.bench.bench_app_latency", "--serve", "sidecar", "--port", str(port)]
     samples: dict[str, list[int]] = {"timer": [], "put": [], "put_built": [], "record": []}
     calls: dict[str, Callable[[], object]] = {
         "timer": lambda: None,
         "put": lambda: q.put_nowait(prebuilt),
         "put_built": lambda: q.put_nowait({"query": query, "passages": passages, "k": k}),
     }
-    with (
-        process(me, port, "/healthz", nice=SIDECAR_NICE) if sidecar == "healthy" else nullcontext()
-    ):
-        url = f"http://127.0.0.1:{port if sidecar == 'healthy' else free_port()}"
+    down = f"http://127.0.0.1:{free_port()}"
+    with stub_sidecar() if sidecar == "healthy" else nullcontext(down) as url:
         monitor = RetrievalMonitor(url, labels={"app": "bench"})
         calls["record"] = lambda: monitor.record(query, passages, k)
         for name in calls:  # warm-up

@@ -106,7 +106,9 @@ def enqueue(store: Store, n: int, pairs: list[tuple[str, list[str]]]) -> list[st
         # normalized exactly as the API stores it
         items.append(
             IngestItem(
-                ev["event_id"], RetrievalEvent.model_validate(ev).model_dump_json(exclude_none=True)
+                ev["event_id"],
+                RetrievalEvent.model_validate(ev).model_dump_json(exclude_none=True),
+                app=ev["labels"]["app"],
             )
         )
     for j in range(0, n, 500):

@@ -415,7 +415,11 @@ def _host_port(url: str) -> tuple[str, int, str]:
 
 
 async def closed_loop(
-    url: str, next_body: Callable[[], bytes], seconds: float, connections: int
+    url: str,
+    next_body: Callable[[], bytes],
+    seconds: float,
+    connections: int,
+    content_type: str = "application/json",
 ) -> Load:
     """The fallback when wrk is absent: `connections` clients sending back to back."""
     host, port, path = _host_port(url)
@@ -429,7 +433,7 @@ async def closed_loop(
         while time.perf_counter() < stop:
             t0 = time.perf_counter()
             try:
-                status, _ = await conn.request("POST", path, next_body())
+                status, _ = await conn.request("POST", path, next_body(), content_type)
             except (OSError, asyncio.IncompleteReadError):
                 errors += 1
                 continue

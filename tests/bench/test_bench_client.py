@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from tests.bench import bench_app_latency, bench_record
+from tests.bench import bench_app_latency, bench_gil, bench_record
+from tests.bench.stats import median_interval, overlaps
 
 pytestmark = [pytest.mark.bench, pytest.mark.slow]
 
@@ -30,22 +31,50 @@ def test_bench_record_short(sidecar: str) -> None:
 
 
 def test_bench_app_latency_short() -> None:
-    figures = bench_app_latency.run(short=True)
+    figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5)
     states = {s["state"]: s for s in figures["states"]}
-    assert set(states) == {"control", "healthy", "slow", "down"}
+    assert set(states) == set(bench_app_latency.STATES)
     for s in states.values():
-        assert s["errors"] == {"off": 0, "on": 0}
-        assert s["off"]["n"] > 100 and s["on"]["n"] > 100
-        assert math.isfinite(s["p99_ratio"])
-    assert states["healthy"]["hook_stats"]["sent"] > 0  # the hook really delivered
-    assert "sent" not in states["control"]["hook_stats"]  # the control app has no hook
+        assert s["errors"] == {"off": 0, "off2": 0, "on": 0}
+        assert len(s["rounds"]["on"]) == 2 and all(r["n"] == 100 for r in s["rounds"]["on"])
+        assert math.isfinite(s["p99_ratio"]["median"]) and s["p99_ratio"]["n"] == 2
+        assert s["sdk_threads_us_per_event"] > 0  # the hook's threads did work, and were seen
+    for name in ("healthy", "stub"):  # the hook really delivered, and lost nothing
+        h = states[name]["hook_stats"]
+        assert h["sent"] > 0 and h["recorded"] == h["sent"] + h["buffered"] + h["in_flight"], h
     assert states["down"]["hook_stats"]["sent"] == 0 and states["down"]["hook_stats"]["retries"] > 0
     assert "p99 on/off" in bench_app_latency.report(figures)
 
 
+def test_bench_gil_short() -> None:
+    figures = bench_gil.run(short=True)
+    stats = figures["monitor_stats"]
+    assert stats["sent"] == stats["recorded"] > 0 and stats["errors"] == 0
+    assert figures["on"]["gaps"] > 0 and figures["sdk_cpu_us_per_event"]["median"] > 0
+    assert "longest hold" in bench_gil.report(figures)
+
+
+@pytest.mark.parametrize(
+    ("values", "low", "high"),
+    [(list(range(10)), 1, 8), (list(range(12)), 2, 9), (list(range(20)), 5, 14), ([3.0], 3, 3)],
+)
+def test_median_interval_uses_binomial_order_statistics(values, low, high) -> None:
+    got = median_interval(values)
+    assert (got["low"], got["high"]) == (low, high)
+    assert got["confidence"] >= 0.95 or len(values) < 6
+
+
+def test_overlaps() -> None:
+    a, b, c = median_interval([1, 2, 3]), median_interval([3, 4, 5]), median_interval([4, 5])
+    assert overlaps(a, b) and not overlaps(a, c)
+
+
 def test_bench_commands_have_help() -> None:
-    for module in ("tests.bench.bench_record", "tests.bench.bench_app_latency"):
+    for module in ("bench_record", "bench_app_latency", "bench_gil"):
         out = subprocess.run(
-            [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", f"tests.bench.{module}", "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert out.returncode == 0 and "--short" in out.stdout

@@ -72,3 +72,21 @@ def test_freshness_benchmark_prints_percentiles() -> None:
         assert row, out
         p50, p95, p99, n = (float(g.replace(",", "")) for g in row.groups())
         assert 0 <= p50 <= p95 <= p99 and n > 0
+
+
+def test_otlp_benchmark_prints_traces_against_the_batch_route() -> None:
+    out = run("bench_otlp")
+    rows = {}
+    for name in (r"/v1/retrievals/batch \(JSON\)", r"/v1/traces \(protobuf\)",
+                 r"/v1/traces \(OTLP/JSON\)", r"/v1/traces \(protobuf, \+3 spans\)"):  # fmt: skip
+        row = re.search(rf"^{name}\s+{NUM}\s+{NUM}x\s+{NUM}\s+{NUM}x\s+{NUM}\s", out, re.M)
+        assert row, out
+        rows[name] = [float(g.replace(",", "")) for g in row.groups()]
+    base = rows[r"/v1/retrievals/batch \(JSON\)"]
+    assert base[1] == 1.0 and base[3] == 1.0
+    for events, ratio, cpu, cpu_ratio, _ in rows.values():
+        assert events > 0 and cpu > 0
+        assert ratio == pytest.approx(events / base[0], rel=0.02, abs=0.01)
+        assert cpu_ratio == pytest.approx(cpu / base[2], rel=0.03, abs=0.01)  # printed rounded
+    assert number(rf"^server CPU per span, .*: {NUM} us$", out) > 0
+    assert number(r"^errors \(non-2xx, socket\): (\d+)$", out) == 0

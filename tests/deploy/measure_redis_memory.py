@@ -88,7 +88,7 @@ def measure(events: list[dict], store_text: bool) -> tuple[int, int]:
         stack.start()
         before = client.info("memory")["used_memory"]
         stack.post(events)
-        stack.wait_done([e["event_id"] for e in events], timeout=600)
+        stack.wait_done([e["event_id"] for e in events], timeout=600, app="sizing")
         client.execute_command("MEMORY", "PURGE")
         after = client.info("memory")["used_memory"]
         return after - before, client.dbsize()

@@ -174,11 +174,12 @@ def test_prometheus_scrapes_the_api_service_and_loads_the_mounted_rules(services
 def test_grafana_provisioning_matches_the_mounts(services):
     grafana = services["grafana"]
     mounts = dict(v.split(":")[:2] for v in grafana["volumes"])
-    assert mounts["../grafana/provisioning"] == "/etc/grafana/provisioning"
+    # every provisioning file of the repository, at the same place under Grafana's directory
+    for path in sorted((ROOT / "grafana/provisioning").rglob("*.y*ml")):
+        rel = path.relative_to(ROOT / "grafana/provisioning").as_posix()
+        assert mounts.get(f"../grafana/provisioning/{rel}") == f"/etc/grafana/provisioning/{rel}"
     datasources = sorted((ROOT / "grafana/provisioning/datasources").glob("*.y*ml"))
     providers = sorted((ROOT / "grafana/provisioning/dashboards").glob("*.y*ml"))
-    if not datasources or not providers:
-        pytest.skip("grafana/provisioning not written yet; datasource/dashboard paths unchecked")
     urls = [ds.get("url") for f in datasources for ds in load_yaml(f).get("datasources", [])]
     assert "http://prometheus:9090" in urls, f"datasource urls {urls}"
     assert "127.0.0.1:9090:9090" in services["prometheus"]["ports"]
@@ -195,6 +196,21 @@ def test_grafana_provisioning_matches_the_mounts(services):
             f"dashboard provider reads {path} but grafana/dashboards is mounted at "
             f"{dashboards_target}"
         )
+
+
+def test_grafana_entrypoint_provisions_notifications_then_runs_grafana(services):
+    grafana = services["grafana"]
+    mounts = dict(v.split(":")[:2] for v in grafana["volumes"])
+    sh, script, *command = grafana["entrypoint"]
+    assert sh == "/bin/sh" and command == ["/run.sh"], "the image's own entrypoint runs last"
+    assert mounts["../grafana/contact-points.sh"] == script
+    assert "/etc/grafana/provisioning" not in mounts.values(), (
+        "the alerting directory must stay writable for the notifications file"
+    )
+    env = service_env(grafana)
+    for name in ("ALERT_SLACK_WEBHOOK_URL", "ALERT_PAGERDUTY_ROUTING_KEY", "ALERT_WEBHOOK_URL"):
+        assert name in env and env[name] == "", f"{name} defaults to off"
+        assert name in (ROOT / "grafana/contact-points.sh").read_text()
 
 
 def test_only_the_api_keeps_the_image_healthcheck(services):

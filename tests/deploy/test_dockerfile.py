@@ -109,6 +109,9 @@ def test_multi_stage_build_and_a_slim_final_image():
     assert not args_of(runtime, "COPY"), "the runtime stage installs wheels, never copies sources"
     run = " ".join(args_of(runtime, "RUN"))
     assert "--mount=type=bind,from=build" in run and "--no-index" in run
+    # the core install is the SDK alone: the image needs the server extra, built and installed
+    assert "'ragmon[server]'" in run
+    assert "'.[server]'" in " ".join(args_of(all_stages[0], "RUN"))
     assert "build-essential" not in run and "gcc" not in run
 
 

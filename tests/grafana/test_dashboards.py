@@ -122,7 +122,7 @@ def test_operations_dashboard_has_the_required_views() -> None:
     for name in (
         "ragmon_events_received_total", "ragmon_events_labeled_total",
         "ragmon_events_failed_total", "ragmon_events_rejected_total",
-        "ragmon_events_sampled_out_total", "ragmon_queue_depth",
+        "ragmon_events_sampled_out_total", "ragmon_queue_depth", "ragmon_jobs_waiting_retry",
         "ragmon_labeling_lag_seconds_bucket", "ragmon_judge_requests_total",
         "ragmon_judge_tokens_total", "ragmon_judge_cost_usd_total",
         "ragmon_judge_cache_hits_total", "ragmon_judge_cache_misses_total", "ragmon_grades_total",

@@ -107,7 +107,7 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
             time.sleep(3)
         assert stack.client.post("/v1/retrievals", json={"query": "no k"}).status_code == 422
         queued = [a["event_id"] for a in answers if a["status"] == "queued"]
-        results = stack.wait_done(queued, timeout=120)
+        results = stack.wait_done(queued, timeout=120, app=traffic.LABELS["app"])
         done = sum(r["status"] == "done" for r in results)
         assert done >= N_EVENTS // 2 and any(r["status"] == "failed" for r in results)
         prom.wait_for(

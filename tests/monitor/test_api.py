@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support.events import make_event
+from tests.support.events import make_event, ref, result_url
 
 
 def _ts(delta: timedelta) -> str:
@@ -115,7 +115,7 @@ def test_accepted_then_duplicate_answers_stored_status(api):
     assert r.json() == {"event_id": event["event_id"], "status": "queued"}
     again = api.client.post("/v1/retrievals", json=event)
     assert again.status_code == 200 and again.json()["status"] == "queued"
-    got = api.client.get(f"/v1/retrievals/{event['event_id']}").json()
+    got = api.client.get(result_url(event)).json()
     assert got["status"] == "queued" and got["k"] == 5 and got["labels"]["app"] == "test"
     assert got["labels"]["segment"] == "default"
     assert api.store.queue_depth() == 1
@@ -155,9 +155,8 @@ def test_sampling_is_deterministic_on_the_id(make_api):
     second = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
     assert [r["status"] for r in first] == [r["status"] for r in second]
     assert api.store.queue_depth() * api.settings.job_batch_size >= 400 - out
-    got = api.client.get(
-        f"/v1/retrievals/{next(r['event_id'] for r in first if r['status'] == 'sampled_out')}"
-    )
+    out_id = next(r["event_id"] for r in first if r["status"] == "sampled_out")
+    got = api.client.get(f"/v1/retrievals/{out_id}", params={"app": "test"})
     assert got.json()["status"] == "sampled_out"
 
 
@@ -178,7 +177,7 @@ def test_queue_over_limit_is_503_with_retry_after(make_api):
     time.sleep(0.6)  # the API re-reads the queue depth every 0.5 s
     r = api.client.post("/v1/retrievals", json=make_event(seed=2))
     assert r.status_code == 503 and int(r.headers["retry-after"]) > 0
-    assert api.store.statuses([make_event(seed=2)["event_id"]]) == [None]
+    assert api.store.statuses([ref(make_event(seed=2))]) == [None]
 
 
 def test_rejections_are_counted_by_reason(api):

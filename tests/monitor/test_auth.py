@@ -21,7 +21,7 @@ import redis
 
 from monitor.api.auth import KeyRing, Principal
 from monitor.settings import Settings, SettingsError
-from tests.support.events import make_event
+from tests.support.events import make_event, ref, result_url
 from tests.support.redis_server import free_port
 
 ANY_KEY = "any-app-key-0123456789abcdef"  # may write any app
@@ -204,21 +204,110 @@ def test_reading_results_needs_a_key_and_the_right_app(make_api):
     unknown = api.client.get("/v1/retrievals/no-such-id", headers=bearer(SUPPORT_KEY))
     assert r.status_code == unknown.status_code == 404
     assert r.json() == unknown.json()
+    # naming the other app does not help a bound key; an unbound key names the app it reads
+    r = api.client.get(result_url(theirs), headers=bearer(SUPPORT_KEY))
+    assert r.status_code == 403 and "app=support" in r.json()["detail"]
+    assert api.client.get(result_url(theirs), headers=bearer(ANY_KEY)).status_code == 200
     r = api.client.get(f"/v1/retrievals/{theirs['event_id']}", headers=bearer(ANY_KEY))
-    assert r.status_code == 200
+    assert r.status_code == 404  # no `app`: the app `default`, which has no such event
+    r = api.client.get(f"/v1/retrievals/{mine['event_id']}?app=a|b", headers=bearer(ANY_KEY))
+    assert r.status_code == 422  # an app label never holds `|`: refs stay unambiguous
 
 
-def test_failed_event_result_keeps_its_labels_for_the_app_check(make_api):
+def test_failed_event_result_keeps_its_labels(make_api):
     api = make_api(RAGMON_API_KEYS=KEYS)
     theirs = make_event(labels={"app": "billing"}, seed=2)
     assert (
         api.client.post("/v1/retrievals", json=theirs, headers=bearer(ANY_KEY)).status_code == 202
     )
-    assert api.store.fail(theirs["event_id"], "malformed", "the judge answered nonsense")
-    r = api.client.get(f"/v1/retrievals/{theirs['event_id']}", headers=bearer(ANY_KEY))
+    assert api.store.fail(ref(theirs), "malformed", "the judge answered nonsense")
+    r = api.client.get(result_url(theirs), headers=bearer(ANY_KEY))
     assert r.json()["status"] == "failed" and r.json()["labels"]["app"] == "billing"
     r = api.client.get(f"/v1/retrievals/{theirs['event_id']}", headers=bearer(SUPPORT_KEY))
     assert r.status_code == 404
+
+
+# ---- ids scoped by app (issue: a key bound to appA could read, claim and probe appB's ids) ----
+
+A_KEY, B_KEY = "app-a-key-0123456789abcdef", "app-b-key-0123456789abcdef"
+AB_KEYS = f"{A_KEY}:appA,{B_KEY}:appB"
+
+
+def test_an_id_claimed_by_one_app_does_not_touch_the_other(make_api):
+    api = make_api(RAGMON_API_KEYS=AB_KEYS)
+    theirs = make_event(labels={"app": "appB"}, seed=1)
+    mine = {**make_event(labels={"app": "appA"}, seed=2), "event_id": theirs["event_id"]}
+    # appA claims the id first: a new event of appA's, nothing about appB's answer
+    r = api.client.post("/v1/retrievals", json=mine, headers=bearer(A_KEY))
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    api.store.fail(ref(mine), "malformed", "x")  # appA's event is now failed
+    # appB's later event with that id is stored, queued and readable by appB
+    r = api.client.post("/v1/retrievals", json=theirs, headers=bearer(B_KEY))
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    got = api.client.get(f"/v1/retrievals/{theirs['event_id']}", headers=bearer(B_KEY)).json()
+    assert got["status"] == "queued" and got["labels"]["app"] == "appB"
+    # appA posting the id again sees its own (failed) event, never appB's status
+    r = api.client.post("/v1/retrievals", json=mine, headers=bearer(A_KEY))
+    assert r.status_code == 200 and r.json()["status"] == "failed"
+    assert api.store.counters()["events_received"] == 2
+    assert api.store.statuses([ref(mine), ref(theirs)]) == ["failed", "queued"]
+
+
+def test_another_apps_sampled_out_event_is_not_readable(make_api):
+    api = make_api(RAGMON_API_KEYS=AB_KEYS, RAGMON_SAMPLE_RATE="0.5")
+    events = [make_event(labels={"app": "appB"}, seed=i) for i in range(40)]
+    r = api.client.post("/v1/retrievals/batch", json={"events": events}, headers=bearer(B_KEY))
+    out = [x["event_id"] for x in r.json()["results"] if x["status"] == "sampled_out"]
+    assert out
+    for eid in out:
+        assert api.client.get(f"/v1/retrievals/{eid}", headers=bearer(A_KEY)).status_code == 404
+        assert api.client.get(f"/v1/retrievals/{eid}", headers=bearer(B_KEY)).status_code == 200
+
+
+def commands_during(redis_url: str, action) -> list[str]:
+    """Every command Redis runs while `action()` runs (Redis' own MONITOR stream)."""
+    import threading
+
+    seen: list[str] = []
+    client = redis.Redis.from_url(redis_url)
+    ready, stop = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        with client.monitor() as m:
+            ready.set()
+            for cmd in m.listen():
+                seen.append(cmd["command"])
+                if stop.is_set() and "ragmon-monitor-end" in cmd["command"]:
+                    return
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    ready.wait(5)
+    time.sleep(0.1)
+    action()
+    stop.set()
+    redis.Redis.from_url(redis_url).get("ragmon-monitor-end")
+    t.join(5)
+    client.close()
+    return seen
+
+
+def test_reading_another_apps_id_never_reads_its_event(make_api, redis_url):
+    """A cross-app 404 took 20 ms on a large event and 1.1 ms on an unknown id: the other
+    app's event was loaded, then hidden. Now only the caller's app is looked up."""
+    api = make_api(RAGMON_API_KEYS=AB_KEYS)
+    big = make_event(n=200, k=5, labels={"app": "appB"}, seed=1)
+    for p in big["passages"]:
+        p["text"] = "x" * 30_000
+    assert api.client.post("/v1/retrievals", json=big, headers=bearer(B_KEY)).status_code == 202
+    url = f"/v1/retrievals/{big['event_id']}"
+    answers = []
+    cmds = commands_during(
+        redis_url, lambda: answers.append(api.client.get(url, headers=bearer(A_KEY)))
+    )
+    assert answers[0].status_code == 404
+    touched = {w.strip("'\"") for c in cmds for w in c.split() if "ragmon:ev:" in w}
+    assert touched == {f"ragmon:ev:appA|{big['event_id']}"}  # its own app's key, nothing else
 
 
 # ---- /metrics ----------------------------------------------------------------------------------

@@ -588,7 +588,7 @@ def test_real_api_accepts_what_the_sdk_sends(ragmon_api) -> None:
     assert stats["sent"] == 42 and stats["rejected"] == 0 and stats["invalid"] == 0
     headers = {"Authorization": f"Bearer {key}"}
     for event_id in ("lc-0", "lc-39", "li-0"):
-        r = httpx.get(f"{url}/v1/retrievals/{event_id}", headers=headers, timeout=5)
+        r = httpx.get(f"{url}/v1/retrievals/{event_id}?app=sdk-test", headers=headers, timeout=5)
         assert r.status_code == 200 and r.json()["event_id"] == event_id
     assert r.json()["k"] == 2 and r.json()["labels"]["app"] == "sdk-test"
 

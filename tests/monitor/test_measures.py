@@ -1,4 +1,4 @@
-"""Per-event measures: hand-worked cases, the DESIGN primer example, validation, properties."""
+"""Per-event measures: hand-worked cases, the README's worked example, validation, properties."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def d(rank: int) -> float:
     return 1.0 / math.log2(rank + 1)
 
 
-# --- the DESIGN primer example -------------------------------------------------------------
+# --- the README's worked example -----------------------------------------------------------
 
 
 def test_primer_ndcg_exponential() -> None:
@@ -309,7 +309,7 @@ def test_accepts_tuples_and_other_iterables() -> None:
     assert compute(iter(grades), 3, relevant_total=4) == expected
 
 
-def test_default_params_match_design() -> None:
+def test_default_params_match_the_docs() -> None:
     p = MeasureParams()
     assert (p.relevant_grade, p.t_alpha, p.f_alpha, p.ndcg_gain) == (2, 0.5, 0.5, "exponential")
     assert p.harm_grades == frozenset({1})
@@ -371,13 +371,13 @@ def test_bad_params_raise_a_clear_error(kwargs: dict[str, object], message: str)
         MeasureParams(**kwargs)  # type: ignore[arg-type]
 
 
-# --- an independent reference, written straight from DESIGN.md ---------------------------------
+# --- an independent reference, written straight from the definitions --------------------------
 
 
 def reference(
     grades: list[int | None], k: int, p: MeasureParams, relevant_total: int | None = None
 ) -> dict[str, float | None]:
-    """The DESIGN.md formulas, spelled out with a sort and no shortcuts."""
+    """The documented formulas, spelled out with a sort and no shortcuts."""
 
     def rel(g: int | None) -> bool:
         return g is not None and g >= p.relevant_grade

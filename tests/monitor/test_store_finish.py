@@ -15,6 +15,7 @@ from monitor.export import make_registry, render
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, compute
 from monitor.settings import Settings
 from monitor.store import QUERY_KEY_CHARS, Store, query_hash
+from monitor.store.keys import event_ref
 
 LABELS = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
 GRADES = [([3, 0, 1, 0], "what does   the plan cost"), ([0, 0, 1, 0], "reset my password")]
@@ -28,7 +29,7 @@ def store(settings: Settings) -> Iterator[Store]:
 
 
 def _queue(store: Store, i: int) -> None:
-    store.client.hset(store.keys.event(f"e{i}"), mapping={"s": "queued", "p": "{}"})
+    store.client.hset(store.keys.event(event_ref("shop", f"e{i}")), mapping={"s": "queued"})
 
 
 def _finish(store: Store, i: int, grades: list[int], query: str) -> tuple[bool, dict]:

@@ -13,6 +13,7 @@ from rq.job import Job
 
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
+from monitor.store.keys import event_ref, split_ref
 
 PAYLOAD = json.dumps({"k": 1})
 
@@ -28,27 +29,41 @@ def store(settings: Settings) -> Iterator[Store]:
     s.client.close()
 
 
-def jobs(store: Store) -> list[list[str]]:
-    """The event ids of each queued job, in queue order (fetched through RQ itself)."""
+def job_refs(store: Store) -> list[list[str]]:
+    """The event refs of each queued job, in queue order (fetched through RQ itself)."""
     return [Job.fetch(j, connection=store.client).args[0] for j in store.queue.get_job_ids()]
+
+
+def jobs(store: Store) -> list[list[str]]:
+    """The event ids of each queued job (all of app `default`)."""
+    out = []
+    for refs in job_refs(store):
+        assert {split_ref(r)[0] for r in refs} == {"default"}
+        out.append([split_ref(r)[1] for r in refs])
+    return out
+
+
+def refs(*ids: str, app: str = "default") -> list[str]:
+    return [event_ref(app, i) for i in ids]
 
 
 def test_new_events_are_stored_with_one_rq_job_per_chunk(store: Store) -> None:
     answers = store.ingest([item("a"), item("b"), item("c"), item("s", sampled_out=True)])
     assert answers == [("queued", True)] * 3 + [("sampled_out", True)]
-    assert jobs(store) == [["a", "b"], ["c"]]
+    assert job_refs(store) == [["default|a", "default|b"], ["default|c"]]
     job = Job.fetch(store.queue.get_job_ids()[0], connection=store.client)
     assert job.func_name == "workers.jobs.process_events"
     assert job.retries_left == 5 and job.timeout == 3600
-    assert store.statuses(["a", "b", "c", "s"]) == ["queued", "queued", "queued", "sampled_out"]
+    assert store.statuses(refs("a", "b", "c", "s")) == ["queued", "queued", "queued", "sampled_out"]
     counters = store.counters()
     assert counters["events_received"] == 4 and counters["events_sampled_out"] == 1
-    assert store.client.hget(store.keys.event("s"), "p") is None  # sampled out: no payload
+    sampled_out = store.keys.event(event_ref("default", "s"))
+    assert store.client.hget(sampled_out, "p") is None  # sampled out: no payload
 
 
 def test_known_ids_answer_their_status_and_add_no_job(store: Store) -> None:
     store.ingest([item("a"), item("b")])
-    store.client.hset(store.keys.event("b"), "s", "done")
+    store.client.hset(store.keys.event(event_ref("default", "b")), "s", "done")
     assert store.ingest([item("a"), item("b")]) == [("queued", False), ("done", False)]
     assert jobs(store) == [["a", "b"]]
     assert store.counters()["events_received"] == 2
@@ -80,3 +95,18 @@ def test_async_ingest_matches_and_survives_a_script_flush(store: Store) -> None:
         ("queued", True),
     ]
     assert jobs(store) == [["a", "b"], ["c"]]
+
+
+def test_the_same_id_in_two_apps_is_two_events(store: Store) -> None:
+    """Ids are scoped by app: appB's event is stored and queued although appA used its id."""
+    a = IngestItem("same", PAYLOAD, app="appA")
+    b = IngestItem("same", PAYLOAD, app="appB")
+    assert store.ingest([a]) == [("queued", True)]
+    assert store.ingest([b, a]) == [("queued", True), ("queued", False)]
+    assert store.statuses(refs("same", app="appA") + refs("same", app="appB")) == ["queued"] * 2
+    assert sorted(sum(job_refs(store), [])) == ["appA|same", "appB|same"]
+    assert store.counters()["events_received"] == 2
+    assert store.ingest_exact([IngestItem("same", PAYLOAD, app="appC"), b]) == [
+        ("queued", True),
+        ("queued", False),
+    ]

@@ -107,14 +107,16 @@ class Sender(threading.Thread):
                     time.sleep(self.pause)
 
 
-def statuses(stack: Stack, ids: Iterable[str]) -> dict[str, str]:
-    """Status of each event straight from the store (one round trip)."""
+def statuses(stack: Stack, ids: Iterable[str], app: str = "rel") -> dict[str, str]:
+    """Status of each event of `app` straight from the store (one round trip)."""
     from monitor.store import Store
+    from monitor.store.keys import event_ref
 
     ids = list(ids)
     store = Store.connect(_settings(stack))
     try:
-        return {i: (s or "unknown") for i, s in zip(ids, store.statuses(ids), strict=True)}
+        found = store.statuses([event_ref(app, i) for i in ids])
+        return {i: (s or "unknown") for i, s in zip(ids, found, strict=True)}
     finally:
         store.client.close()
 
@@ -131,13 +133,14 @@ def wait_status(
     want: str | set[str] = "done",
     timeout: float = 60,
     poll: float = 0.5,
+    app: str = "rel",
 ) -> dict[str, str]:
     """Poll until every event has a status in `want` (or the timeout); returns the statuses."""
     ids = list(ids)
     wanted = {want} if isinstance(want, str) else want
     deadline = time.monotonic() + timeout
     while True:
-        st = statuses(stack, ids)
+        st = statuses(stack, ids, app)
         if all(s in wanted for s in st.values()) or time.monotonic() > deadline:
             return st
         time.sleep(poll)

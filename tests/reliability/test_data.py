@@ -15,7 +15,7 @@ import redis
 from monitor.store import text_hash
 from tests.reliability.conftest import llm_env
 from tests.reliability.support import labeled, metric, wait_status
-from tests.support.events import make_event
+from tests.support.events import make_event, ref
 from tests.support.fake_llm import Reply
 from tests.support.stack import Stack
 
@@ -74,9 +74,9 @@ def test_text_is_in_redis_until_judged(make_api, redis_url):
     needs it), with the result TTL already set at ingest."""
     api = make_api(RAGMON_STORE_TEXT="false", RAGMON_RESULT_TTL_DAYS="2")
     assert api.client.post("/v1/retrievals", json=secret_event("q-1")).status_code == 202
-    assert holding(redis_url, QUERY_MARK) == ["ragmon:ev:q-1"]
-    assert holding(redis_url, PASSAGE_MARK) == ["ragmon:ev:q-1"]
-    ttl = redis.Redis.from_url(redis_url).ttl("ragmon:ev:q-1")
+    assert holding(redis_url, QUERY_MARK) == ["ragmon:ev:privacy|q-1"]
+    assert holding(redis_url, PASSAGE_MARK) == ["ragmon:ev:privacy|q-1"]
+    ttl = redis.Redis.from_url(redis_url).ttl("ragmon:ev:privacy|q-1")
     assert 2 * DAY - 60 <= ttl <= 2 * DAY
 
 
@@ -92,14 +92,14 @@ def test_store_text_false_keeps_only_hashes_and_the_cache_hits(redis_url, fake_l
     try:
         first = secret_event("first")
         stack.post([first])
-        assert wait_status(stack, ["first"], timeout=30) == {"first": "done"}
+        assert wait_status(stack, ["first"], timeout=30, app="privacy") == {"first": "done"}
         calls = len(fake_llm.chat_requests())
         assert calls >= 6  # the top 2k = 6 passages, one pointwise call each
         # nothing in Redis holds the text any more: event hash, caches, RQ jobs, day lists
         assert holding(redis_url, QUERY_MARK, PASSAGE_MARK) == []
 
         client = redis.Redis.from_url(redis_url)
-        stored = json.loads(client.hget("ragmon:ev:first", "p"))
+        stored = json.loads(client.hget("ragmon:ev:privacy|first", "p"))
         assert stored["query"] == {"sha": text_hash(first["query"])}
         assert [p["text_sha"] for p in stored["passages"]] == [
             text_hash(p["text"]) for p in first["passages"]
@@ -111,18 +111,18 @@ def test_store_text_false_keeps_only_hashes_and_the_cache_hits(redis_url, fake_l
         hits_before = metric(stack, "ragmon_judge_cache_hits_total")
         second = secret_event("second")
         stack.post([second])
-        assert wait_status(stack, ["second"], timeout=30) == {"second": "done"}
-        result = stack.client.get("/v1/retrievals/second").json()
+        assert wait_status(stack, ["second"], timeout=30, app="privacy") == {"second": "done"}
+        result = stack.client.get("/v1/retrievals/second?app=privacy").json()
         assert result["grade_source"] == ["cache"] * 6
         assert len(fake_llm.chat_requests()) == calls
         assert metric(stack, "ragmon_judge_cache_hits_total") - hits_before == 6
-        first_result = stack.client.get("/v1/retrievals/first").json()
+        first_result = stack.client.get("/v1/retrievals/first?app=privacy").json()
         assert result["grades"] == first_result["grades"]
         assert holding(redis_url, QUERY_MARK, PASSAGE_MARK) == []
         assert labeled(stack) == 2
 
         # retention: results for RAGMON_RESULT_TTL_DAYS, grades for RAGMON_CACHE_TTL_DAYS
-        for key in ("ragmon:ev:first", "ragmon:ev:second"):
+        for key in ("ragmon:ev:privacy|first", "ragmon:ev:privacy|second"):
             assert 2 * DAY - 120 <= client.ttl(key) <= 2 * DAY, key
         cache_keys = list(client.scan_iter("ragmon:jc:*"))
         assert len(cache_keys) == 6
@@ -141,7 +141,7 @@ def documented_families() -> list[tuple[re.Pattern, str]]:
     for line in DOC.read_text().splitlines():
         m = re.match(r"^\| `((?:ragmon|rq):[^`]+)` \|[^|]*\|[^|]*\| ([^|]+) \|", line)
         if m:
-            regex = re.escape(m.group(1))
+            regex = re.escape(m.group(1).replace("\\|", "|"))  # `\|`: a | inside a table
             regex = re.sub(r"\\\{[^}]*\\\}", ".+", regex)  # {placeholders}
             rows.append((re.compile(f"^{regex}$"), m.group(2).strip()))
     return rows
@@ -158,12 +158,13 @@ def test_every_redis_key_is_documented_with_its_ttl(redis_url, fake_llm):
     try:
         evs = [make_event(n=4, k=2, seed=s) for s in range(10)]
         stack.post(evs)
-        st = wait_status(stack, [e["event_id"] for e in evs], {"done", "sampled_out"}, 30)
+        ids = [e["event_id"] for e in evs]
+        st = wait_status(stack, ids, {"done", "sampled_out"}, 30, app="test")
         assert set(st.values()) == {"done", "sampled_out"}, st
         fake_llm.script(*[Reply.text("nonsense")] * 40)
         bad = make_event(n=4, k=2, seed=99, event_id="bad-one")
         stack.post([bad])
-        wait_status(stack, ["bad-one"], timeout=30, want="failed")
+        wait_status(stack, ["bad-one"], timeout=30, want="failed", app="test")
         stack.client.post("/v1/retrievals", json={"query": ""})  # a rejection counter
         stack.metrics()
         client = redis.Redis.from_url(redis_url)
@@ -186,11 +187,11 @@ def test_requeue_forgets_failed_ids_whose_event_expired(api, redis_url):
     for eid in ("kept", "expired"):
         ev = make_event(seed=1, event_id=eid)
         assert api.client.post("/v1/retrievals", json=ev).status_code == 202
-        assert api.store.fail(eid, "malformed", "nonsense")
+        assert api.store.fail(ref(ev), "malformed", "nonsense")
     client = redis.Redis.from_url(redis_url)
-    client.delete("ragmon:ev:expired")  # what the result TTL does
-    assert api.store.requeue(api.store.failed_ids()) == 1
+    client.delete("ragmon:ev:test|expired")  # what the result TTL does
+    assert api.store.requeue(api.store.failed_refs()) == 1
     assert client.zcard("ragmon:failed") == 0
-    assert client.hget("ragmon:ev:kept", "s") == b"queued"
-    assert not client.exists("ragmon:ev:expired")
+    assert client.hget("ragmon:ev:test|kept", "s") == b"queued"
+    assert not client.exists("ragmon:ev:test|expired")
     client.close()

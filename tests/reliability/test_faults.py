@@ -202,7 +202,7 @@ def test_llm_answers_garbage_then_requeue(redis_url, fake_llm):
         tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs))
         st = wait_status(stack, ids, want="failed", timeout=60)
         assert set(st.values()) == {"failed"}, st
-        results = [stack.client.get(f"/v1/retrievals/{i}").json() for i in ids]
+        results = [stack.client.get(f"/v1/retrievals/{i}?app=rel").json() for i in ids]
         assert all(r["error"].startswith("malformed") for r in results), results[0]
         failed_metric = metric(stack, "ragmon_events_failed_total", {"reason": "malformed"})
         assert failed_metric == len(evs)

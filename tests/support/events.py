@@ -35,3 +35,16 @@ def make_event(
     }
     event.update(extra)
     return event
+
+
+def ref(event: dict[str, Any]) -> str:
+    """The store's `event_ref` of an event as sent (ids are scoped by `labels.app`)."""
+    from monitor.store.keys import event_ref
+
+    return event_ref(event.get("labels", {}).get("app", "default"), event["event_id"])
+
+
+def result_url(event: dict[str, Any]) -> str:
+    """`GET /v1/retrievals/{id}?app=...` for an event as sent."""
+    app = event.get("labels", {}).get("app", "default")
+    return f"/v1/retrievals/{event['event_id']}?app={app}"

@@ -96,6 +96,8 @@ class FakeLLM:
     json_schema: bool = True
     port: int = 0
     fence: bool = False  # wrap default answers without a schema in ```json fences
+    api_key: str | None = None  # when set, any other bearer key gets OpenAI's 401
+    models: frozenset[str] | None = None  # when set, any other model gets OpenAI's 404
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests the server held at once
@@ -253,8 +255,18 @@ class _Handler(BaseHTTPRequestHandler):
         delay = reply.delay + self.fake.latency
         if delay:
             time.sleep(delay)
+        key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        if self.fake.api_key is not None and key != self.fake.api_key:
+            msg = f"Incorrect API key provided: {key[:3]}***. You can find your API key at ..."
+            err = {"message": msg, "type": "invalid_request_error", "code": "invalid_api_key"}
+            return self._json(401, {"error": err})
         if not self.path.endswith("/chat/completions"):
             return self._json(404, {"error": {"message": "not found", "type": "fake"}})
+        model = body.get("model")
+        if self.fake.models is not None and model not in self.fake.models:
+            msg = f"The model `{model}` does not exist or you do not have access to it."
+            err = {"message": msg, "type": "invalid_request_error", "code": "model_not_found"}
+            return self._json(404, {"error": err})
         if reply.kind == "drop":
             self.close_connection = True
             with contextlib.suppress(OSError):

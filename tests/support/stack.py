@@ -72,14 +72,14 @@ class Stack:
             out += r.json()["results"]
         return out
 
-    def wait_done(self, ids: Sequence[str], timeout: float = 60) -> list[dict]:
-        """Poll until every event is done or failed; returns the results."""
+    def wait_done(self, ids: Sequence[str], timeout: float = 60, app: str = "test") -> list[dict]:
+        """Poll until every event of `app` is done or failed; returns the results."""
         deadline = time.monotonic() + timeout
         pending = list(ids)
         results: dict[str, dict] = {}
         while pending:
             for eid in list(pending):
-                r = self.client.get(f"/v1/retrievals/{eid}").json()
+                r = self.client.get(f"/v1/retrievals/{eid}", params={"app": app}).json()
                 if r["status"] in ("done", "failed"):
                     results[eid] = r
                     pending.remove(eid)

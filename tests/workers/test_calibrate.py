@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
@@ -14,7 +13,9 @@ from scipy.stats import kendalltau
 
 from monitor.measures import MeasureParams
 from monitor.settings import Settings
+from tests.support.cli import clean_env, run_ragmon
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.redis_server import free_port
 from workers.calibrate import (
     Outcome,
     Record,
@@ -76,7 +77,7 @@ def test_landis_koch_words():
 
 def _run(settings: Settings, path, limit=None) -> tuple[int, str]:
     out = io.StringIO()
-    code = run_calibrate(argparse.Namespace(file=str(path), limit=limit), settings, out=out)
+    code = run_calibrate(path, settings, limit=limit, out=out)
     return code, out.getvalue()
 
 
@@ -150,8 +151,9 @@ def test_event_format_with_the_llm_judge_judges_each_pair_once(tmp_path, redis_u
             dotenv=None,
         )
         code, report = _run(settings, path)
-        calls = fake.chat_requests()
+        probe, *calls = fake.chat_requests()  # one start-up probe of the endpoint, then grading
     assert code == 0, report
+    assert "<<<PASSAGE" not in probe.prompt
     assert len(calls) == 5  # five distinct passages of one query, though seven are listed
     assert "Agreement on 4 (query, passage) pairs" in report
     assert "(1 more were judged but have no known grade)" in report
@@ -165,7 +167,8 @@ def test_limit_and_a_fatal_judge_error_stops_early(tmp_path, redis_url):
     _golden_events(path)
     assert len(load_records(path, limit=1)) == 1
     with FakeLLM() as fake:
-        fake.script(*[Reply.error(401, message="bad key")] * 10)
+        # the start-up probe passes; the key is revoked during the run
+        fake.script(Reply.text("0"), *[Reply.error(401, message="bad key")] * 10)
         settings = Settings.from_env(
             {"REDIS_URL": redis_url, "OPENAI_BASE_URL": fake.url, "RAGMON_JUDGE_CONCURRENCY": "1"},
             dotenv=None,
@@ -173,6 +176,24 @@ def test_limit_and_a_fatal_judge_error_stops_early(tmp_path, redis_url):
         code, report = _run(settings, path)
     assert code == 1
     assert "STOPPED early: client_error" in report
+
+
+@pytest.mark.slow
+def test_calibrate_against_a_dead_endpoint_stops_at_once_with_one_line(tmp_path):
+    """The real command: the judge's retries would take minutes; the probe says it first."""
+    path = tmp_path / "golden.jsonl"
+    _golden_events(path)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    r = run_ragmon(
+        ["calibrate", str(path)], clean_env(OPENAI_BASE_URL=dead, OPENAI_API_KEY="sk-test")
+    )
+    assert r.returncode == 1
+    assert r.stdout == ""  # no report of nothing
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert line == (
+        f"ragmon calibrate: judge endpoint {dead} is unreachable (connection refused): check "
+        "OPENAI_BASE_URL and that the server is up"
+    )
 
 
 def test_bad_input_and_missing_judge(tmp_path, capsys):

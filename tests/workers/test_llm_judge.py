@@ -432,7 +432,7 @@ def _post_and_work(api: ApiServer, event: dict) -> dict:
     r = api.client.post("/v1/retrievals", json=event)
     assert r.status_code == 202, r.text
     make_worker(api.settings).work(burst=True, with_scheduler=False)
-    return api.client.get(f"/v1/retrievals/{r.json()['event_id']}").json()
+    return api.client.get(f"/v1/retrievals/{r.json()['event_id']}?app=test").json()
 
 
 def test_same_event_twice_makes_one_set_of_llm_calls(api, fake):
@@ -473,9 +473,9 @@ def test_past_the_budget_events_are_stored_failed_and_requeued_later(redis_url, 
         assert "ragmon_judge_budget_exhausted 1.0" in metrics
         assert 'ragmon_events_failed_total{reason="budget_exhausted"} 1.0' in metrics
         store.client.delete(store.keys.spend(utc_today()))  # a new day
-        assert store.requeue(store.failed_ids()) == 1
+        assert store.requeue(store.failed_refs()) == 1
         make_worker(s).work(burst=True, with_scheduler=False)
-        done = server.client.get(f"/v1/retrievals/{res['event_id']}").json()
+        done = server.client.get(f"/v1/retrievals/{res['event_id']}?app=test").json()
         assert done["status"] == "done" and len(fake.chat_requests()) == 4
     finally:
         server.stop()

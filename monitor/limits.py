@@ -1,0 +1,26 @@
+"""The limits of the wire contract, in plain Python: the server's schemas and the SDK share them.
+
+No imports beyond the standard library: the SDK (`monitor.client`) reads these without pulling
+pydantic or anything else of the server into the app.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+MAX_K = 100
+MAX_QUERY_CHARS = 8192
+MAX_ID_CHARS = 256
+MAX_EVENT_ID_CHARS = 128
+MAX_TEXT_CHARS = 32768
+MAX_PASSAGES = 200
+MAX_BATCH = 1000
+MAX_EVENT_AGE = timedelta(days=35)
+MAX_CLOCK_SKEW = timedelta(minutes=10)
+LABEL_KEYS = ("app", "index", "retriever", "segment")
+LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+def default_k(passages: int) -> int:
+    """`k` when the app does not say: every passage it got went into the prompt (1 to MAX_K)."""
+    return min(max(passages, 1), MAX_K)

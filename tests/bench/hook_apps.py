@@ -1,0 +1,358 @@
+"""The processes of the SDK benchmarks: a RAG-like app, a stub sidecar, the real sidecar, load.
+
+    python -m tests.bench.hook_apps rag --port P [--hook] --sidecar-url URL
+    python -m tests.bench.hook_apps sidecar --port P [--delay S]
+
+The app (`GET /search?q=`) scores an in-memory corpus of 2 000 passages by token overlap and
+returns the top 10; with `--hook` it records the top 20 (K = 10) through `RetrievalMonitor`.
+`GET /stats` reports the hook's counters and its threads' CPU. The stub
+sidecar answers every POST with 202 (after `--delay` seconds). Helpers start them as child
+processes pinned to chosen CPUs and niceness, and drive them with an open-loop generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import heapq
+import json
+import os
+import platform
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote_plus
+
+REPO = Path(__file__).resolve().parents[2]
+TREC = REPO.parent / "shared" / "data" / "trec-dl" / "trec-dl-top20.jsonl"
+CORPUS_SIZE = 2000
+TOKEN = re.compile(r"[a-z0-9]+")
+API_KEY = "bench-key-0123456789abcdef"
+# The sidecar (and its Redis) run at the lowest CPU priority: in production they have their own
+# CPUs; on a 2-core box their parsing would otherwise compete with the app and the load
+# generator. The app's process, hook threads included, keeps normal priority.
+SIDECAR_NICE = 19
+
+
+def load_corpus() -> tuple[list[tuple[str, str]], list[str]]:
+    """(passage id, text) pairs and queries: TREC DL when present, else synthetic text."""
+    passages: dict[str, str] = {}
+    queries: list[str] = []
+    if TREC.is_file():
+        for line in TREC.read_text().splitlines():
+            row = json.loads(line)
+            queries.append(row["query"])
+            for hit in row["hits"]:
+                passages.setdefault(hit["docid"], hit["text"])
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(3000)]
+    while len(passages) < CORPUS_SIZE:
+        passages[f"s{len(passages)}"] = " ".join(rng.choices(words, k=50))
+    while len(queries) < 200:
+        queries.append(" ".join(rng.choices(words, k=5)))
+    return list(passages.items())[:CORPUS_SIZE], queries
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def sdk_cpu_s() -> dict[str, float]:
+    """CPU seconds used so far by each of the SDK's threads in this process (their CPU clocks)."""
+    threads = [t for t in threading.enumerate() if t.name.startswith("ragmon-") and t.ident]
+    return {t.name: time.clock_gettime(time.pthread_getcpuclockid(t.ident or 0)) for t in threads}
+
+
+# ---- the apps (run in child processes) -------------------------------------------------------
+
+
+def create_rag_app(hook: bool, sidecar_url: str) -> Any:
+    """`GET /search?q=`: token-overlap top 20 over the corpus; the hook records them (K=10)."""
+    from fastapi import FastAPI
+
+    from monitor.client import RetrievalMonitor
+
+    corpus = [(pid, text, frozenset(TOKEN.findall(text.lower()))) for pid, text in load_corpus()[0]]
+    state: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        if hook:
+            extra = json.loads(os.environ.get("RAGMON_BENCH_MONITOR", "{}"))  # for experiments
+            import monitor.client.recorder as recorder
+
+            for name in [n for n in extra if n.isupper()]:  # module knobs, e.g. ENCODE_SLICE_S
+                setattr(recorder, name, extra.pop(name))
+            state["monitor"] = RetrievalMonitor(
+                sidecar_url, api_key=API_KEY, labels={"app": "bench"}, close_timeout=1.0, **extra
+            )
+        yield
+        if hook:
+            state["monitor"].close()
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.get("/search")
+    async def search(q: str) -> dict:
+        terms = frozenset(TOKEN.findall(q.lower()))
+        top = heapq.nlargest(20, corpus, key=lambda p: len(terms & p[2]))
+        hits = [(pid, text, float(len(terms & toks))) for pid, text, toks in top]
+        if hook:
+            state["monitor"].record(q, hits, 10)
+        return {"ids": [h[0] for h in hits[:10]]}
+
+    @app.get("/stats")
+    async def stats() -> dict:
+        out = state["monitor"].stats() if hook else {}
+        out["sdk_cpu_s"] = threads = sdk_cpu_s()
+        out["sdk_cpu_s_total"] = sum(threads.values())
+        return out
+
+    return app
+
+
+def create_stub_sidecar(delay: float) -> Any:
+    """A raw ASGI app answering every POST with 202 (after `delay` seconds)."""
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                await send({"type": msg["type"] + ".complete"})
+                if msg["type"] == "lifespan.shutdown":
+                    return
+        body, more = b"", True
+        while more:
+            msg = await receive()
+            body += msg.get("body", b"")
+            more = msg.get("more_body", False)
+        if delay and scope["method"] == "POST":
+            await asyncio.sleep(delay)
+        out: dict[str, Any] = {"status": "ok"}
+        if scope["path"].endswith("/batch"):
+            events = json.loads(body)["events"]
+            out = {"results": [{"event_id": e["event_id"], "status": "queued"} for e in events]}
+        payload = json.dumps(out).encode()
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 202, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    return app
+
+
+# ---- child processes ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(port: int, path: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    import httpx
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1).status_code < 500:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+def place(pid: int, nice: int = 0, cpus: set[int] | None = None) -> None:
+    """Lower a process's priority (its autogroup's too) and pin it to `cpus`, where allowed."""
+    if nice:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
+        # a new session is a new autogroup: nice only counts if the group has it too
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(nice))
+    if cpus:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, cpus)
+
+
+@contextlib.contextmanager
+def process(
+    args: list[str],
+    port: int,
+    ready: str,
+    env: dict | None = None,
+    nice: int = 0,
+    cpus: set[int] | None = None,
+) -> Iterator[subprocess.Popen]:
+    """A child Python process serving HTTP on `port`, stopped (SIGINT) when the block ends."""
+
+    def setup() -> None:  # in the child before exec: every thread it starts inherits this
+        if nice:
+            os.nice(nice)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
+        start_new_session=True,
+        preexec_fn=setup if nice or cpus else None,
+    )
+    place(proc.pid, nice)
+    try:
+        wait_http(port, ready, proc)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def rag_app(hook: bool, sidecar_url: str, cpus: set[int] | None = None) -> Iterator[App]:
+    port = free_port()
+    args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port), "--sidecar-url", sidecar_url]
+    with process([*args, *(["--hook"] if hook else [])], port, "/stats", cpus=cpus) as proc:
+        yield App(port, proc.pid)
+
+
+@contextlib.contextmanager
+def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[str]:
+    port = free_port()
+    args = ["-m", "tests.bench.hook_apps", "sidecar", "--port", str(port), "--delay", str(delay)]
+    with process(args, port, "/healthz", nice=SIDECAR_NICE, cpus=cpus):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def real_sidecar(cpus: set[int] | None = None) -> Iterator[str]:
+    """`ragmon serve` on a real Redis, both at SIDECAR_NICE."""
+    from tests.support.redis_server import RedisServer
+
+    redis = RedisServer().start()
+    assert redis.proc is not None
+    place(redis.proc.pid, SIDECAR_NICE, cpus)
+    port = free_port()
+    env = {"REDIS_URL": redis.url, "RAGMON_API_KEYS": API_KEY, "RAGMON_JUDGE": "lexical"}
+    args = ["-m", "monitor.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    try:
+        with process(args, port, "/healthz", env, SIDECAR_NICE, cpus):
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        redis.cleanup()
+
+
+class App:
+    """A running RAG app: its port, and its process's CPU time read from outside."""
+
+    def __init__(self, port: int, pid: int) -> None:
+        self.port, self.pid = port, pid
+
+    def cpu_s(self) -> float:
+        """CPU seconds of all the app's threads so far (/proc schedstat: nanoseconds)."""
+        total = 0
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
+
+    def get(self, path: str) -> dict[str, Any]:
+        import httpx
+
+        return httpx.get(f"http://127.0.0.1:{self.port}{path}", timeout=30).json()
+
+
+# ---- the open-loop load generator ------------------------------------------------------------
+
+
+async def load(port: int, rate: float, seconds: float, queries: list[str]) -> dict[str, Any]:
+    """Send `rate` requests/s to `port` on a fixed schedule for `seconds` (open loop).
+
+    A request leaves at its time whatever the earlier ones are doing; latency is from its
+    scheduled time to its last byte, so a late generator or a stalled app cannot hide queueing.
+    """
+    idle: list = []
+    latencies: list[float] = []
+    lags: list[float] = []
+    errors = 0
+    requests = [
+        f"GET /search?q={quote_plus(q)} HTTP/1.1\r\nHost: x\r\n\r\n".encode() for q in queries
+    ]
+
+    async def one(i: int, due: float) -> None:
+        nonlocal errors
+        conn = idle.pop() if idle else await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = conn
+        try:
+            writer.write(requests[i % len(requests)])
+            status = await reader.readline()
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - due)
+            if b" 200 " not in status:
+                errors += 1
+            idle.append(conn)
+        except (OSError, asyncio.IncompleteReadError):
+            errors += 1
+            writer.close()
+
+    tasks = set()
+    start = time.perf_counter()
+    for i in range(int(rate * seconds)):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        lags.append(time.perf_counter() - due)
+        task = asyncio.create_task(one(i, due))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    await asyncio.gather(*tasks)
+    for _, writer in idle:
+        writer.close()
+    return {"latencies": latencies, "errors": errors, "lag_max": max(lags, default=0.0)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import uvicorn
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("serve", choices=("rag", "sidecar"))
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--hook", action="store_true")
+    p.add_argument("--sidecar-url", default="")
+    p.add_argument("--delay", type=float, default=0.0)
+    args = p.parse_args(argv)
+    if args.serve == "rag":
+        app = create_rag_app(args.hook, args.sidecar_url)
+    else:
+        app = create_stub_sidecar(args.delay)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""deploy/otel-collector.yaml: a complete Collector config that sends ragmon the retriever spans.
+
+No Collector binary here: the checks read the config as the Collector would (every component a
+pipeline names is defined), and apply its filter condition to real spans to show that what it
+keeps is what `POST /v1/traces` turns into events.
+"""
+
+from __future__ import annotations
+
+import re
+
+from monitor.api import otlp
+from monitor.settings import Settings
+from tests.deploy.conftest import DEPLOY, load_yaml
+from tests.support.spans import export, retriever_attrs, span
+
+CONFIG = DEPLOY / "otel-collector.yaml"
+CONDITION = re.compile(r'^attributes\["(?P<key>[^"]+)"\] != "(?P<value>[^"]+)"$')
+
+
+def test_every_component_a_pipeline_names_is_defined():
+    config = load_yaml(CONFIG)
+    pipelines = config["service"]["pipelines"]
+    for name, pipeline in pipelines.items():
+        assert name.startswith("traces"), name
+        for kind in ("receivers", "processors", "exporters"):
+            for component in pipeline.get(kind, ()):
+                assert component in config[kind], f"{name}: {kind} {component} is not defined"
+    ragmon = pipelines["traces/ragmon"]
+    assert "filter/retrievers" in ragmon["processors"]
+    exporter = config["exporters"][ragmon["exporters"][0]]
+    assert exporter["endpoint"] == "${env:RAGMON_URL}"  # otlphttp appends /v1/traces
+    assert exporter["headers"]["Authorization"] == "Bearer ${env:RAGMON_API_KEY}"
+    assert exporter["encoding"] == "proto" and exporter["retry_on_failure"]["enabled"]
+
+
+def test_the_filter_keeps_exactly_the_spans_ragmon_reads():
+    (condition,) = load_yaml(CONFIG)["processors"]["filter/retrievers"]["traces"]["span"]
+    m = CONDITION.match(condition)
+    assert m, condition
+    assert (m["key"], m["value"]) == (otlp.SPAN_KIND, otlp.RETRIEVER)
+
+    spans = [span(retriever_attrs()), span({"openinference.span.kind": "LLM"}),
+             span({"http.route": "/ask"}), span(retriever_attrs(query="another"))]  # fmt: skip
+
+    def dropped(s) -> bool:  # the condition holds (a missing attribute is not equal)
+        value = next((a.value.string_value for a in s.attributes if a.key == m["key"]), None)
+        return value != m["value"]
+
+    kept = [s for s in spans if not dropped(s)]
+    span_map = otlp.SpanMap.from_settings(Settings())
+    everything = otlp.map_request(export(spans), span_map)
+    filtered = otlp.map_request(export(kept), span_map)
+    assert len(filtered.events) == len(everything.events) == 2
+    assert filtered.ignored == 0 and everything.ignored == 2

@@ -1,0 +1,131 @@
+"""`ragmon` as a user runs it: the real command, the real fault, one line that says what to fix."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from monitor.cli import KEY_VARIABLES, build_parser, version
+from monitor.settings import env_variables
+from tests.support.cli import Ragmon, clean_env, run_ragmon
+from tests.support.events import make_event
+from tests.support.redis_server import RedisServer, free_port
+
+
+def one_line(stderr: str) -> str:
+    """The command's whole stderr, which must be exactly one line and no traceback."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_version_names_the_installed_package():
+    r = run_ragmon(["--version"], clean_env())
+    assert r.returncode == 0
+    assert r.stdout.strip() == f"ragmon {version()}"
+    assert version()[0].isdigit()
+
+
+def test_every_option_has_help_and_the_epilog_names_real_settings():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"ragmon {name} {action.option_strings or action.dest}: no help"
+    known = set(env_variables())
+    assert {name for name, _ in KEY_VARIABLES} <= known
+    assert {"REDIS_URL", "RAGMON_JUDGE", "OPENAI_API_KEY", "OPENAI_BASE_URL"} <= {
+        name for name, _ in KEY_VARIABLES
+    }
+    text = run_ragmon(["--help"], clean_env()).stdout
+    for name, _ in KEY_VARIABLES:
+        assert name in text
+
+
+def test_metrics_into_a_closed_pipe_exits_quietly(tmp_path):
+    """`ragmon metrics | head`: the reader is gone before ragmon writes."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "monitor.cli", "metrics"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+            cwd=tmp_path,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert proc.stderr == ""
+    assert proc.returncode == 0
+
+
+def test_requeue_failed_with_redis_down_is_one_line(tmp_path):
+    port = free_port()  # nothing listens there
+    env = clean_env(REDIS_URL=f"redis://:s3cret@127.0.0.1:{port}/0")
+    r = run_ragmon(["requeue-failed"], env)
+    line = one_line(r.stderr)
+    assert r.returncode == 1
+    assert line.startswith(
+        f"ragmon requeue-failed: cannot reach Redis at redis://:***@127.0.0.1:{port}/0"
+    )
+    assert "Connection refused" in line and line.endswith("check REDIS_URL")
+    assert "s3cret" not in r.stderr
+
+
+def test_serve_on_a_busy_port_is_one_line(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = run_ragmon(["serve", "--port", str(port)], clean_env(RAGMON_JUDGE="lexical"))
+    assert r.returncode == 2
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("ragmon serve:")]
+    assert line == [
+        f"ragmon serve: port {port} on 127.0.0.1 is already in use (another ragmon serve, or "
+        "another program): stop it or choose another --port"
+    ], r.stderr
+    assert "Traceback" not in r.stderr and "Errno" not in r.stderr
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert line[0].replace(f"port {port} ", "port 8000 ") in readme  # the documented line
+
+
+@pytest.mark.slow
+def test_serve_with_redis_down_says_so_at_once_and_recovers(tmp_path):
+    redis = RedisServer()  # its port is chosen, the server not started yet
+    port = free_port()
+    api = Ragmon(
+        ["serve", "--port", str(port)],
+        clean_env(REDIS_URL=redis.url, RAGMON_JUDGE="lexical"),
+        cwd=tmp_path,
+    )
+    try:
+        api.wait_for(r"ragmon serve .* on 127\.0\.0\.1:\d+: redis=redis://127\.0\.0\.1")
+        (first,) = api.wait_for(r"cannot reach Redis")
+        assert f"cannot reach Redis at {redis.url} (" in first
+        assert "check REDIS_URL" in first and "the API answers 503" in first
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+        r = client.post("/v1/retrievals", json=make_event())
+        assert r.status_code == 503 and r.headers["retry-after"]
+        api.wait_for(r"cannot reach Redis", count=2, timeout=15)  # one line per interval
+        redis.start()
+        api.wait_for(r"Redis reachable again", timeout=15)
+        assert client.get("/readyz").status_code == 200
+        assert client.post("/v1/retrievals", json=make_event(seed=1)).status_code == 202
+        client.close()
+        assert "Traceback" not in api.text()
+    finally:
+        api.stop()
+        redis.cleanup()

@@ -1,0 +1,109 @@
+"""`ragmon` as a real child process whose stderr is read line by line while it runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+ENV_PREFIXES = ("REDIS_", "RAGMON_", "OPENAI_")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without any ragmon, Redis or OpenAI setting, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return {**env, **extra}
+
+
+class Ragmon:
+    """`python -m monitor.cli ARGS` in its own session; `lines` fills as stderr arrives."""
+
+    def __init__(
+        self, args: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike | None = None
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "monitor.cli", *args],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.out: list[str] = []
+        self._lock = threading.Lock()
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.lines), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, stream, into: list[str]) -> None:
+        for line in stream:
+            with self._lock:
+                into.append(line.rstrip("\n"))
+
+    def text(self) -> str:
+        with self._lock:
+            return "\n".join(self.lines)
+
+    def wait_for(
+        self, pattern: str, timeout: float = 60, count: int = 1, stdout: bool = False
+    ) -> list[str]:
+        """The first `count` stderr (or stdout) lines matching `pattern`; fails after
+        `timeout` seconds."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                found = [
+                    line for line in (self.out if stdout else self.lines) if regex.search(line)
+                ]
+            if len(found) >= count:
+                return found[:count]
+            if time.monotonic() > deadline or (
+                self.proc.poll() is not None and not any(t.is_alive() for t in self._readers)
+            ):
+                raise AssertionError(
+                    f"no {count} line(s) matching {pattern!r} (exit {self.proc.poll()}):\n"
+                    + self.text()[-3000:]
+                )
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout)
+        for t in self._readers:
+            t.join(5)
+        return code
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.wait(10)
+
+
+def run_ragmon(
+    args: Sequence[str], env: Mapping[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run `ragmon ARGS` to the end."""
+    return subprocess.run(
+        [sys.executable, "-m", "monitor.cli", *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
