@@ -18,7 +18,7 @@ from monitor.report.compare import (
 from monitor.report.document import Doc
 from monitor.report.gather import record_ref
 from monitor.report.ops import JudgeOps
-from monitor.report.population import MIX_MIN_SHARE
+from monitor.report.population import MIX_MIN_SHARE, SegmentMix
 
 TEXT_PREVIEW = 160
 
@@ -94,40 +94,39 @@ def regressions_section(doc: Doc, report: Report) -> None:
 
 
 def traffic_section(doc: Doc, report: Report) -> None:
-    """Segment shares side by side, and the query population where it moved."""
-    if not report.mix and not any(p.moved for p in report.population):
+    """Where the segment mix or the questions moved: shares side by side, and what the mix
+    explains of each mean's change (every retriever's shares are in the measures section)."""
+    moved = [p for p in report.population if p.moved]
+    if not report.mix_shifts and not moved:
         return
     doc.h(2, "Did the traffic change?", "traffic")
-    if report.mix:
+    if report.mix_shifts:
         doc.p(
-            "Each segment's share of a retriever's events. A mix shift moves a mean without any "
-            "retriever getting worse, so regressions above are judged within segments, at the "
-            f"baseline's mix; a segment is called moved when its share changed by at least "
-            f"{MIX_MIN_SHARE:.0%} beyond noise."
+            "The segment mix moved. A mix shift moves a mean without any retriever getting "
+            "worse, so regressions are judged within segments, at the baseline's mix; a segment "
+            f"is called moved when its share changed by at least {MIX_MIN_SHARE:.0%} beyond noise."
         )
         rows = []
-        for m in report.mix:
-            shares = ", ".join(f"`{s}` {b:.0%} → {c:.0%}" for s, b, c in m.shares)
-            rows.append([group_name(m.group), shares, "mix shift" if m.moved else "stable"])
-        doc.table(["where", "segment shares (baseline → this week)", "reading"], rows, "mix")
-        if report.mix_shifts:
-            doc.p("How much of each mean's change the mix explains, where the mix moved:")
-            rows = []
-            for m in report.mix_shifts:
-                for r in (r for r in report.rows if r.group == m.group and r.change):
-                    d = r.tested
-                    rows.append(
-                        [group_name(m.group), NAMES[r.measure], f"{d.total:+.3f}",
-                         f"{d.mix:+.3f}", f"{d.estimate:+.3f}", r.status]
-                    )  # fmt: skip
-            doc.table(
-                ["where", "measure", "total change", "from the mix", "within segments", "status"],
-                rows,
-            )
-    moved = [p for p in report.population if p.moved]
+        for m in report.mix_shifts:
+            for r in (r for r in report.rows if r.group == m.group and r.change):
+                d = r.tested
+                rows.append(
+                    [group_name(m.group), _shares(m), NAMES[r.measure], f"{d.total:+.3f}",
+                     f"{d.mix:+.3f}", f"{d.estimate:+.3f}", r.status]
+                )  # fmt: skip
+        doc.table(
+            ["where", "segment shares (baseline → this week)", "measure", "total change"]
+            + ["from the mix", "within segments", "status"],
+            rows,
+            "mix",
+        )
     if moved:
         doc.p("The questions themselves changed (share of repeated questions, question length):")
         doc.ul([f"{group_name(p.group)}: " + "; ".join(p.moved) for p in moved])
+
+
+def _shares(mix: SegmentMix) -> str:
+    return ", ".join(f"`{s}` {b:.0%} → {c:.0%}" for s, b, c in mix.shares)
 
 
 def measures_section(doc: Doc, report: Report) -> None:
@@ -140,11 +139,14 @@ def measures_section(doc: Doc, report: Report) -> None:
         f"major), shown as 'within noise' when a PSI this large has a chance of {PSI_ALPHA:.0%} "
         "or more with no change at this volume."
     )
+    mixes = {m.group: m for m in report.mix}
     for g in sorted({r.group for r in report.rows}):
         vb, vc = report.volumes.get(g, (None, None))
         doc.h(3, group_name(g))
         if vb is not None:
-            doc.p(f"Baseline: {vb}; this week: {vc}.")
+            mix = mixes.get(g)
+            segments = f" Segment shares: {_shares(mix)}." if mix else ""
+            doc.p(f"Baseline: {vb}; this week: {vc}.{segments}")
         rows = []
         for r in (r for r in report.rows if r.group == g):
             total = f"{r.change.total:+.3f}" if r.change else "n/a"

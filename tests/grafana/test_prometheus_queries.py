@@ -23,8 +23,8 @@ from tests.grafana.prometheus_server import PrometheusServer
 from tests.grafana.queries import (
     alert_queries,
     metric_names,
-    prometheus_rules,
     panel_queries,
+    prometheus_rules,
     recorded_names,
     variable_queries,
 )

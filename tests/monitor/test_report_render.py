@@ -197,6 +197,7 @@ def test_mix_shift_is_named_and_not_a_regression() -> None:
     assert abs(ndcg.change.estimate) < 0.03 and ndcg.status == "unchanged"  # ... by the mix
     assert not report.regressions
     (mix,) = report.mix_shifts
-    assert re.fullmatch(r"`billing` [45]\d% → [78]\d%, `howto` [45]\d% → [12]\d%", mix.moved_words())
+    words = r"`billing` [45]\d% → [78]\d%, `howto` [45]\d% → [12]\d%"
+    assert re.fullmatch(words, mix.moved_words())
     md = to_markdown(build(report, {}))
     assert "mix shift" in md and "segment mix moved" in summary_line(report)
