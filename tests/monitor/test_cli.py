@@ -47,9 +47,10 @@ def test_every_option_has_help_and_the_epilog_names_real_settings():
     assert {"REDIS_URL", "RAGMON_JUDGE", "OPENAI_API_KEY", "OPENAI_BASE_URL"} <= {
         name for name, _ in KEY_VARIABLES
     }
-    text = run_ragmon(["--help"], clean_env()).stdout
-    for name, _ in KEY_VARIABLES:
-        assert name in text
+    for args in (["--help"], ["worker", "--help"], ["serve", "--help"]):
+        text = run_ragmon(args, clean_env()).stdout
+        for name, _ in KEY_VARIABLES:
+            assert name in text, (args, name)
 
 
 def test_metrics_into_a_closed_pipe_exits_quietly(tmp_path):
