@@ -4,10 +4,11 @@ and say at once (and again every few seconds) when Redis cannot be reached."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from monitor.settings import Settings
 from monitor.store import Store
@@ -16,21 +17,14 @@ log = logging.getLogger("ragmon")
 
 REDIS_RETRY_S = 5.0  # one attempt, and one log line, per interval while Redis is unreachable
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+_USER_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):[^@/?#]*@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
     """`url` without a password (in the user part or a `password=` query parameter)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, host = netloc.rpartition("@")
-        name, sep, _ = user.partition(":")
-        netloc = f"{name}:***@{host}" if sep else f"{user}@{host}"
-    query = urlencode(
-        [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)],
-        safe="*",
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    url = _USER_PASSWORD.sub(r"\1:***@", url)
+    return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
 def judge_url(settings: Settings) -> str:

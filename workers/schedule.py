@@ -78,8 +78,9 @@ def _loop(scheduler: CronScheduler, stopping: threading.Event) -> None:
                 if scheduler.enqueue_jobs():
                     scheduler.save()
                 scheduler.heartbeat()
-            except Exception:  # noqa: BLE001 - a Redis hiccup must not end the schedule
-                log.exception("report schedule: enqueue failed; retrying in a minute")
+            except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not end the schedule
+                log.warning("report schedule: enqueue failed (%s); retrying in a minute", exc)
+                log.debug("report schedule: enqueue failed", exc_info=True)
             stopping.wait(max(1.0, scheduler.calculate_sleep_interval()))
     finally:
         scheduler.register_death()

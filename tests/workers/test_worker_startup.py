@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -126,16 +127,29 @@ def strict_llm():
         yield fake
 
 
+@pytest.fixture
+def silent():
+    """A port that takes connections and never answers (a hung server, a black hole)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
 @pytest.mark.parametrize(
     "fault",
-    ["connection refused", "wrong path", "bad key", "unknown model"],
+    ["connection refused", "no answer", "wrong path", "bad key", "unknown model"],
 )
 def test_a_bad_judge_endpoint_is_named_in_one_line_at_start(
-    fault, redis_url, tmp_path, strict_llm, not_openai
+    fault, redis_url, tmp_path, strict_llm, not_openai, silent
 ):
     env = {"OPENAI_BASE_URL": strict_llm.url, "OPENAI_API_KEY": "sk-right"}
     env["RAGMON_JUDGE_MODEL"] = "judge-1"
-    if fault == "connection refused":
+    if fault == "no answer":
+        env["OPENAI_BASE_URL"] = silent
+        env["RAGMON_JUDGE_TIMEOUT"] = "1"
+        expect = ("did not answer within 1 s", "check OPENAI_BASE_URL")
+    elif fault == "connection refused":
         env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{free_port()}/v1"
         expect = ("is unreachable (connection refused)", "check OPENAI_BASE_URL")
     elif fault == "wrong path":

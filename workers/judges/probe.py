@@ -60,10 +60,11 @@ def probe_judge(
 def _probe(settings: Settings, timeout: float) -> Probe:
     url = judge_url(settings)
     model = settings.judge_model
+    wait_s = min(timeout, settings.judge_timeout_s)
     client = openai.OpenAI(
         api_key=settings.openai_api_key or "not-needed",
         base_url=settings.openai_base_url,
-        timeout=min(timeout, settings.judge_timeout_s),
+        timeout=wait_s,
         max_retries=0,
     )
     try:
@@ -75,7 +76,7 @@ def _probe(settings: Settings, timeout: float) -> Probe:
     except openai.APITimeoutError:
         return Probe(
             False,
-            f"judge endpoint {url} did not answer within {client.timeout} s: check "
+            f"judge endpoint {url} did not answer within {wait_s:g} s: check "
             "OPENAI_BASE_URL and that the server is up",
             fatal=True,
         )
