@@ -26,6 +26,7 @@ class Metric:
     help: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] = ()
+    of: str = ""  # for a histogram's sum of squares: the histogram's store key
 
     @property
     def key(self) -> str:
@@ -50,6 +51,20 @@ _QUALITY_HELP = {
 
 QUALITY: tuple[Metric, ...] = tuple(
     Metric(f"ragmon_retrieval_{m}", "histogram", _QUALITY_HELP[m], SERIES_LABELS, BUCKETS[m])
+    for m in HISTOGRAM_MEASURES
+)
+
+# The sum of squared values per quality series: with _sum and _count it gives the variance,
+# so the drop alerts can require a fall larger than its standard error.
+SUM_SQUARES: tuple[Metric, ...] = tuple(
+    Metric(
+        f"ragmon_retrieval_{m}_sum_squares",
+        "counter",
+        f"Sum of squared values of ragmon_retrieval_{m}: with its _sum and _count, the variance "
+        "(for the quality alerts' standard error).",
+        SERIES_LABELS,
+        of=f"retrieval_{m}",
+    )
     for m in HISTOGRAM_MEASURES
 )
 
@@ -118,6 +133,24 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_grades", "counter", "Grades given (judge, cache or known), by grade.", ("grade",)
     ),
     Metric(
+        "ragmon_alert_drop_margin",
+        "gauge",
+        "Quality-drop alerts: the smallest fall of a series' hourly mean below its 7-day mean "
+        "that may alert, by measure (RAGMON_ALERT_MARGIN_NDCG, RAGMON_ALERT_MARGIN_T).",
+        ("measure",),
+    ),
+    Metric(
+        "ragmon_alert_drop_z",
+        "gauge",
+        "Quality-drop alerts: how many standard errors the fall must also exceed (RAGMON_ALERT_Z).",
+    ),
+    Metric(
+        "ragmon_alert_min_events",
+        "gauge",
+        "Quality alerts: events a series needs in the last hour before any may fire "
+        "(RAGMON_ALERT_MIN_EVENTS).",
+    ),
+    Metric(
         "ragmon_judge_budget_exhausted",
         "gauge",
         "1 while today's judge spend is at RAGMON_DAILY_BUDGET_USD (events are stored, not "
@@ -125,7 +158,7 @@ OPERATIONS: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + OPERATIONS
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

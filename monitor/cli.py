@@ -61,17 +61,23 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     epilog = "key environment variables (a .env file in the working directory may set them):\n"
     epilog += "".join(f"  {name:24s} {text}\n" for name, text in KEY_VARIABLES)
-    epilog += "every setting: the README's Configuration section; `ragmon COMMAND --help` for one"
+    epilog += "every setting: the README's Configuration section"
     p = argparse.ArgumentParser(
         prog="ragmon",
-        description="Online retrieval-quality monitoring for RAG applications.",
+        description="Online retrieval-quality monitoring for RAG applications. "
+        "`ragmon COMMAND --help` shows a command's options.",
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"ragmon {version()}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("serve", help="run the API (ingest, results, /metrics)")
+    def command(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002 - argparse's
+        return subparsers.add_parser(
+            name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+
+    s = command("serve", help="run the API (ingest, results, /metrics)")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     s.add_argument(
@@ -82,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     _log_level(s)
     s.set_defaults(run=cmd_serve, redis=True)
 
-    w = sub.add_parser("worker", help="run an RQ worker that judges events")
+    w = command("worker", help="run an RQ worker that judges events")
     w.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     w.add_argument(
         "--with-scheduler",
@@ -110,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _log_level(w)
     w.set_defaults(run=cmd_worker, redis=True)
 
-    d = sub.add_parser("demo", help="the whole system on this machine with sample traffic")
+    d = command("demo", help="the whole system on this machine with sample traffic")
     d.add_argument("--once", action="store_true", help="exit after the summary")
     d.add_argument("--port", type=int, default=8000, help="API port (default 8000; 0: any free)")
     d.add_argument("--days", type=int, default=14, help="days of traffic to replay (default 14)")
@@ -127,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.set_defaults(run=cmd_demo, redis=False)
 
-    r = sub.add_parser("report", help="weekly drift report (markdown + self-contained HTML)")
+    r = command("report", help="weekly drift report (markdown + self-contained HTML)")
     r.add_argument(
         "--out", required=True, metavar="DIR", help="directory for report.md and report.html"
     )
@@ -142,15 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.set_defaults(run=cmd_report, redis=True)
 
-    c = sub.add_parser("calibrate", help="judge agreement with known grades")
+    c = command("calibrate", help="judge agreement with known grades")
     c.add_argument("file", help="JSONL: TREC DL rankings or ragmon events with known grades")
     c.add_argument("--limit", type=int, default=None, help="at most this many records")
     c.set_defaults(run=cmd_calibrate, redis=False)
 
-    q = sub.add_parser("requeue-failed", help="put failed events back on the queue")
+    q = command("requeue-failed", help="put failed events back on the queue")
     q.set_defaults(run=cmd_requeue_failed, redis=True)
 
-    m = sub.add_parser("metrics", help="print the metrics catalog")
+    m = command("metrics", help="print the metrics catalog")
     m.add_argument("--markdown", action="store_true", help="as the README's table")
     m.set_defaults(run=cmd_metrics, redis=False)
     return p

@@ -62,6 +62,12 @@ class RagmonCollector:
         for m in catalog.ALL:
             if m.type == "histogram":
                 yield _histogram_family(m, hists.get(m.key, {}))
+            elif m.of:
+                fam = CounterMetricFamily(m.name, m.help, labels=list(m.labels))
+                for labels, h in sorted(hists.get(m.of, {}).items()):
+                    if h.sum_squares is not None and len(labels) == len(m.labels):
+                        fam.add_metric(list(labels), h.sum_squares)
+                yield fam
             elif m.type == "counter":
                 fam = CounterMetricFamily(m.name, m.help, labels=list(m.labels))
                 if not m.labels:
@@ -78,6 +84,7 @@ class RagmonCollector:
             "ragmon_queue_depth", catalog.BY_NAME["ragmon_queue_depth"].help,
             value=self.store.queue_depth(),
         )  # fmt: skip
+        yield from self.alert_settings()
         yield GaugeMetricFamily(
             "ragmon_jobs_waiting_retry", catalog.BY_NAME["ragmon_jobs_waiting_retry"].help,
             value=self.store.retrying_jobs(),
@@ -87,6 +94,24 @@ class RagmonCollector:
             catalog.BY_NAME["ragmon_judge_budget_exhausted"].help,
             value=1.0 if self.budget_exhausted() else 0.0,
         )
+
+    def alert_settings(self) -> Iterator[Metric]:
+        """The quality alerts' tunables, from ragmon's settings: the rules read them here, so
+        Prometheus' and Grafana's copies follow one configuration."""
+        s = self.store.settings
+        margin = GaugeMetricFamily(
+            "ragmon_alert_drop_margin",
+            catalog.BY_NAME["ragmon_alert_drop_margin"].help,
+            labels=["measure"],
+        )
+        margin.add_metric(["ndcg"], s.alert_margin_ndcg)
+        margin.add_metric(["t"], s.alert_margin_t)
+        yield margin
+        for name, value in (
+            ("ragmon_alert_drop_z", s.alert_z),
+            ("ragmon_alert_min_events", s.alert_min_events),
+        ):
+            yield GaugeMetricFamily(name, catalog.BY_NAME[name].help, value=value)
 
     def budget_exhausted(self) -> bool:
         budget = self.store.settings.daily_budget_usd

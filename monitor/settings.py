@@ -255,6 +255,18 @@ class Settings:
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )
+    alert_margin_ndcg: float = field(
+        default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": _number(0.0, 1.0)}
+    )
+    alert_margin_t: float = field(
+        default=0.1, metadata={"env": "RAGMON_ALERT_MARGIN_T", "parse": _number(0.0)}
+    )
+    alert_z: float = field(
+        default=3.5, metadata={"env": "RAGMON_ALERT_Z", "parse": _number(0.0, 20.0)}
+    )
+    alert_min_events: int = field(
+        default=30, metadata={"env": "RAGMON_ALERT_MIN_EVENTS", "parse": _number(1, None, int)}
+    )
     report_webhook: str | None = field(
         default=None,
         metadata={"env": "RAGMON_REPORT_WEBHOOK", "parse": _url("http", "https"), "secret": True},

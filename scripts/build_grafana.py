@@ -61,11 +61,12 @@ def recording_rules(groups: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def inline(expr: str, records: dict[str, str]) -> str:
-    """Replace each recorded name in `expr` by its expression in parentheses (repeatedly)."""
+    """Replace each recorded name in `expr` by its expression in parentheses (repeatedly); a
+    recorded name under a subquery (`name[7d:1h]`) becomes a subquery of its expression."""
     for _ in range(10):
         new = expr
         for name, body in records.items():
-            pattern = rf"(?<![\w:]){re.escape(name)}(?![\w:{{\[])"
+            pattern = rf"(?<![\w:]){re.escape(name)}(?![\w:{{]|\[(?!\d+[smhdw]:))"
             new = re.sub(pattern, lambda _m, body=body: f"({_one_line(body)})", new)
         if new == expr:
             return expr

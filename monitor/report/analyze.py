@@ -8,18 +8,21 @@ from datetime import UTC, datetime
 from monitor import drift
 from monitor.report.compare import (
     MEASURES,
+    MIN_EVENTS,
+    MIN_QUERIES,
     NAMES,
     Group,
     Row,
+    Volume,
     compare_all,
     group_hist,
     group_name,
     groups_of,
     segment_hists,
-    severity,
 )
 from monitor.report.gather import Dataset, WindowData
 from monitor.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
+from monitor.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
 from monitor.report.window import Window
 
 SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
@@ -33,7 +36,7 @@ class Regression:
     headline: Row
     others: list[Row]
     severity: str
-    sure: str
+    evidence: str
     look_first: list[str]
 
 
@@ -54,12 +57,15 @@ class Report:
     trend_labels: list[str]
     store_text: bool
     result_ttl_days: float
+    volumes: dict[Group, tuple[Volume, Volume]] = field(default_factory=dict)
+    mix: list[SegmentMix] = field(default_factory=list)
+    population: list[QueryPopulation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     details: dict[str, dict | None] = field(default_factory=dict)
 
     @property
     def tests(self) -> int:
-        return sum(1 for r in self.rows if r.diff is not None)
+        return sum(1 for r in self.rows if r.change is not None)
 
     @property
     def events_cur(self) -> int:
@@ -68,6 +74,21 @@ class Report:
     @property
     def events_base(self) -> int:
         return sum(o.base.events for o in self.ops)
+
+    @property
+    def first_week(self) -> bool:
+        """No baseline at all: ragmon has no event of the baseline window."""
+        return not any(b.events for b, _ in self.volumes.values())
+
+    @property
+    def too_few(self) -> list[Group]:
+        """Groups with data in both windows but too few events or queries to judge."""
+        return [g for g, (b, c) in self.volumes.items() if b.events and c.events and not (
+            b.enough and c.enough)]  # fmt: skip
+
+    @property
+    def mix_shifts(self) -> list[SegmentMix]:
+        return [m for m in self.mix if m.moved]
 
     @property
     def title(self) -> str:
@@ -79,17 +100,17 @@ def fmt(x: float | None, digits: int = 3) -> str:
 
 
 def _segment_hint(row: Row, cur: WindowData, base: WindowData) -> str | None:
-    """Name the segment (query class) that carries most of the change, or say it is spread."""
+    """Name the segment that carries most of the within-segment change, or say it is spread."""
     hc = segment_hists(cur.hists, row.measure, row.group)
     hb = segment_hists(base.hists, row.measure, row.group)
     both = sorted(set(hc) & set(hb))
     if len(both) < 2:
         return None
-    total = sum(h.count for h in hc.values())
+    total = sum(hb[s].count for s in both)
     contrib = {}
     for s in both:
         change = hc[s].sum / hc[s].count - hb[s].sum / hb[s].count
-        contrib[s] = (change * hc[s].count / total, change)
+        contrib[s] = (change * hb[s].count / total, change)
     bad = {s: c for s, c in contrib.items() if (c[0] > 0) == (row.tested.estimate > 0)}
     whole = sum(c[0] for c in bad.values())
     if not bad or whole == 0:
@@ -115,6 +136,7 @@ def _hints(
     base: WindowData,
     judge_shift: bool,
     models_changed: bool,
+    traffic: list[str],
 ) -> list[str]:
     """Where a person should look first, most specific first (at most four)."""
     head = reg_rows[0]
@@ -151,6 +173,7 @@ def _hints(
         )
     if seg and not seg.startswith("segment"):
         hints.append(seg)
+    hints += traffic
     if ops is not None and ops.volume_ratio and not 0.67 <= ops.volume_ratio <= 1.5:
         hints.append(f"traffic volume ×{ops.volume_ratio:.2f}: a new kind of query may be arriving")
     hints = hints[:4]
@@ -171,17 +194,65 @@ def _trend(data: Dataset, groups: list[Group]) -> dict[str, dict[Group, list[flo
     return out
 
 
+def _traffic_hints(mix: SegmentMix | None, pop: QueryPopulation | None) -> list[str]:
+    out = []
+    if mix is not None and mix.moved:
+        out.append(
+            f"the segment mix moved too ({mix.moved_words()}): the change shown is within "
+            "segments, at the baseline's mix"
+        )
+    if pop is not None and pop.moved:
+        out.append("the questions changed (" + "; ".join(pop.moved) + ")")
+    return out
+
+
+def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
+    notes = []
+    if not cur.days_with_data:
+        notes.append(f"no data in the current window {cur.window.label}")
+    if report.first_week:
+        notes.append(
+            f"no baseline yet: the baseline window {base.window.label} has no events (the first "
+            "week of monitoring, or older than the data kept); this week's figures are shown and "
+            "comparisons start with next week's report"
+        )
+    if report.too_few:
+        names = ", ".join(
+            f"{group_name(g)} ({report.volumes[g][0]} → {report.volumes[g][1]})"
+            for g in report.too_few
+        )
+        notes.append(
+            f"too few events to tell for {names}: a verdict needs at least {MIN_EVENTS} events "
+            f"from {MIN_QUERIES} distinct queries in each window"
+        )
+    sources = {r.source for r in report.rows if r.change is not None}
+    if "kept records (sample)" in sources:
+        notes.append(
+            "some retrievers had more events than the per-day records keep (50,000 a day): they "
+            "are compared on the kept records, the newest of each day"
+        )
+    if "binned counts" in sources:
+        notes.append(
+            "some retrievers have no per-event records: they are compared on their binned "
+            "counts, each event counted as its own query"
+        )
+    return notes
+
+
 def analyze(data: Dataset, now: datetime | None = None) -> Report:
     """Compare the windows, rank the regressions and pick the events to drill into."""
     cur, base = data.current, data.baseline
-    rows = compare_all(cur, base)
+    compared = compare_all(cur, base)
+    rows = compared.rows
     groups = groups_of(cur, base)
     ops = [OpsRow(g, group_ops(base, g), group_ops(cur, g)) for g in groups]
     ops_by = {o.group: o for o in ops}
     jb, jc = judge_ops(base), judge_ops(cur)
     grade_psis = [o.grade_psi for o in ops if o.grade_psi is not None]
     judge_shift = len(grade_psis) >= 2 and min(grade_psis) >= drift.PSI_MODERATE
-    models_changed = bool(jb.cost_usd and jc.cost_usd and set(jb.cost_usd) != set(jc.cost_usd))
+    models_changed = bool(jb.models and jc.models and set(jb.models) != set(jc.models))
+    mixes = {g: segment_mix(g, c) for g, c in compared.coded.items()}
+    pops = {g: query_population(g, c) for g, c in compared.coded.items()}
     regressions = []
     for g in groups:
         bad = [r for r in rows if r.group == g and r.status == "regression"]
@@ -189,14 +260,15 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
             continue
         bad.sort(key=lambda r: -abs(r.tested.effect))
         head = bad[0]
+        traffic = _traffic_hints(mixes.get(g), pops.get(g))
         regressions.append(
             Regression(
                 g,
                 head,
                 bad[1:],
-                severity(head),
-                drift.how_sure(head.p),
-                _hints(bad, ops_by.get(g), cur, base, judge_shift, models_changed),
+                drift.severity(head.tested),
+                drift.evidence(head.p),
+                _hints(bad, ops_by.get(g), cur, base, judge_shift, models_changed, traffic),
             )
         )
     rank = {"major": 0, "moderate": 1, "minor": 2}
@@ -204,17 +276,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
     improvements = sorted(
         (r for r in rows if r.status == "improvement"), key=lambda r: -abs(r.tested.effect)
     )
-    notes = []
-    if not cur.days_with_data:
-        notes.append(f"no data in the current window {cur.window.label}")
-    if not base.days_with_data:
-        notes.append(f"no data in the baseline window {base.window.label}: nothing to compare")
-    if any(r.source == "binned counts" for r in rows):
-        notes.append(
-            "some series had more events than the per-day records keep: their intervals come "
-            "from the binned counts (normal, spread from bin mid-points) and they have no KS test"
-        )
-    return Report(
+    report = Report(
         current=cur.window,
         baseline=base.window,
         generated_at=now or datetime.now(UTC),
@@ -230,20 +292,39 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         trend_labels=[b.window.label for b in data.trend],
         store_text=data.store_text,
         result_ttl_days=data.result_ttl_days,
-        notes=notes,
+        volumes=compared.volumes,
+        mix=[m for m in mixes.values() if m is not None],
+        population=list(pops.values()),
     )
+    report.notes = _notes(report, cur, base)
+    return report
 
 
 def summary_line(report: Report) -> str:
     """One line for a chat message or a log."""
     n = len(report.regressions)
     head = f"{report.title}: {report.events_cur} events vs {report.events_base} in the baseline; "
+    if report.first_week:
+        return head + "no baseline yet (comparisons start next week)."
+    tail = ""
+    if report.mix_shifts:
+        tail = "; segment mix moved for " + ", ".join(
+            f"{group_name(m.group)} ({m.moved_words()})" for m in report.mix_shifts
+        )
+    if report.too_few:
+        tail += f"; too few events to tell for {len(report.too_few)} retriever(s)"
     if not n:
-        return head + "no regression."
+        return head + "no regression" + tail + "."
     r = report.regressions[0]
     d = r.headline.tested
-    return head + (
-        f"{n} regression{'s' if n > 1 else ''}; worst: {group_name(r.group)} "
-        f"{NAMES[r.headline.measure]} {fmt(r.headline.base_mean)} → "
-        f"{fmt(r.headline.cur_mean)} ({d.estimate:+.3f}, {r.sure}, {r.severity} shift)"
+    return (
+        head
+        + (
+            f"{n} regression{'s' if n > 1 else ''}; worst: {group_name(r.group)} "
+            f"{NAMES[r.headline.measure]} {fmt(r.headline.base_mean)} → "
+            f"{fmt(r.headline.cur_mean)} ({d.estimate:+.3f} within segments, {r.evidence}, "
+            f"{r.severity})"
+        )
+        + tail
+        + "."
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from monitor.preflight import redis_problem
 from monitor.report.analyze import Report, analyze, summary_line
 from monitor.report.compare import NAMES
 from monitor.report.document import to_html, to_markdown
@@ -103,8 +104,8 @@ def post_summary(url: str, report: Report, location: str) -> bool:
     for i, r in enumerate(report.regressions[:3], 1):
         h = r.headline
         lines.append(
-            f"{i}. {'/'.join(r.group)} {NAMES[h.measure]}: {h.tested.estimate:+.3f} ({r.sure}); "
-            f"look first: {r.look_first[0]}"
+            f"{i}. {'/'.join(r.group)} {NAMES[h.measure]}: {h.tested.estimate:+.3f} "
+            f"({r.evidence}); look first: {r.look_first[0]}"
         )
     lines.append(f"Full report: {location}")
     try:
@@ -129,10 +130,9 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ragmon report: {exc}", file=sys.stderr)
         return 2
     store = Store.connect(settings)
-    try:
-        store.ping()
-    except Exception as exc:  # noqa: BLE001 - any connection error ends the run with a message
-        print(f"ragmon report: cannot reach Redis at {settings.redis_url}: {exc}", file=sys.stderr)
+    problem = redis_problem(store)  # one line, the password masked
+    if problem is not None:
+        print(f"ragmon report: {problem}", file=sys.stderr)
         return 1
     written = write_report(store, current, baseline, Path(args.out), settings.report_keep)
     print(summary_line(written.report))

@@ -1,14 +1,16 @@
-"""This week against the baseline, per (app, index, retriever) and measure: means, CIs, shifts."""
+"""This week against the baseline, per (app, index, retriever) and measure: means, intervals,
+the within-segment change, and the distribution shift."""
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from monitor import drift
 from monitor.measures import BUCKETS
-from monitor.report.gather import Hists, WindowData
+from monitor.report.gather import Events, Group, Hists, WindowData
 from monitor.store import Histogram
 
 # The measures the report compares, with their display names; Harm@K is better when lower.
@@ -25,11 +27,11 @@ NAMES = {
 }
 LOWER_IS_BETTER = frozenset({"harm"})
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
-MIN_EFFECT = 0.1  # smallest change, in pooled standard deviations, worth a person's time
-BOOTSTRAP_MAX_N = 5000  # above this many events the normal interval equals the bootstrap's
-KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be used
-
-Group = tuple[str, str, str]  # (app, index, retriever)
+MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
+MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
+MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
+KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
+PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
 
 
 def group_of(labels: Sequence[str]) -> Group:
@@ -40,38 +42,53 @@ def group_name(g: Group) -> str:
     return "/".join(g)
 
 
+@dataclass(frozen=True)
+class Volume:
+    """Events and distinct queries of one retriever in one window."""
+
+    events: int = 0
+    queries: int = 0
+
+    @property
+    def enough(self) -> bool:
+        return self.events >= MIN_EVENTS and self.queries >= MIN_QUERIES
+
+    def __str__(self) -> str:
+        return f"{self.events} events, {self.queries} queries"
+
+
 @dataclass
 class Row:
-    """One measure of one group: both windows, their difference and distribution shift."""
+    """One measure of one group: both windows, the change and the distribution shift."""
 
     group: Group
     measure: str
     base: drift.Interval | None = None
     cur: drift.Interval | None = None
-    diff: drift.Diff | None = None
+    change: drift.Change | None = None
     p_adj: float | None = None
     psi: float | None = None
-    psi_noise: float | None = None
-    ks: drift.KSResult | None = None
+    psi_p: float | None = None  # chance of this PSI with no change (effective volumes)
     base_counts: list[int] | None = None
     cur_counts: list[int] | None = None
-    source: str = ""  # "per-event values" or "binned counts"
-    status: str = "no data"  # regression | improvement | unchanged | no data
+    source: str = ""  # "per-event records", "kept records (sample)" or "binned counts"
+    status: str = "no data"  # regression | improvement | unchanged | too few events to tell |
+    # no baseline yet | no data
 
     @property
     def worse(self) -> bool:
-        """The difference points the bad way for this measure."""
-        if self.diff is None:
+        """The within-segment change points the bad way for this measure."""
+        if self.change is None:
             return False
-        d = self.diff.estimate
+        d = self.change.estimate
         return d > 0 if self.measure in LOWER_IS_BETTER else d < 0
 
     @property
-    def tested(self) -> drift.Diff:
-        """The difference of a row that was tested (both windows had data)."""
-        if self.diff is None:
+    def tested(self) -> drift.Change:
+        """The change of a row that was tested (both windows had enough data)."""
+        if self.change is None:
             raise ValueError(f"{self.group} {self.measure}: not tested")
-        return self.diff
+        return self.change
 
     @property
     def base_mean(self) -> float | None:
@@ -87,18 +104,28 @@ class Row:
         return 1.0 if self.p_adj is None else self.p_adj
 
     @property
-    def psi_level(self) -> str:
-        return drift.psi_level(self.psi) if self.psi is not None else "n/a"
+    def psi_reading(self) -> str:
+        """PSI's conventional level, or "within noise" when noise this large is not rare."""
+        if self.psi is None:
+            return "n/a"
+        if self.psi_p is not None and self.psi_p >= PSI_ALPHA:
+            return "within noise"
+        return drift.psi_level(self.psi)
 
 
 def group_hist(hists: Hists, measure: str, group: Group) -> Histogram | None:
     """The measure's histogram for a group, summed over its segments."""
-    series = hists.get(f"retrieval_{measure}", {})
-    parts = [h for lbl, h in series.items() if group_of(lbl) == group]
+    parts = list(segment_hists(hists, measure, group).values())
     if not parts:
         return None
     buckets = [sum(col) for col in zip(*(h.buckets for h in parts), strict=True)]
-    return Histogram(buckets, sum(h.sum for h in parts), sum(h.count for h in parts))
+    sq = [h.sum_squares for h in parts]
+    return Histogram(
+        buckets,
+        sum(h.sum for h in parts),
+        sum(h.count for h in parts),
+        None if None in sq else sum(x for x in sq if x is not None),
+    )
 
 
 def segment_hists(hists: Hists, measure: str, group: Group) -> dict[str, Histogram]:
@@ -111,66 +138,163 @@ def groups_of(*windows: WindowData) -> list[Group]:
     for w in windows:
         for series in w.hists.values():
             seen.update(group_of(lbl) for lbl, h in series.items() if h.count)
+        seen.update(g for g, ev in w.events.items() if len(ev))
     return sorted(seen)
 
 
-def _summary(
-    values: list[float] | None, hist: Histogram, measure: str, seed: int
-) -> tuple[drift.Interval, tuple[float, float, int]]:
-    """Interval for one window, and (mean, variance, n) for the difference test."""
-    if measure == "hit":
-        ones = round(hist.sum)
-        n = hist.count
-        p = ones / n
-        var = p * (1 - p) * n / (n - 1) if n > 1 else 0.0
-        return drift.proportion_ci(ones, n), (p, var, n)
-    if values is not None:
-        mv = drift.mean_var(values)
-        ci = (
-            drift.mean_ci_bootstrap(values, seed=seed)
-            if len(values) <= BOOTSTRAP_MAX_N
-            else drift.mean_ci_normal(values)
+@dataclass
+class Coded:
+    """Both windows' records of one group with shared integer codes for segments and queries."""
+
+    base: Events
+    cur: Events
+    seg_b: np.ndarray
+    seg_c: np.ndarray
+    clu_b: np.ndarray
+    clu_c: np.ndarray
+    segment_names: list[str]
+
+    @classmethod
+    def of(cls, base: Events, cur: Events) -> Coded:
+        names, seg = np.unique(
+            np.array(base.segments + cur.segments, dtype=str), return_inverse=True
         )
-        return ci, (mv[0], mv[1], len(values))
-    mean, var, n = drift.binned_mean_var(hist.buckets, BUCKETS[measure], hist.sum)
-    return drift.mean_ci_binned(hist.buckets, BUCKETS[measure], hist.sum), (mean, var, n)
+        _, clu = np.unique(np.array(base.queries + cur.queries, dtype=str), return_inverse=True)
+        n = len(base)
+        return cls(base, cur, seg[:n], seg[n:], clu[:n], clu[n:], [str(x) for x in names])
+
+    def samples(self, measure: str) -> tuple[drift.Sample, drift.Sample]:
+        out = []
+        for ev, seg, clu in (
+            (self.base, self.seg_b, self.clu_b),
+            (self.cur, self.seg_c, self.clu_c),
+        ):
+            values = np.array(ev.values.get(measure, [np.nan] * len(ev)), dtype=float)
+            ok = ~np.isnan(values)
+            out.append(drift.Sample(values[ok], seg[ok], clu[ok]))
+        return out[0], out[1]
 
 
-def compare_measure(cur: WindowData, base: WindowData, group: Group, measure: str) -> Row:
-    """Means with CIs, Welch difference, PSI on the fixed bins and KS when values are kept."""
+def volume(events: Events | None) -> Volume:
+    if events is None:
+        return Volume()
+    return Volume(len(events), len(set(events.queries)))
+
+
+def _effective(interval: drift.Interval, values: np.ndarray) -> float:
+    """Events divided by the design effect: the volume PSI's noise should be judged at."""
+    iid = float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0
+    clustered = interval.se**2
+    return len(values) * min(1.0, iid / clustered) if clustered > 0 else float(len(values))
+
+
+def _binned_cells(hists: Hists, measure: str, group: Group) -> dict[str, drift.Cell]:
+    return {
+        seg: drift.binned_moments(h.buckets, BUCKETS[measure], h.sum, h.sum_squares)
+        for seg, h in segment_hists(hists, measure, group).items()
+    }
+
+
+def _binned_interval(cells: dict[str, drift.Cell]) -> drift.Interval:
+    n = sum(c[0] for c in cells.values())
+    mean = sum(c[0] * c[1] for c in cells.values()) / n
+    ss = sum((c[0] - 1) * c[2] + c[0] * (c[1] - mean) ** 2 for c in cells.values())
+    se = (ss / max(1, n - 1) / n) ** 0.5
+    half = drift.t_ppf(0.975, max(1, n - 1)) * se
+    return drift.Interval(mean, mean - half, mean + half, n, n, max(1, n - 1))
+
+
+def _window_interval(events: Events | None, measure: str, hists: Hists, group: Group) -> (
+    drift.Interval | None
+):  # fmt: skip
+    """One window's mean and interval on its own (when the other window has nothing)."""
+    if events is not None and len(events):
+        values = np.array(events.values.get(measure, []), dtype=float)
+        ok = ~np.isnan(values)
+        if ok.sum():
+            _, clusters = np.unique(np.array(events.queries)[ok], return_inverse=True)
+            return drift.clustered_mean(values[ok], clusters)
+        return None
+    cells = _binned_cells(hists, measure, group)
+    return _binned_interval(cells) if cells else None
+
+
+def compare_measure(
+    coded: Coded | None, cur: WindowData, base: WindowData, group: Group, measure: str
+) -> Row:
+    """Means with intervals, the within-segment change and PSI on the fixed bins."""
     row = Row(group, measure)
-    hc = group_hist(cur.hists, measure, group)
-    hb = group_hist(base.hists, measure, group)
-    seed = zlib.crc32(f"{group_name(group)}:{measure}".encode())
-    kept: dict[str, list[float] | None] = {}
-    summaries: dict[str, tuple[float, float, int]] = {}
-    for key, h, w in (("cur", hc, cur), ("base", hb, base)):
-        if h is None or not h.count:
-            continue
-        vals = w.values.get((group, measure), [])
-        complete = KEPT_SHARE * h.count <= len(vals) <= h.count / KEPT_SHARE
-        kept[key] = vals if complete else None
-        ci, summaries[key] = _summary(kept[key], h, measure, seed)
-        setattr(row, key, ci)
-        setattr(row, f"{key}_counts", list(h.buckets))
-    if row.base is None or row.cur is None or hb is None or hc is None:
+    hb, hc = group_hist(base.hists, measure, group), group_hist(cur.hists, measure, group)
+    if hb is not None:
+        row.base_counts = list(hb.buckets)
+    if hc is not None:
+        row.cur_counts = list(hc.buckets)
+    row.base = _window_interval(base.events.get(group), measure, base.hists, group)
+    row.cur = _window_interval(cur.events.get(group), measure, cur.hists, group)
+    if row.base is None or row.cur is None or min(row.base.n, row.cur.n) < 2:
         return row
-    row.diff = drift.diff_means(summaries["base"], summaries["cur"])
-    row.psi = drift.psi(hb.buckets, hc.buckets)
-    row.psi_noise = drift.psi_noise(hb.buckets, hc.buckets)
-    vb, vc = kept.get("base"), kept.get("cur")
-    if vb is not None and vc is not None:
-        row.ks = drift.ks_2samp(vb, vc)
-        row.source = "per-event values"
+    if coded is not None:
+        sb, sc = coded.samples(measure)
+        row.change = drift.segment_change(sb, sc)
+        nb_eff, nc_eff = _effective(row.base, sb.values), _effective(row.cur, sc.values)
+        full = all(
+            h is not None and len(s) >= KEPT_SHARE * h.count for h, s in ((hb, sb), (hc, sc))
+        )
+        row.source = "per-event records" if full else "kept records (sample)"
     else:
+        cb, cc = _binned_cells(base.hists, measure, group), _binned_cells(cur.hists, measure, group)
+        if not cb or not cc:
+            return row
+        row.change = drift.binned_change(cb, cc)
+        nb_eff, nc_eff = float(row.base.n), float(row.cur.n)
         row.source = "binned counts"
+    if hb is not None and hc is not None and hb.count and hc.count:
+        row.psi = drift.psi(hb.buckets, hc.buckets)
+        row.psi_p = drift.psi_pvalue(hb.buckets, hc.buckets, nb_eff, nc_eff)
     return row
 
 
-def compare_all(cur: WindowData, base: WindowData) -> list[Row]:
-    """Every (group, measure) row, with Holm-adjusted p-values and a status."""
-    rows = [compare_measure(cur, base, g, m) for g in groups_of(cur, base) for m in MEASURES]
-    tested = [r for r in rows if r.diff is not None]
+@dataclass
+class Compared:
+    """Every row, the volumes that decided whether a group could be judged at all, and the
+    coded records of the groups that have them in both windows."""
+
+    rows: list[Row]
+    volumes: dict[Group, tuple[Volume, Volume]]
+    coded: dict[Group, Coded]
+
+
+def compare_all(cur: WindowData, base: WindowData) -> Compared:
+    """Every (group, measure) row with Holm-adjusted p-values and a status."""
+    rows: list[Row] = []
+    volumes: dict[Group, tuple[Volume, Volume]] = {}
+    codes: dict[Group, Coded] = {}
+    for g in groups_of(cur, base):
+        eb, ec = base.events.get(g), cur.events.get(g)
+        vb, vc = volume(eb), volume(ec)
+        hb = group_hist(base.hists, "ndcg", g)
+        hc = group_hist(cur.hists, "ndcg", g)
+        if not len(eb or ()) and hb is not None:  # no records: counts from the histograms
+            vb = Volume(hb.count, hb.count)
+        if not len(ec or ()) and hc is not None:
+            vc = Volume(hc.count, hc.count)
+        volumes[g] = (vb, vc)
+        coded = None
+        if eb is not None and ec is not None and len(eb) and len(ec):
+            coded = codes[g] = Coded.of(eb, ec)
+        for m in MEASURES:
+            row = compare_measure(coded, cur, base, g, m)
+            if not vb.events:
+                row.status = "no baseline yet"
+                row.change = None
+            elif not vc.events:
+                row.status = "no data"
+                row.change = None
+            elif not (vb.enough and vc.enough):
+                row.status = "too few events to tell"
+                row.change = None
+            rows.append(row)
+    tested = [r for r in rows if r.change is not None]
     for r, p in zip(tested, drift.holm([r.tested.pvalue for r in tested]), strict=True):
         r.p_adj = p
         big = abs(r.tested.effect) >= MIN_EFFECT
@@ -178,15 +302,4 @@ def compare_all(cur: WindowData, base: WindowData) -> list[Row]:
             r.status = "regression" if r.worse else "improvement"
         else:
             r.status = "unchanged"
-    return rows
-
-
-def severity(row: Row) -> str:
-    """major / moderate / minor from the distribution shift (PSI) and the effect size."""
-    effect = abs(row.diff.effect) if row.diff else 0.0
-    psi = row.psi or 0.0
-    if psi > drift.PSI_MAJOR or effect >= 0.5:
-        return "major"
-    if psi >= drift.PSI_MODERATE or effect >= 0.2:
-        return "moderate"
-    return "minor"
+    return Compared(rows, volumes, codes)

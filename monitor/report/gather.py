@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,29 +26,61 @@ def stderr_progress(message: str) -> None:
     print(f"ragmon report: {message}", file=sys.stderr, flush=True)
 
 
+Group = tuple[str, str, str]  # (app, index, retriever)
+
+
+@dataclass
+class Events:
+    """One group's per-event records in a window, as columns (one entry per event)."""
+
+    segments: list[str] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)  # query key; the event id when unknown
+    lengths: list[float] = field(default_factory=list)  # words in the query; NaN when unknown
+    values: dict[str, list[float]] = field(default_factory=dict)  # NaN where not computed
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def add(self, record: dict) -> None:
+        n = len(self.segments)
+        self.segments.append(record["labels"]["segment"])
+        self.queries.append(record.get("q") or record["id"])
+        ql = record.get("ql")
+        self.lengths.append(float(ql) if ql is not None else math.nan)
+        for measure, v in record["m"].items():
+            column = self.values.setdefault(measure, [math.nan] * n)
+            column.append(float(v) if v is not None else math.nan)
+        for column in self.values.values():
+            if len(column) == n:
+                column.append(math.nan)
+
+
 @dataclass
 class WindowData:
     """Histograms and counters summed over a window's days, and its per-event records reduced
-    as they are read (a busy week has hundreds of thousands): the values of each measure per
-    (app, index, retriever), and the candidates for the worst-events tables."""
+    as they are read (a busy week has hundreds of thousands): columns per (app, index,
+    retriever), where the grades came from, and the candidates for the worst-events tables."""
 
     window: Window
     hists: Hists = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
-    values: dict[tuple[tuple[str, str, str], str], list[float]] = field(default_factory=dict)
+    events: dict[Group, Events] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)  # grades by source (judge, cache, known)
+    judges: dict[str, int] = field(default_factory=dict)  # judge or cache grades by judge model
     worst_ndcg: list[dict] = field(default_factory=list)
     worst_harm: list[dict] = field(default_factory=list)
     records: int = 0
     days_with_data: int = 0
 
     def add_records(self, records: list[dict]) -> None:
-        """Fold one day's compact per-event records into the values and worst candidates."""
+        """Fold one day's compact per-event records into the columns and worst candidates."""
         for e in records:
             lb = e["labels"]
-            group = (lb["app"], lb["index"], lb["retriever"])
-            for measure, v in e["m"].items():
-                if v is not None:
-                    self.values.setdefault((group, measure), []).append(float(v))
+            self.events.setdefault((lb["app"], lb["index"], lb["retriever"]), Events()).add(e)
+            for src, n in (e.get("src") or {}).items():
+                self.sources[src] = self.sources.get(src, 0) + n
+                if src != "known" and e.get("jm"):
+                    self.judges[e["jm"]] = self.judges.get(e["jm"], 0) + n
         self.records += len(records)
         ndcg = [e for e in records if e["m"].get("ndcg") is not None]
         harm = [e for e in records if e["m"].get("harm") is not None]
@@ -71,19 +104,26 @@ class Dataset:
 
 
 def merge_hists(parts: Iterable[Hists]) -> Hists:
-    """Sum histograms of the same name and labels (bucket by bucket)."""
-    acc: dict[str, dict[tuple[str, ...], list]] = {}
+    """Sum histograms of the same name and labels (bucket by bucket; the sum of squares stays
+    only where every part recorded it)."""
+    acc: dict[str, dict[tuple[str, ...], Histogram]] = {}
     for hists in parts:
         for name, series in hists.items():
             for labels, h in series.items():
-                cur = acc.setdefault(name, {}).setdefault(labels, [[0] * len(h.buckets), 0.0, 0])
-                cur[0] = [a + b for a, b in zip(cur[0], h.buckets, strict=True)]
-                cur[1] += h.sum
-                cur[2] += h.count
-    return {
-        name: {lbl: Histogram(v[0], v[1], v[2]) for lbl, v in series.items()}
-        for name, series in acc.items()
-    }
+                cur = acc.setdefault(name, {}).get(labels)
+                if cur is None:
+                    acc[name][labels] = h
+                    continue
+                sq = None
+                if cur.sum_squares is not None and h.sum_squares is not None:
+                    sq = cur.sum_squares + h.sum_squares
+                acc[name][labels] = Histogram(
+                    [a + b for a, b in zip(cur.buckets, h.buckets, strict=True)],
+                    cur.sum + h.sum,
+                    cur.count + h.count,
+                    sq,
+                )
+    return acc
 
 
 def merge_counters(parts: Iterable[dict[str, float]]) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from monitor import drift
 from monitor.measures import BUCKETS
@@ -70,8 +70,8 @@ class OpsRow:
 def group_ops(w: WindowData, group: Group) -> Ops:
     ops = Ops()
     grades = [0, 0, 0, 0]
-    for field, value in w.counters.items():
-        parts = field.split(SEP)
+    for key, value in w.counters.items():
+        parts = key.split(SEP)
         if len(parts) < 5 or group_of(parts[1:4]) != group:
             continue
         if parts[0] == "events":
@@ -97,6 +97,18 @@ class JudgeOps:
     tokens: dict[str, float] | None
     cache_hits: int | None
     cache_misses: int | None
+    sources: dict[str, int] = field(default_factory=dict)  # grades by source: judge, cache, known
+    models: dict[str, int] = field(default_factory=dict)  # judge and cache grades by judge model
+
+    @property
+    def lexical_only(self) -> bool:
+        """Every judged grade came from the lexical judge, which runs locally for free."""
+        return bool(self.models) and set(self.models) == {"lexical"}
+
+    @property
+    def known_only(self) -> bool:
+        """Every grade was sent by the app: the judge never had to grade."""
+        return bool(self.sources) and set(self.sources) == {"known"}
 
     @property
     def hit_ratio(self) -> float | None:
@@ -113,8 +125,8 @@ class JudgeOps:
 def judge_ops(w: WindowData) -> JudgeOps:
     cost: dict[str, float] = {}
     tokens: dict[str, float] = {}
-    for field, value in w.counters.items():
-        parts = field.split(SEP)
+    for key, value in w.counters.items():
+        parts = key.split(SEP)
         if parts[0] == "judge_cost_usd" and len(parts) >= 2:
             cost[parts[1]] = cost.get(parts[1], 0.0) + float(value)
         elif parts[0] == "judge_tokens" and len(parts) >= 3:
@@ -128,4 +140,6 @@ def judge_ops(w: WindowData) -> JudgeOps:
         tokens or None,
         int(hits or 0) if recorded else None,
         int(misses or 0) if recorded else None,
+        dict(w.sources),
+        dict(w.judges),
     )

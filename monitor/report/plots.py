@@ -54,15 +54,33 @@ def _shares(counts: list[int] | None) -> list[float] | None:
     return [c / total for c in counts]
 
 
+MAX_TICKS = 7  # tick labels per distribution panel; more overlap at this size
+
+
+def bins(measure: str, row: Row | None) -> list[str]:
+    """Bar labels for a measure's bins: miss/hit for Hit@K; the +Inf bin only when used."""
+    bounds = BUCKETS[measure]
+    if measure == "hit":
+        return ["miss", "hit"]
+    labels = [f"≤{b:g}" for b in bounds]
+    used = any(c and c[-1] for c in (row.base_counts, row.cur_counts)) if row else False
+    return [*labels, f">{bounds[-1]:g}"] if used else labels
+
+
+def shown_ticks(labels: list[str]) -> list[tuple[int, str]]:
+    """At most `MAX_TICKS` evenly spaced (position, label) pairs: more overlap at this size."""
+    step = -(-len(labels) // MAX_TICKS)
+    return [(i, labels[i]) for i in range(0, len(labels), step)]
+
+
 def overlay_png(rows: list[Row], group: Group) -> str:
     """This week's distribution of each measure over the baseline's, on the fixed bins."""
-    fig = Figure(figsize=(12, 5.5), layout="constrained")
+    fig = Figure(figsize=(12, 6), layout="constrained")
     axes = fig.subplots(2, 3)
     by = {r.measure: r for r in rows if r.group == group}
     for ax, m in zip(axes.flat, MEASURES, strict=True):
         row = by.get(m)
-        bounds = BUCKETS[m]
-        ticks = [f"≤{b:g}" for b in bounds] + ["+Inf"]
+        ticks = bins(m, row)
         x = list(range(len(ticks)))
         for counts, color, name, off in (
             (row.base_counts if row else None, _BASE_COLOR, "baseline", -0.2),
@@ -70,13 +88,16 @@ def overlay_png(rows: list[Row], group: Group) -> str:
         ):
             shares = _shares(counts)
             if shares:
-                ax.bar([i + off for i in x], shares, width=0.4, color=color, label=name)
+                ax.bar([i + off for i in x], shares[: len(x)], width=0.4, color=color, label=name)
         title = NAMES[m]
         if row is not None and row.psi is not None:
-            title += f"  (PSI {row.psi:.2f}, {row.psi_level})"
+            title += f"  (PSI {row.psi:.2f}, {row.psi_reading})"
         ax.set_title(title, fontsize=9)
-        step = max(1, len(ticks) // 8)
-        ax.set_xticks(x[::step], ticks[::step], fontsize=7)
+        shown = shown_ticks(ticks)
+        rotate = 35 if len(shown) < len(ticks) else 0
+        ha = "right" if rotate else "center"
+        positions, labels = [i for i, _ in shown], [t for _, t in shown]
+        ax.set_xticks(positions, labels, fontsize=7, rotation=rotate, ha=ha)
         ax.set_ylabel("share of events", fontsize=7)
         ax.grid(alpha=0.3, axis="y")
     handles, labels = axes.flat[1].get_legend_handles_labels()

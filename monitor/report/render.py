@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from monitor.report.analyze import Report, fmt
-from monitor.report.compare import ALPHA, MIN_EFFECT, NAMES, Row, group_name
+from monitor.report.compare import (
+    ALPHA,
+    MIN_EFFECT,
+    MIN_EVENTS,
+    MIN_QUERIES,
+    NAMES,
+    PSI_ALPHA,
+    Row,
+    group_name,
+)
 from monitor.report.document import Doc
 from monitor.report.gather import record_ref
 from monitor.report.ops import JudgeOps
+from monitor.report.population import MIX_MIN_SHARE, SegmentMix
 
 TEXT_PREVIEW = 160
-_METHOD = {
-    "bootstrap": "bootstrap over events",
-    "normal": "normal (CLT) from events",
-    "normal-binned": "normal from binned counts",
-    "wilson": "exact counts (Wilson)",
-}
 
 
 def _ci(i: object) -> str:
@@ -26,16 +30,20 @@ def _ci(i: object) -> str:
 
 
 def _change(row: Row) -> str:
-    d = row.diff
+    d = row.change
     return "n/a" if d is None else f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
 
 
-def _psi(row: Row) -> str:
-    if row.psi is None:
+def _effect(row: Row) -> str:
+    d = row.change
+    if d is None:
         return "n/a"
-    noise = row.psi_noise or 0.0
-    tail = " (within noise)" if row.psi < 2 * noise else ""
-    return f"{row.psi:.3f} {row.psi_level}{tail}"
+    lo, hi = d.effect_interval
+    return f"{d.effect:+.2f} SD [{lo:+.2f}, {hi:+.2f}]"
+
+
+def _psi(row: Row) -> str:
+    return "n/a" if row.psi is None else f"{row.psi:.3f} {row.psi_reading}"
 
 
 def _ratio(a: float | None, b: float | None, digits: int = 2) -> str:
@@ -44,11 +52,21 @@ def _ratio(a: float | None, b: float | None, digits: int = 2) -> str:
 
 def regressions_section(doc: Doc, report: Report) -> None:
     doc.h(2, "Biggest regressions", "regressions-title")
-    if not report.regressions:
+    if report.first_week:
         doc.p(
-            f"No regression: no measure of any retriever got worse beyond noise "
-            f"({report.tests} comparisons, family-wise error {ALPHA:.0%}, smallest change "
-            f"reported {MIN_EFFECT} standard deviations)."
+            "No baseline yet: the baseline window has no events, so nothing can be compared. "
+            "This week's figures are below; next week's report compares against them."
+        )
+        return
+    if not report.regressions:
+        judged = len({r.group for r in report.rows if r.change is not None})
+        if not judged:
+            doc.p("No verdict: no retriever has enough data in both windows (see the note below).")
+            return
+        doc.p(
+            f"No regression: no measure of the {judged} retriever(s) with enough data got worse "
+            f"within segments beyond noise ({report.tests} comparisons, family-wise error "
+            f"{ALPHA:.0%}, smallest change reported {MIN_EFFECT} standard deviations)."
         )
         return
     rows = []
@@ -62,43 +80,84 @@ def regressions_section(doc: Doc, report: Report) -> None:
                 fmt(h.base_mean),
                 fmt(h.cur_mean),
                 _change(h),
-                f"{r.severity} (PSI {fmt(h.psi, 2)})",
-                f"{r.sure} (p = {h.p_adj:.2g})",
+                f"{r.severity} ({_effect(h)})",
+                f"{r.evidence} (p = {h.p:.2g})",
                 r.look_first[0],
             ]
         )
-    headers = ["#", "where", "measure", "baseline", "this week", "change [95% CI]", "shift"]
-    doc.table(headers + ["how sure", "look at first"], rows, "regressions")
+    headers = ["#", "where", "measure", "baseline", "this week", "change within segments [95% CI]"]
+    doc.table(headers + ["severity", "evidence", "look at first"], rows, "regressions")
     for i, r in enumerate(report.regressions, 1):
         also = ", ".join(f"{NAMES[o.measure]} {o.tested.estimate:+.3f}" for o in r.others)
         doc.p(f"{i}. {group_name(r.group)}" + (f": also {also}." if also else "."))
         doc.ul(r.look_first)
 
 
+def traffic_section(doc: Doc, report: Report) -> None:
+    """Where the segment mix or the questions moved: shares side by side, and what the mix
+    explains of each mean's change (every retriever's shares are in the measures section)."""
+    moved = [p for p in report.population if p.moved]
+    if not report.mix_shifts and not moved:
+        return
+    doc.h(2, "Did the traffic change?", "traffic")
+    if report.mix_shifts:
+        doc.p(
+            "The segment mix moved. A mix shift moves a mean without any retriever getting "
+            "worse, so regressions are judged within segments, at the baseline's mix; a segment "
+            f"is called moved when its share changed by at least {MIX_MIN_SHARE:.0%} beyond noise."
+        )
+        rows = []
+        for m in report.mix_shifts:
+            for r in (r for r in report.rows if r.group == m.group and r.change):
+                d = r.tested
+                rows.append(
+                    [group_name(m.group), _shares(m), NAMES[r.measure], f"{d.total:+.3f}",
+                     f"{d.mix:+.3f}", f"{d.estimate:+.3f}", r.status]
+                )  # fmt: skip
+        doc.table(
+            ["where", "segment shares (baseline → this week)", "measure", "total change"]
+            + ["from the mix", "within segments", "status"],
+            rows,
+            "mix",
+        )
+    if moved:
+        doc.p("The questions themselves changed (share of repeated questions, question length):")
+        doc.ul([f"{group_name(p.group)}: " + "; ".join(p.moved) for p in moved])
+
+
+def _shares(mix: SegmentMix) -> str:
+    return ", ".join(f"`{s}` {b:.0%} → {c:.0%}" for s, b, c in mix.shares)
+
+
 def measures_section(doc: Doc, report: Report) -> None:
     doc.h(2, "All measures, this week vs baseline", "measures")
     doc.p(
-        "Means with 95% confidence intervals (the method is in the last column); the change is "
-        "this week minus baseline with a Welch interval; p is Holm-adjusted over every "
-        "comparison in this report; PSI on the fixed histogram bins (< 0.1 stable, 0.1-0.25 "
-        "moderate, > 0.25 major; 'within noise' when below twice what PSI reads with no change at "
-        "this volume); KS on the per-event values."
+        "Means with 95% intervals that allow for repeated questions (cluster-robust by query, "
+        "t reference); the total change, and the change within segments at the baseline's "
+        "segment mix, which is what is tested; p is Holm-adjusted over every comparison in "
+        "this report; PSI on the fixed histogram bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 "
+        f"major), shown as 'within noise' when a PSI this large has a chance of {PSI_ALPHA:.0%} "
+        "or more with no change at this volume."
     )
-    groups = sorted({r.group for r in report.rows})
-    for g in groups:
+    mixes = {m.group: m for m in report.mix}
+    for g in sorted({r.group for r in report.rows}):
+        vb, vc = report.volumes.get(g, (None, None))
         doc.h(3, group_name(g))
+        if vb is not None:
+            mix = mixes.get(g)
+            segments = f" Segment shares: {_shares(mix)}." if mix else ""
+            doc.p(f"Baseline: {vb}; this week: {vc}.{segments}")
         rows = []
         for r in (r for r in report.rows if r.group == g):
-            ks = f"{r.ks.statistic:.3f} (p {r.ks.pvalue:.2g})" if r.ks else "n/a"
-            method = _METHOD.get(r.cur.method if r.cur else "", "n/a")
+            total = f"{r.change.total:+.3f}" if r.change else "n/a"
             p = f"{r.p_adj:.2g}" if r.p_adj is not None else "n/a"
             rows.append(
-                [NAMES[r.measure], _ci(r.base), _ci(r.cur), _change(r), p, _psi(r), ks, method]
+                [NAMES[r.measure], _ci(r.base), _ci(r.cur), total, _change(r), p, _psi(r)]
                 + [r.status]
             )
         doc.table(
-            ["measure", "baseline", "this week", "change", "p (Holm)", "PSI", "KS D (p)"]
-            + ["CI method", "status"],
+            ["measure", "baseline", "this week", "total change", "within segments", "p (Holm)"]
+            + ["PSI", "status"],
             rows,
         )
 
@@ -141,18 +200,42 @@ def _judge_cells(label: str, get: Callable[[JudgeOps], str], b: JudgeOps, c: Jud
     return [label, get(b), get(c)]
 
 
-def judge_section(doc: Doc, report: Report) -> None:
-    doc.h(2, "Judge cost and cache", "judge")
-    b, c = report.judge_base, report.judge_cur
+def _spend(j: JudgeOps) -> str:
+    if j.cost_usd:
+        return f"${j.total_cost:.4f} (" + ", ".join(
+            f"{m} ${v:.4f}" for m, v in j.cost_usd.items()
+        ) + ")"  # fmt: skip
+    if j.lexical_only:
+        return "$0: the lexical judge runs locally and costs nothing"
+    if j.known_only:
+        return "$0: every grade was sent by the app, the judge was not needed"
+    if j.tokens:
+        return "$0 recorded: the model has no price (set RAGMON_PRICES)"
+    return "no judge calls recorded" if j.sources else "not recorded"
 
-    def cost(j: JudgeOps) -> str:
-        if j.cost_usd is None:
-            return "not recorded"
-        return (
-            f"${j.total_cost:.4f} ("
-            + ", ".join(f"{m} ${v:.4f}" for m, v in j.cost_usd.items())
-            + ")"
-        )
+
+def _sources(j: JudgeOps) -> str:
+    total = sum(j.sources.values())
+    if not total:
+        return "not recorded"
+    words = {"judge": "graded by the judge", "cache": "from the judgment cache",
+             "known": "sent by the app (known)"}  # fmt: skip
+    return ", ".join(
+        f"{n / total:.0%} {words.get(src, src)}"
+        for src, n in sorted(j.sources.items(), key=lambda x: -x[1])
+    )
+
+
+def _models(j: JudgeOps) -> str:
+    if not j.models:
+        return "none" if j.sources else "not recorded"
+    total = sum(j.models.values())
+    return ", ".join(f"`{m}` ({n / total:.0%})" for m, n in sorted(j.models.items()))
+
+
+def judge_section(doc: Doc, report: Report) -> None:
+    doc.h(2, "Who graded, and what it cost", "judge")
+    b, c = report.judge_base, report.judge_cur
 
     def ratio(j: JudgeOps) -> str:
         if j.hit_ratio is None:
@@ -161,13 +244,15 @@ def judge_section(doc: Doc, report: Report) -> None:
 
     def tokens(j: JudgeOps) -> str:
         if j.tokens is None:
-            return "not recorded"
+            return "none" if j.lexical_only or j.known_only else "not recorded"
         return ", ".join(f"{k}: {int(v)}" for k, v in sorted(j.tokens.items()))
 
     doc.table(
         ["", "baseline", "this week"],
         [
-            _judge_cells("spend", cost, b, c),
+            _judge_cells("grades", _sources, b, c),
+            _judge_cells("judge model", _models, b, c),
+            _judge_cells("spend", _spend, b, c),
             _judge_cells("cache hit ratio", ratio, b, c),
             _judge_cells("tokens", tokens, b, c),
         ],
@@ -255,17 +340,24 @@ def methods_section(doc: Doc) -> None:
     doc.h(2, "How to read this report", "methods")
     doc.ul(
         [
-            "A regression is a measure whose change points the bad way (Harm@K up, every other "
-            f"measure down), with a Holm-adjusted p-value below {ALPHA} over all comparisons "
-            f"in the report, and a change of at least {MIN_EFFECT} pooled standard deviations.",
-            "How sure: almost certainly real (p < 0.001), very likely real (< 0.01), likely real "
-            "(< 0.05), possibly real (< 0.2), else indistinguishable from noise.",
-            "Shift: major when PSI > 0.25 or the change is at least half a standard deviation; "
-            "moderate when PSI ≥ 0.1 or at least 0.2 SD; else minor.",
-            "Confidence intervals: percentile bootstrap over events (1000 resamples, seeded) "
-            "when the per-event values are kept and n ≤ 5000; normal (CLT) for larger n; Wilson "
-            "for Hit@K; normal with the spread from the bin mid-points when only binned counts "
-            "are available.",
+            f"A retriever is judged only with at least {MIN_EVENTS} events from {MIN_QUERIES} "
+            "distinct queries in each window; below that the report says 'too few events to "
+            "tell' with the counts.",
+            "A regression is a measure whose change within segments, at the baseline's segment "
+            "mix, points the bad way (Harm@K up, every other measure down), with a "
+            f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "
+            f"change of at least {MIN_EFFECT} standard deviations of one event. A change that "
+            "only the segment mix explains is a mix shift, not a regression.",
+            "Intervals and p-values allow for repeated questions: the standard errors are "
+            "cluster-robust by query (a question asked in both weeks is one cluster) and the "
+            "reference is Student's t with the effective number of query clusters as degrees "
+            "of freedom.",
+            "Evidence: p is how often a stable deployment would show, somewhere in this report, "
+            "a change at least this large. It is not the probability that the change is real. "
+            "Very strong evidence: p < 0.001; strong: < 0.01; some: < 0.05.",
+            "Severity comes from the effect size with its 95% interval, in standard deviations "
+            "of one event: major when the whole interval is beyond 0.5, moderate beyond 0.2, "
+            "else minor.",
             "Per-day data are keyed by the UTC day of each event's timestamp, so late events land "
             "on the right day.",
         ]
@@ -283,6 +375,7 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
     regressions_section(doc, report)
     for note in report.notes:
         doc.p(f"Note: {note}.")
+    traffic_section(doc, report)
     if report.improvements:
         doc.h(2, "Improvements", "improvements")
         doc.table(

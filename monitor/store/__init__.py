@@ -29,6 +29,7 @@ from monitor.store.keys import SEP, Keys, event_ref, split_ref
 JOB_FUNC = "workers.jobs.process_events"
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
 DAY_EVENTS_KEEP = 50_000
+QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
 JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
 JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
 CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
@@ -51,11 +52,13 @@ class IngestItem:
 
 @dataclass(frozen=True)
 class Histogram:
-    """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series."""
+    """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series, and
+    the sum of squared values where recorded (quality measures; None for older data)."""
 
     buckets: list[int]
     sum: float
     count: int
+    sum_squares: float | None = None
 
 
 def bucket_index(bounds: Sequence[float], value: float) -> int:
@@ -244,8 +247,12 @@ class Store:
         result: dict,
         grades: Sequence[int | None],
         stripped_payload: str | None = None,
+        judge: str | None = None,
     ) -> bool:
-        """Store an event's result and its observations atomically; False if already done."""
+        """Store an event's result and its observations atomically; False if already done.
+
+        `judge` is the judge model that graded it (kept in the per-day record for the report).
+        """
         measures = result["measures"]
         labels = result["labels"]
         series = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
@@ -260,18 +267,7 @@ class Store:
                 continue
             obs += [f"retrieval_{m}", bucket_index(BUCKETS[m], v), repr(float(v))]
             n_obs += 1
-        compact = json.dumps(
-            {
-                "id": event["event_id"],
-                "ts": event["timestamp"],
-                "labels": labels,
-                "k": event["k"],
-                "m": {m: measures.get(m) for m in HISTOGRAM_MEASURES},
-                "pids": [p["id"] for p in event["passages"][: event["k"]]],
-                "grades": list(grades[: event["k"]]),
-            },
-            separators=(",", ":"),
-        )
+        compact = json.dumps(day_record(event, result, grades, judge), separators=(",", ":"))
         argv = [
             json.dumps(result, separators=(",", ":")),
             self.result_ttl_s,
@@ -402,17 +398,21 @@ class Store:
             name, labels = head[0], tuple(head[1:])
             if name not in bounds:
                 continue
-            h = acc[name].setdefault(labels, {"b": [0] * (len(bounds[name]) + 1), "s": 0.0, "c": 0})
+            h = acc[name].setdefault(
+                labels, {"b": [0] * (len(bounds[name]) + 1), "s": 0.0, "c": 0, "q": None}
+            )
             if part == "sum":
                 h["s"] = float(v)
             elif part == "count":
                 h["c"] = int(v)
+            elif part == "sumsq":
+                h["q"] = float(v)
             else:
                 idx = int(part[1:])
                 if idx < len(h["b"]):
                     h["b"][idx] = int(v)
         return {
-            name: {lbl: Histogram(h["b"], h["s"], h["c"]) for lbl, h in series.items()}
+            name: {lbl: Histogram(h["b"], h["s"], h["c"], h["q"]) for lbl, h in series.items()}
             for name, series in acc.items()
         }
 
@@ -459,6 +459,33 @@ class Store:
         """Jobs RQ holds for a later retry after a passing judge failure (its scheduled
         registry: ragmon schedules nothing else there)."""
         return int(self._rq_queue.scheduled_job_registry.get_job_count(cleanup=False))
+
+
+def day_record(
+    event: dict, result: dict, grades: Sequence[int | None], judge: str | None
+) -> dict[str, Any]:
+    """The compact per-event record kept per day for the drift report: measures, labels, the
+    top K, a short hash and the word count of the query (repeated questions cluster; the query
+    population is compared), where the grades came from and which judge model gave them."""
+    query = event["query"]
+    qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
+    sources: dict[str, int] = {}
+    for src in result.get("grade_source") or ():
+        if src is not None:
+            sources[src] = sources.get(src, 0) + 1
+    return {
+        "id": event["event_id"],
+        "ts": event["timestamp"],
+        "labels": result["labels"],
+        "k": event["k"],
+        "m": {m: result["measures"].get(m) for m in HISTOGRAM_MEASURES},
+        "pids": [p["id"] for p in event["passages"][: event["k"]]],
+        "grades": list(grades[: event["k"]]),
+        "q": qkey[:QUERY_KEY_CHARS],
+        "ql": len(query.split()) if isinstance(query, str) else None,
+        "src": sources,
+        "jm": judge,
+    }
 
 
 def _num(raw: bytes) -> float:

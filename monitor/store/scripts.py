@@ -42,7 +42,8 @@ return out
 # KEYS: event, hist, day hist, counters, day counters, series set, day events, failed zset
 # ARGV: result JSON, ttl, series, max_series, day-events JSON, day-events keep, payload or '',
 #       lag seconds, lag bucket index, k, event ref, n_obs, then n_obs triples
-#       (name, bucket, value),
+#       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
+#       for the variance the alerts need) and the count,
 #       then grades (one per graded passage).
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = """
@@ -66,6 +67,7 @@ for _ = 1, n_obs do
   for _, h in ipairs({KEYS[2], KEYS[3]}) do
     redis.call('HINCRBY', h, field .. '|b' .. ARGV[j + 1], 1)
     redis.call('HINCRBYFLOAT', h, field .. '|sum', ARGV[j + 2])
+    redis.call('HINCRBYFLOAT', h, field .. '|sumsq', string.format('%.17g', ARGV[j + 2] ^ 2))
     redis.call('HINCRBY', h, field .. '|count', 1)
   end
   j = j + 3

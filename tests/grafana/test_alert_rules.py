@@ -89,26 +89,25 @@ def test_promtool_unit_tests_pass(promtool: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("tunable", "weakened", "should_fire_for"),
+    ("gauge", "should_fire_for"),
     [
-        ("vector(30)", "vector(0)", 'retriever="dense"'),  # the too-few-events guard
-        ("vector(0.10)", "vector(0.0)", 'retriever="rerank"'),  # the quality-drop margin
+        ("ragmon_alert_min_events", 'retriever="dense"'),  # the too-few-events guard
+        ('ragmon_alert_drop_margin{measure="ndcg"', 'retriever="rerank"'),  # the margin
+        ("ragmon_alert_drop_z", 'retriever="noisy"'),  # the standard-error guard
     ],
 )
 def test_the_unit_tests_notice_a_weakened_guard(
-    promtool: str, tmp_path: Path, tunable: str, weakened: str, should_fire_for: str
+    promtool: str, tmp_path: Path, gauge: str, should_fire_for: str
 ) -> None:
-    """With the guard or margin removed, the quiet series fire and the unit tests fail."""
-    copies = []
-    for path in RULE_FILES:
-        text = path.read_text()
-        if path.name == "ragmon-recording.yml":
-            assert tunable in text
-            text = text.replace(tunable, weakened)
-        copy = tmp_path / path.name
-        copy.write_text(text)
-        copies.append(copy)
-    r = unit_test_with(copies, tmp_path, promtool, [QUALITY_UNIT_TESTS])
+    """With a guard set to 0 (the tunables ragmon exports), the quiet series fire and the unit
+    tests fail."""
+    doc = yaml.safe_load(QUALITY_UNIT_TESTS.read_text())
+    (series,) = [s for s in doc["tests"][0]["input_series"] if s["series"].startswith(gauge)]
+    series["values"] = re.sub(r"^[\d.]+", "0", series["values"])
+    doc["rule_files"] = [str(p) for p in RULE_FILES[::-1]]  # recording rules first
+    copy = tmp_path / "weakened.yml"
+    copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    r = run(promtool, "test", "rules", str(copy))
     assert r.returncode != 0
     assert should_fire_for in r.stdout + r.stderr
 

@@ -47,9 +47,10 @@ def test_every_option_has_help_and_the_epilog_names_real_settings():
     assert {"REDIS_URL", "RAGMON_JUDGE", "OPENAI_API_KEY", "OPENAI_BASE_URL"} <= {
         name for name, _ in KEY_VARIABLES
     }
-    text = run_ragmon(["--help"], clean_env()).stdout
-    for name, _ in KEY_VARIABLES:
-        assert name in text
+    for args in (["--help"], ["worker", "--help"], ["serve", "--help"]):
+        text = run_ragmon(args, clean_env()).stdout
+        for name, _ in KEY_VARIABLES:
+            assert name in text, (args, name)
 
 
 def test_metrics_into_a_closed_pipe_exits_quietly(tmp_path):
@@ -72,14 +73,15 @@ def test_metrics_into_a_closed_pipe_exits_quietly(tmp_path):
     assert proc.returncode == 0
 
 
-def test_requeue_failed_with_redis_down_is_one_line(tmp_path):
+@pytest.mark.parametrize("command", [["requeue-failed"], ["report", "--out", "reports"]])
+def test_a_command_with_redis_down_is_one_line(tmp_path, command):
     port = free_port()  # nothing listens there
     env = clean_env(REDIS_URL=f"redis://:s3cret@127.0.0.1:{port}/0")
-    r = run_ragmon(["requeue-failed"], env)
+    r = run_ragmon(command, env, cwd=tmp_path)
     line = one_line(r.stderr)
     assert r.returncode == 1
     assert line.startswith(
-        f"ragmon requeue-failed: cannot reach Redis at redis://:***@127.0.0.1:{port}/0"
+        f"ragmon {command[0]}: cannot reach Redis at redis://:***@127.0.0.1:{port}/0"
     )
     assert "Connection refused" in line and line.endswith("check REDIS_URL")
     assert "s3cret" not in r.stderr

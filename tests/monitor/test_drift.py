@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import math
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from scipy import stats
 
 from monitor import drift
 
@@ -63,105 +61,141 @@ def test_psi_noise_matches_simulation() -> None:
     assert np.mean(vals) == pytest.approx(predicted, rel=0.15)
 
 
-# ---- KS ----------------------------------------------------------------------------------
+# ---- reference distributions ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "shift"), [(7, 13, 0.0), (30, 40, 0.3), (50, 50, 0.7), (120, 90, 0.2)]
+    ("t", "df"), [(0.5, 3), (2.5, 10), (4.0, 30), (-1.2, 7), (10.0, 2), (3.3, 1000), (2.0, 1.3)]
 )
-def test_ks_exact_matches_scipy(m: int, n: int, shift: float) -> None:
-    a, b = _sample(m, m), _sample(n + 1000, n, shift)
-    ours = drift.ks_2samp(a, b)
-    ref = stats.ks_2samp(a, b, method="exact")
-    assert ours.method == "exact"
-    assert ours.statistic == pytest.approx(ref.statistic, abs=1e-12)
-    assert ours.pvalue == pytest.approx(ref.pvalue, abs=1e-9)
+def test_t_sf_matches_scipy(t: float, df: float) -> None:
+    assert drift.t_sf(t, df) == pytest.approx(stats.t.sf(t, df), rel=1e-9)
 
 
-def test_ks_statistic_with_ties_matches_scipy() -> None:
-    rng = random.Random(4)
-    a = [rng.choice([0.0, 0.2, 0.5, 1.0]) for _ in range(300)]
-    b = [rng.choice([0.0, 0.5, 0.5, 1.0]) for _ in range(200)]
-    assert drift.ks_statistic(a, b) == pytest.approx(stats.ks_2samp(a, b).statistic, abs=1e-12)
+@pytest.mark.parametrize(("q", "df"), [(0.975, 1), (0.975, 5), (0.995, 12.5), (0.9995, 40)])
+def test_t_ppf_matches_scipy(q: float, df: float) -> None:
+    assert drift.t_ppf(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-6)
 
 
-def test_ks_asymptotic_close_to_scipy() -> None:
-    a, b = _sample(1, 3000), _sample(2, 4000, 0.05)
-    ours = drift.ks_2samp(a, b)
-    ref = stats.ks_2samp(a, b, method="asymp")
-    assert ours.method == "asymptotic"
-    assert ours.statistic == pytest.approx(ref.statistic, abs=1e-12)
-    assert ours.pvalue == pytest.approx(ref.pvalue, abs=0.01)
+@pytest.mark.parametrize(("x", "df"), [(0.5, 1), (10, 3), (50, 20), (300, 200), (1e-3, 5)])
+def test_chi2_sf_matches_scipy(x: float, df: float) -> None:
+    assert drift.chi2_sf(x, df) == pytest.approx(stats.chi2.sf(x, df), rel=1e-9)
 
 
-@pytest.mark.parametrize("x", [0.3, 0.5, 0.8, 1.0, 1.36, 2.0])
-def test_kolmogorov_sf_matches_scipy(x: float) -> None:
-    assert drift.kolmogorov_sf(x) == pytest.approx(special.kolmogorov(x), abs=1e-12)
+def test_psi_pvalue_is_calibrated_with_no_change() -> None:
+    """With no change, PSI's p-value is about uniform: 5% of draws read p < 0.05."""
+    rng = np.random.default_rng(3)
+    p = np.array([0.05, 0.1, 0.2, 0.3, 0.2, 0.1, 0.05])
+    ps = [drift.psi_pvalue(rng.multinomial(500, p), rng.multinomial(400, p)) for _ in range(2000)]
+    assert 0.03 <= np.mean(np.array(ps) < 0.05) <= 0.07
+    # the same shift reads as noise at 40 events and beyond noise at 4,000
+    shifted = p * np.array([1.6, 1.3, 1.0, 0.8, 1.0, 1.0, 1.0])
+    shifted /= shifted.sum()
+    small = drift.psi_pvalue((p * 40).round(), (shifted * 40).round())
+    large = drift.psi_pvalue((p * 4000).round(), (shifted * 4000).round())
+    assert small > 0.2 and large < 1e-6
 
 
-# ---- intervals -----------------------------------------------------------------------------
+# ---- clustered means and changes ----------------------------------------------------------------
 
 
-def test_mean_ci_normal_direct() -> None:
-    v = [0.2, 0.4, 0.4, 0.9, 1.0, 0.0, 0.5]
-    ci = drift.mean_ci_normal(v)
-    half = stats.norm.ppf(0.975) * np.std(v, ddof=1) / math.sqrt(len(v))
-    assert ci.estimate == pytest.approx(np.mean(v))
-    assert (ci.low, ci.high) == (pytest.approx(np.mean(v) - half), pytest.approx(np.mean(v) + half))
+def _singletons(values: np.ndarray, offset: int = 0) -> drift.Sample:
+    n = len(values)
+    return drift.Sample(values, np.zeros(n, int), np.arange(n) + offset)
 
 
-def test_mean_ci_bootstrap_agrees_with_scipy_percentile() -> None:
-    v = [x * x for x in _sample(9, 400)]  # skewed
-    ours = drift.mean_ci_bootstrap(v, n_boot=4000, seed=3)
-    ref = stats.bootstrap(
-        (np.array(v),), np.mean, n_resamples=4000, method="percentile", random_state=5
-    ).confidence_interval
-    width = ref.high - ref.low
-    assert ours.method == "bootstrap" and ours.estimate == pytest.approx(np.mean(v))
-    assert ours.low == pytest.approx(ref.low, abs=0.05 * width)
-    assert ours.high == pytest.approx(ref.high, abs=0.05 * width)
-    assert drift.mean_ci_bootstrap(v, seed=1) == drift.mean_ci_bootstrap(v, seed=1)
+def test_clustered_mean_of_singletons_is_the_t_interval() -> None:
+    v = np.array(_sample(9, 40))
+    ci = drift.clustered_mean(v, np.arange(40))
+    low, high = stats.t.interval(0.95, ci.df, loc=v.mean(), scale=stats.sem(v))
+    assert ci.estimate == pytest.approx(v.mean())
+    assert (ci.low, ci.high) == (pytest.approx(low, rel=1e-4), pytest.approx(high, rel=1e-4))
+    assert ci.clusters == ci.n == 40 and 1 <= ci.df <= 39
 
 
-def test_bootstrap_coverage() -> None:
-    """About 95% of intervals cover the true mean (0.5 for uniform values)."""
-    rng = random.Random(0)
-    covered = 0
-    for i in range(300):
-        ci = drift.mean_ci_bootstrap([rng.random() for _ in range(80)], n_boot=400, seed=i)
-        covered += ci.low <= 0.5 <= ci.high
-    assert 0.90 <= covered / 300 <= 0.99
+def test_change_of_singletons_has_welch_variance() -> None:
+    a, b = np.array(_sample(1, 50)), np.array(_sample(2, 70, 0.5)) * 2
+    ch = drift.segment_change(_singletons(a), _singletons(b, 1000))
+    assert ch.estimate == ch.total == pytest.approx(b.mean() - a.mean())
+    welch_se = math.sqrt(a.var(ddof=1) / 50 + b.var(ddof=1) / 70)
+    se = (ch.high - ch.estimate) / drift.t_ppf(0.975, ch.df)
+    assert se == pytest.approx(welch_se * math.sqrt(120 / 119), rel=1e-4)  # CR1's G/(G-1)
+    assert ch.pvalue == pytest.approx(2 * stats.t.sf(abs(ch.estimate) / se, ch.df), rel=1e-6)
+    # the effective number of clusters is conservative next to Welch's degrees of freedom
+    assert ch.df <= stats.ttest_ind(b, a, equal_var=False).df
 
 
-def test_proportion_ci_matches_scipy_wilson() -> None:
-    ci = drift.proportion_ci(12, 40)
-    ref = stats.binomtest(12, 40).proportion_ci(confidence_level=0.95, method="wilson")
-    assert (ci.low, ci.high) == (pytest.approx(ref.low), pytest.approx(ref.high))
-    full = drift.proportion_ci(40, 40)
-    assert full.high == pytest.approx(1.0) and full.low < 1.0
+def test_repeated_questions_do_not_shrink_the_interval() -> None:
+    """Each question asked 20 times with the same grades carries one question's information."""
+    a, b = np.array(_sample(3, 30)), np.array(_sample(4, 30, 0.3))
+    once = drift.segment_change(_singletons(a), _singletons(b, 100))
+    rep = drift.Sample(np.repeat(a, 20), np.zeros(600, int), np.repeat(np.arange(30), 20))
+    rep_b = drift.Sample(np.repeat(b, 20), np.zeros(600, int), np.repeat(np.arange(30) + 100, 20))
+    many = drift.segment_change(rep, rep_b)
+    assert many.estimate == pytest.approx(once.estimate)
+    assert many.high - many.low == pytest.approx(once.high - once.low, rel=0.15)
+    assert many.pvalue == pytest.approx(once.pvalue, rel=0.5)
+    naive = stats.ttest_ind(np.repeat(b, 20), np.repeat(a, 20)).pvalue
+    assert naive < once.pvalue / 100  # what treating the repeats as independent would claim
 
 
-def test_binned_mean_and_interval() -> None:
-    bounds = (0.0, 0.5, 1.0)
-    counts = [2, 4, 4, 0]  # 0 twice, (0, 0.5] four times, (0.5, 1] four times
-    mean, var, n = drift.binned_mean_var(counts, bounds, total=5.2)
-    assert (mean, n) == (pytest.approx(0.52), 10)
-    mids = [0.0] * 2 + [0.25] * 4 + [0.75] * 4
-    assert var == pytest.approx(np.var(mids, ddof=1))
-    ci = drift.mean_ci_binned(counts, bounds, total=5.2)
-    assert ci.method == "normal-binned" and ci.low < 0.52 < ci.high
-
-
-def test_diff_means_matches_welch() -> None:
-    a, b = _sample(1, 500), _sample(2, 400, 0.2)
-    d = drift.diff_means(
-        (np.mean(a), np.var(a, ddof=1), len(a)), (np.mean(b), np.var(b, ddof=1), len(b))
+def test_zero_variance_is_sane() -> None:
+    """Constant windows: no change gives p = 1; a change gives the permutation bound, not 0."""
+    same = drift.segment_change(_singletons(np.full(5, 0.9)), _singletons(np.full(5, 0.9), 10))
+    assert same.pvalue == 1.0 and same.effect == 0.0
+    moved = drift.segment_change(_singletons(np.full(5, 0.9)), _singletons(np.full(5, 0.7), 10))
+    assert moved.pvalue == pytest.approx(2 / math.comb(10, 5))
+    # two events per window: a normal reference gave p = 1.3e-15; no test on 2 + 2 events can
+    # go below the permutation bound 2 / C(4, 2) = 1/3
+    tiny = drift.segment_change(
+        _singletons(np.array([0.9, 0.95])), _singletons(np.array([0.7, 0.72]), 10)
     )
+    assert tiny.pvalue == pytest.approx(1 / 3)
+
+
+def test_mix_shift_is_not_a_within_segment_change() -> None:
+    """Segments of different quality; only their shares move: the change is all mix."""
+    rng = np.random.default_rng(5)
+
+    def window(share_hard: float, n: int, offset: int) -> drift.Sample:
+        seg = (rng.random(n) < share_hard).astype(int)
+        values = np.where(seg == 1, 0.4, 0.8) + rng.normal(0, 0.1, n)
+        return drift.Sample(values, seg, np.arange(n) + offset)
+
+    ch = drift.segment_change(window(0.5, 4000, 0), window(0.8, 4000, 10_000))
+    assert ch.total == pytest.approx(-0.12, abs=0.02)
+    assert abs(ch.estimate) < 0.01 and ch.pvalue > 0.01
+    assert ch.mix == pytest.approx(ch.total - ch.estimate) and ch.segments == 2
+
+
+def test_small_segments_are_pooled() -> None:
+    seg_b = np.array([0] * 50 + [1] * 3 + [2] * 4)
+    seg_c = np.array([0] * 50 + [1] * 4 + [2] * 3)
+    vb, vc = np.linspace(0, 1, 57), np.linspace(0, 1, 57)
+    ch = drift.segment_change(
+        drift.Sample(vb, seg_b, np.arange(57)), drift.Sample(vc, seg_c, np.arange(57) + 57)
+    )
+    assert ch.segments == 1  # segment 0 alone; 1 and 2 pooled hold 7 events, under 10: dropped
+
+
+def test_binned_change_matches_records_for_singletons() -> None:
+    a, b = np.array(_sample(6, 300)), np.array(_sample(7, 200, 0.2))
+    cells_a = {"x": (300, float(a.mean()), float(a.var(ddof=1)))}
+    cells_b = {"x": (200, float(b.mean()), float(b.var(ddof=1)))}
+    binned = drift.binned_change(cells_a, cells_b)
     ref = stats.ttest_ind(b, a, equal_var=False)
-    assert d.estimate == pytest.approx(np.mean(b) - np.mean(a))
-    assert d.pvalue == pytest.approx(ref.pvalue, rel=0.05)  # normal vs t with ~850 df
-    assert d.low < d.estimate < d.high and d.effect > 0
-    assert drift.diff_means((1.0, 0.0, 10), (1.0, 0.0, 10)).pvalue == 1.0
+    assert binned.estimate == pytest.approx(b.mean() - a.mean())
+    assert binned.df == pytest.approx(ref.df) and binned.pvalue == pytest.approx(ref.pvalue)
+
+
+def test_binned_moments_use_the_sum_of_squares() -> None:
+    bounds = (0.0, 0.5, 1.0)
+    counts = [2, 4, 4, 0]
+    values = [0.0, 0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9]
+    n, mean, var = drift.binned_moments(counts, bounds, sum(values), sum(v * v for v in values))
+    assert (n, mean, var) == (10, pytest.approx(0.4), pytest.approx(np.var(values, ddof=1)))
+    _, _, approx = drift.binned_moments(counts, bounds, sum(values))  # older data: mid-points
+    mids = [0.0] * 2 + [0.25] * 4 + [0.75] * 4
+    assert approx == pytest.approx(np.var(mids, ddof=1))
 
 
 def test_holm_matches_direct() -> None:
@@ -171,19 +205,18 @@ def test_holm_matches_direct() -> None:
     assert drift.holm([]) == []
 
 
-def test_how_sure_words() -> None:
-    assert drift.how_sure(1e-5) == "almost certainly real"
-    assert drift.how_sure(0.03) == "likely real"
-    assert drift.how_sure(0.5) == "indistinguishable from noise"
+def test_evidence_words_never_say_real() -> None:
+    words = [drift.evidence(p) for p in (1e-5, 0.005, 0.03, 0.5)]
+    assert words == [
+        "very strong evidence", "strong evidence", "some evidence", "no evidence beyond noise"
+    ]  # fmt: skip
+    assert not any("real" in w or "certain" in w or "likely" in w for w in words)
 
 
-def test_drift_is_pure() -> None:
-    """No project imports and no I/O library: like monitor.measures."""
-    tree = ast.parse(Path(drift.__file__).read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names.add((node.module or "").split(".")[0])
-    assert names <= {"__future__", "math", "collections", "dataclasses", "statistics", "numpy"}
+@pytest.mark.parametrize(
+    ("low", "high", "level"),
+    [(-0.9, -0.6, "major"), (-0.7, -0.3, "moderate"), (-0.5, -0.1, "minor"), (-0.8, 0.1, "minor")],
+)
+def test_severity_from_the_effect_interval(low: float, high: float, level: str) -> None:
+    ch = drift.Change((low + high) / 2, (low + high) / 2, low, high, 0.001, 50, 1.0, 1)
+    assert drift.severity(ch) == level

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import random
 import re
 import shutil
 import subprocess
@@ -14,10 +15,12 @@ import pytest
 from matplotlib import image as mpimg
 
 from monitor.report import plots
-from monitor.report.analyze import Report, analyze
+from monitor.report.analyze import Report, analyze, summary_line
+from monitor.report.compare import Row
 from monitor.report.document import Doc, to_html, to_markdown
 from monitor.report.gather import Dataset
-from monitor.report.render import build
+from monitor.report.ops import JudgeOps
+from monitor.report.render import _models, _sources, _spend, build
 from monitor.report.window import windows
 from tests.monitor.test_report import BAD, GOOD, ranked_grades, window_data
 
@@ -135,3 +138,66 @@ def test_chromium_renders_report(rendered: tuple[Report, Path, str], tmp_path: P
     # the regression row's red marker (#c92a2a) is on the first screen
     red = (top[..., 0] > 0.7) & (top[..., 1] < 0.25) & (top[..., 2] < 0.25)
     assert red.sum() > 50
+
+
+# ---- plots and words a person reads correctly ----------------------------------------------------
+
+
+def test_hit_bins_are_miss_and_hit_without_an_empty_inf_bin() -> None:
+    row = Row(("a", "b", "c"), "hit", base_counts=[30, 70, 0], cur_counts=[40, 60, 0])
+    assert plots.bins("hit", row) == ["miss", "hit"]
+    ndcg = Row(("a", "b", "c"), "ndcg", base_counts=[1] * 21 + [0], cur_counts=[1] * 21 + [0])
+    labels = plots.bins("ndcg", ndcg)
+    assert len(labels) == 21 and labels[-1] == "≤1"  # nDCG never exceeds 1: no +Inf bar
+    t = Row(("a", "b", "c"), "t", base_counts=[0] * 19 + [3], cur_counts=[0] * 20)
+    assert plots.bins("t", t)[-1].startswith(">")  # a value past the last bound is drawn
+
+
+def test_t_tick_labels_are_few_enough_not_to_overlap() -> None:
+    labels = plots.bins("t", None)
+    shown = plots.shown_ticks(labels)
+    assert len(labels) > plots.MAX_TICKS >= len(shown) >= 4
+    assert shown[0] == (0, labels[0])
+
+
+def _judge(**kw: object) -> JudgeOps:
+    return JudgeOps(None, None, None, None, **kw)  # type: ignore[arg-type]
+
+
+def test_judge_spend_says_what_is_true() -> None:
+    lexical = _judge(sources={"judge": 80, "cache": 20}, models={"lexical": 100})
+    assert "lexical judge runs locally and costs nothing" in _spend(lexical)
+    known = _judge(sources={"known": 50})
+    assert "every grade was sent by the app" in _spend(known)
+    unpriced = JudgeOps(None, {"my-model input": 5.0}, 0, 3, {"judge": 3}, {"my-model": 3})
+    assert "RAGMON_PRICES" in _spend(unpriced)
+    assert _spend(_judge()) == "not recorded"
+    assert _sources(lexical) == "80% graded by the judge, 20% from the judgment cache"
+    assert _models(lexical) == "`lexical` (100%)"
+
+
+def test_mix_shift_is_named_and_not_a_regression() -> None:
+    """Segments of different quality, each unchanged; only billing's share moves."""
+    rng = random.Random(4)
+    cur, base = windows(end="2026-11-22", days=7)
+
+    def week(share_billing: float) -> list[tuple]:
+        out = []
+        for _ in range(600):
+            billing = rng.random() < share_billing
+            noise = 3.0 if billing else GOOD
+            out.append(("bm25", ranked_grades(rng, noise), "billing" if billing else "howto"))
+        return out
+
+    report = analyze(
+        Dataset(window_data(cur, week(0.8)), window_data(base, week(0.5)), [], True, 35.0)
+    )
+    ndcg = next(r for r in report.rows if r.measure == "ndcg")
+    assert ndcg.change is not None and ndcg.change.total < -0.05  # the mean fell ...
+    assert abs(ndcg.change.estimate) < 0.03 and ndcg.status == "unchanged"  # ... by the mix
+    assert not report.regressions
+    (mix,) = report.mix_shifts
+    words = r"`billing` [45]\d% → [78]\d%, `howto` [45]\d% → [12]\d%"
+    assert re.fullmatch(words, mix.moved_words())
+    md = to_markdown(build(report, {}))
+    assert "mix shift" in md and "segment mix moved" in summary_line(report)

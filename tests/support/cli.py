@@ -96,12 +96,16 @@ class Ragmon:
 
 
 def run_ragmon(
-    args: Sequence[str], env: Mapping[str, str], timeout: float = 60
+    args: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float = 60,
+    cwd: str | os.PathLike | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `ragmon ARGS` to the end."""
     return subprocess.run(
         [sys.executable, "-m", "monitor.cli", *args],
         env=dict(env),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

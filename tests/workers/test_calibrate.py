@@ -5,22 +5,29 @@ from __future__ import annotations
 import io
 import json
 import math
+import random
 import re
 
 import pytest
 from scipy.stats import kendalltau
 
+from monitor.measures import MeasureParams
 from monitor.settings import Settings
 from tests.support.cli import clean_env, run_ragmon
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.redis_server import free_port
 from workers.calibrate import (
+    Outcome,
+    Record,
+    analyse,
     binary_kappa,
     confusion,
     kendall_tau,
     landis_koch,
     load_records,
+    render,
     run_calibrate,
+    tau_with_interval,
     weighted_kappa,
 )
 
@@ -198,3 +205,48 @@ def test_bad_input_and_missing_judge(tmp_path, capsys):
     no_llm = Settings.from_env({}, dotenv=None)
     assert _run(no_llm, bad)[0] == 2
     assert "no LLM judge configured" in capsys.readouterr().err
+
+
+def _pool_gap_records() -> tuple[list[Record], Outcome]:
+    """Three retrievers on six queries. The judge agrees with every known grade, but C also
+    ranks first a passage nobody labelled, which the judge finds perfectly relevant."""
+    records, outcome = [], Outcome()
+    for qi in range(6):
+        query = f"question {qi}"
+        ranked = {
+            "A": [3, 2, 0, 0],
+            "B": [0, 3, 2, 0],
+            "C": [None, 0, 0, 3],
+        }
+        for retriever, grades in ranked.items():
+            passages = []
+            for j, g in enumerate(grades):
+                text = f"{retriever}-{qi}-{j}" if g is None else f"{qi}-{j}-{g}"
+                passages.append((text, text, g))
+                outcome.grades[(query, text)] = 3 if g is None else g
+            records.append(Record(query, 2, retriever, passages))
+    return records, outcome
+
+
+def test_tau_on_the_shared_pool_does_not_count_pool_gaps_as_judge_errors() -> None:
+    records, outcome = _pool_gap_records()
+    res = analyse(records, outcome, MeasureParams())
+    tau, lo, hi = res["tau_shared"]["ndcg"]
+    assert tau == pytest.approx(1.0)  # on labelled passages the judge orders A > B > C too
+    assert res["tau"]["ndcg"] < 1.0  # with the unlabelled passage C climbs: the order changes
+    assert lo <= tau <= hi
+    text = render(res, [], 2)
+    assert "Kendall tau, shared pool [95% CI]" in text and "every judge grade" in text
+
+
+def test_tau_interval_resamples_queries() -> None:
+    rng = random.Random(2)
+    per_query = {
+        f"q{i}": {r: [(base + rng.gauss(0, 0.4), base + rng.gauss(0, 0.4))]
+                  for r, base in (("a", 0.3), ("b", 0.5), ("c", 0.7))}
+        for i in range(30)
+    }  # fmt: skip
+    tau, lo, hi = tau_with_interval(per_query, seed=1)
+    assert -1.0 <= lo <= tau <= hi <= 1.0 and lo < hi  # some resamples reorder the retrievers
+    assert tau_with_interval(per_query, seed=1) == (tau, lo, hi)  # seeded: repeatable
+    assert all(math.isnan(x) for x in tau_with_interval({"q": {"a": [(0.1, 0.2)]}}))

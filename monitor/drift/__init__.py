@@ -1,0 +1,72 @@
+"""Drift statistics for the weekly report: pure functions, no I/O, no project imports.
+
+Production traffic breaks the textbook assumptions, and each piece here is chosen for that:
+
+- Events are not independent: a trending question repeats all day with the same ranking and the
+  same grades. Every standard error is cluster-robust by query (the CR1 sandwich over query
+  clusters; a query seen in both windows is one cluster), and the reference distribution is
+  Student's t with the effective number of clusters as degrees of freedom, so a few big
+  clusters widen the interval instead of raising an alarm.
+- The mix of queries moves: `segment_change` splits the change of a mean into the change
+  within segments at the baseline's segment mix (the retriever itself) and the part the mix
+  explains (direct standardisation, as for age-adjusted rates).
+- Small and degenerate samples: t instead of normal; a zero variance gives the exact
+  permutation bound, never p = 0; the caller gates on a minimum of events and queries.
+- PSI reads noise as shift at small volumes: `psi_pvalue` is the chance of a PSI this large
+  with no change (PSI times the harmonic volume is about chi-square; Siddiqi, *Credit Risk
+  Scorecards*, 2006, for the conventional 0.1 / 0.25 readings).
+- Many comparisons at once: Holm's step-down adjustment; `evidence` words a p-value as the
+  strength of evidence, never as the probability that a change is real.
+"""
+
+from __future__ import annotations
+
+from monitor.drift.changes import (
+    MIN_CELL,
+    Cell,
+    Change,
+    Interval,
+    Sample,
+    bin_midpoints,
+    binned_change,
+    binned_moments,
+    clustered_mean,
+    segment_change,
+)
+from monitor.drift.distributions import chi2_sf, t_ppf, t_sf
+from monitor.drift.shift import (
+    PSI_MAJOR,
+    PSI_MODERATE,
+    evidence,
+    holm,
+    psi,
+    psi_level,
+    psi_noise,
+    psi_pvalue,
+    severity,
+)
+
+__all__ = [
+    "MIN_CELL",
+    "PSI_MAJOR",
+    "PSI_MODERATE",
+    "Cell",
+    "Change",
+    "Interval",
+    "Sample",
+    "bin_midpoints",
+    "binned_change",
+    "binned_moments",
+    "chi2_sf",
+    "clustered_mean",
+    "evidence",
+    "holm",
+    "psi",
+    "psi_level",
+    "psi_noise",
+    "psi_pvalue",
+    "segment_change",
+    "severity",
+    "t_ppf",
+    "t_sf",
+]

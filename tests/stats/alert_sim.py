@@ -1,0 +1,233 @@
+"""False firings and detection delay of the quality-drop alerts, through the rules' arithmetic.
+
+    nice python -m tests.stats.alert_sim                # 40 series x 90 days per case
+    nice python -m tests.stats.alert_sim --series 8     # quicker, noisier
+
+Traffic arrives per minute (Poisson), each event's nDCG@K or T drawn from the synthetic
+retriever of `tests.stats.traffic`. The counters (_count, _sum, _sum_squares) are sampled once a
+minute and evaluated every minute exactly as deploy/prometheus/rules/ does it (see `evaluate`;
+`tests/stats/test_alert_sim.py` checks this arithmetic against promtool on the same input).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.settings import Settings
+from tests.stats.traffic import bank, noise_for_mean
+
+DAY = 1440  # minutes
+WEEK = 7 * DAY
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The tunables the rules read (exported by ragmon from its settings) and the rule's `for`."""
+
+    margin: float
+    z: float
+    min_events: float
+    for_minutes: int
+
+    @classmethod
+    def of(cls, settings: Settings, measure: str, for_minutes: int) -> Rule:
+        margin = settings.alert_margin_ndcg if measure == "ndcg" else settings.alert_margin_t
+        return cls(margin, settings.alert_z, settings.alert_min_events, for_minutes)
+
+
+def _increase(cum: np.ndarray, minutes: int, step: int) -> np.ndarray:
+    """increase()/delta() over `minutes` at every evaluation: samples every `step` minutes,
+    both window ends included (Prometheus 2.x), so no extrapolation is needed."""
+    lag = minutes // step
+    out = np.full(len(cum), np.nan)
+    out[lag:] = cum[lag:] - cum[:-lag]
+    return out
+
+
+def _hourly_spread(mean1: np.ndarray, n1: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """stddev_over_time(mean1h[7d:1h]) and avg_over_time(increase1h[7d:1h]) at every sample:
+    the values at whole hours within the last 7 days (both ends included); an hour without
+    events has no mean (it is skipped by the first, counted as 0 events by the second)."""
+    per_hour = 60 // step
+    hours = np.arange(0, len(mean1), per_hour)
+    m, n = mean1[hours], n1[hours]
+    has_m, has_n = ~np.isnan(m), ~np.isnan(n)
+
+    def window_sums(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(x)])
+
+    cm, cn = window_sums(has_m), window_sums(has_n)
+    s1, s2 = window_sums(np.where(has_m, m, 0.0)), window_sums(np.where(has_m, m * m, 0.0))
+    sn = window_sums(np.where(has_n, n, 0.0))
+    idx = np.arange(len(mean1))
+    last = idx // per_hour + 1  # one past the last whole hour at or before each sample
+    first = np.maximum(0, -(-(idx - WEEK // step) // per_hour))  # the first hour >= t - 7d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = cm[last] - cm[first]
+        mu = (s1[last] - s1[first]) / k
+        sd = np.sqrt(np.maximum((s2[last] - s2[first]) / k - mu * mu, 0.0))
+        avg_n = (sn[last] - sn[first]) / (cn[last] - cn[first])
+    return sd, avg_n
+
+
+def evaluate(
+    count: np.ndarray, total: np.ndarray, squares: np.ndarray, rule: Rule, step: int = 1
+) -> dict[str, np.ndarray]:
+    """The recording rules and the alert condition at every sample of cumulative counters.
+
+    mean = delta(sum) / delta(count) (absent without events); var7d = (increase(sum_squares) /
+    n7d - mean7d^2) * n7d / (n7d - 1), at least 0; dispersion = the spread of the last 7 days'
+    hourly means over what independent events would give, when above 1, else 1; threshold =
+    max(margin, z * dispersion * sqrt(var7d * (1 / n1h + 1 / n7d))); condition: mean7d -
+    mean1h > threshold and n1h >= min_events.
+    """
+    n1, n7 = _increase(count, 60, step), _increase(count, WEEK, step)
+    s1, s7 = _increase(total, 60, step), _increase(total, WEEK, step)
+    q7 = _increase(squares, WEEK, step)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean1 = np.where(n1 > 0, s1 / n1, np.nan)
+        mean7 = np.where(n7 > 0, s7 / n7, np.nan)
+        var7 = np.maximum((q7 / n7 - mean7 * mean7) * n7 / (n7 - 1), 0.0)
+        sd_hourly, avg_n1 = _hourly_spread(mean1, n1, step)
+        ratio = sd_hourly / np.sqrt(var7 / avg_n1)
+        dispersion = np.where(ratio > 1, ratio, 1.0)
+        se = np.sqrt(var7 * (1 / n1 + 1 / n7))
+        threshold = np.maximum(rule.z * dispersion * se, rule.margin)
+        condition = (mean7 - mean1 > threshold) & (n1 >= rule.min_events)
+    return {"mean1h": mean1, "mean7d": mean7, "var7d": var7, "dispersion": dispersion,
+            "threshold": threshold, "condition": condition}  # fmt: skip
+
+
+def firing(condition: np.ndarray, for_minutes: int, step: int = 1, lag: int = 1) -> np.ndarray:
+    """Whether the alert fires at each evaluation: its condition, read `lag` evaluations late
+    (Prometheus runs the alert and recording groups independently, so the alerts may read the
+    recorded values of the previous evaluation), has held at every evaluation for
+    `for_minutes` (Prometheus' `for`)."""
+    late = np.concatenate([[False] * lag, condition[: len(condition) - lag]])
+    need = for_minutes // step
+    out = np.zeros(len(late), bool)
+    held = 0
+    for i, c in enumerate(late):
+        held = held + 1 if c else 0
+        out[i] = held > need
+    return out
+
+
+def firing_onsets(condition: np.ndarray, for_minutes: int, step: int = 1) -> np.ndarray:
+    """Evaluation indexes where the alert starts firing."""
+    f = firing(condition, for_minutes, step)
+    return np.flatnonzero(f & ~np.concatenate([[False], f[:-1]]))
+
+
+def minute_counters(
+    rng: np.random.Generator, per_hour: float, minutes: int, values: np.ndarray,
+    after: tuple[int, np.ndarray] | None = None, trending: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Cumulative _count, _sum and _sum_squares at the end of each minute; from minute
+    `after[0]` on, values come from `after[1]` (a changed retriever). With `trending`, that
+    share of each day's events repeats one of the day's 3 trending questions (same value)."""
+    n = rng.poisson(per_hour / 60, size=minutes)
+    minute = np.repeat(np.arange(minutes), n)
+    draws = values[rng.integers(0, len(values), size=len(minute))]
+    if after is not None:
+        late = minute >= after[0]
+        draws[late] = after[1][rng.integers(0, len(after[1]), size=int(late.sum()))]
+    if trending:
+        days = minutes // DAY + 1
+        of_day = values[rng.integers(0, len(values), size=(days, 3))]
+        pick = rng.random(len(minute)) < trending
+        draws[pick] = of_day[minute[pick] // DAY, rng.integers(0, 3, size=int(pick.sum()))]
+    s = np.bincount(minute, weights=draws, minlength=minutes)
+    q = np.bincount(minute, weights=draws * draws, minlength=minutes)
+    return np.cumsum(n).astype(float), np.cumsum(s), np.cumsum(q)
+
+
+def population(measure: str, target: float) -> np.ndarray:
+    """Per-event values of a synthetic retriever whose mean `measure` is `target`."""
+    segment = "default" if measure == "ndcg" else "billing"
+    values = bank(segment, noise_for_mean(segment, target, measure))[measure]
+    return values[~np.isnan(values)]
+
+
+def false_firings(
+    measure: str, target: float, per_hour: float, rule: Rule, series: int, days: int, seed: int,
+    trending: float = 0.0,
+) -> tuple[int, float]:  # fmt: skip
+    """(firings, series-days evaluated) of stationary traffic after a week of warm-up."""
+    rng = np.random.default_rng(seed)
+    values = population(measure, target)
+    fired = 0
+    for _ in range(series):
+        c, s, q = minute_counters(rng, per_hour, WEEK + days * DAY, values, trending=trending)
+        cond = evaluate(c, s, q, rule)["condition"][WEEK:]
+        fired += len(firing_onsets(cond, rule.for_minutes))
+    return fired, series * days
+
+
+def detection_minutes(
+    target: float, drop: float, per_hour: float, rule: Rule, trials: int, seed: int
+) -> list[float]:
+    """Minutes from a true drop of the mean nDCG@K to the alert firing (inf: not in 6 h)."""
+    rng = np.random.default_rng(seed)
+    before, after = population("ndcg", target), population("ndcg", target - drop)
+    out = []
+    for _ in range(trials):
+        minutes = WEEK + 6 * 60
+        c, s, q = minute_counters(rng, per_hour, minutes, before, after=(WEEK, after))
+        cond = evaluate(c, s, q, rule)["condition"]
+        onsets = firing_onsets(cond[WEEK:], rule.for_minutes)
+        out.append(float(onsets[0]) if len(onsets) else float("inf"))
+    return out
+
+
+CASES = (  # (measure, mean, events per hour, share of each day from 3 trending questions)
+    ("ndcg", 0.57, 60, 0.0),
+    ("ndcg", 0.57, 1000, 0.0),
+    ("t", -0.05, 60, 0.0),
+    ("t", -0.05, 1000, 0.0),
+    ("ndcg", 0.57, 1000, 0.2),
+    ("t", -0.05, 1000, 0.2),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--series", type=int, default=40, help="series per stationary case")
+    parser.add_argument("--days", type=int, default=90, help="days evaluated per series")
+    parser.add_argument("--trials", type=int, default=100, help="trials of the drop")
+    parser.add_argument("--for-minutes", type=int, default=30, help="the rules' `for`")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    s = Settings.from_env(dotenv=None)  # RAGMON_ALERT_* from the environment, else defaults
+    print(
+        f"margin nDCG {s.alert_margin_ndcg}, margin T {s.alert_margin_t}, z {s.alert_z}, "
+        f"min events {s.alert_min_events}, for {args.for_minutes}m"
+    )
+    print(f"{'stationary traffic':36} {'firings':>7} {'series-days':>11} {'per 30 days':>11}")
+    for i, (measure, target, rate, trend) in enumerate(CASES):
+        rule = Rule.of(s, measure, args.for_minutes)
+        fired, days = false_firings(
+            measure, target, rate, rule, args.series, args.days, args.seed + i, trend
+        )
+        name = f"{measure} ~{target} at {rate}/h" + (f", {trend:.0%} trending" if trend else "")
+        print(f"{name:36} {fired:7d} {days:11d} {30 * fired / days:11.3f}", flush=True)
+    rule = Rule.of(s, "ndcg", args.for_minutes)
+    delays = np.array(detection_minutes(0.57, 0.05, 1000, rule, args.trials, args.seed + 10))
+    finite = delays[np.isfinite(delays)]
+    print(
+        f"nDCG 0.57 -> 0.52 at 1000/h: fired within 2 h in {np.mean(delays <= 120):.0%} of "
+        f"{len(delays)} trials"
+        + (
+            f"; median {np.median(finite):.0f} min, max {finite.max():.0f} min"
+            if len(finite)
+            else ""
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""How often the weekly report calls a regression: nothing-changes scenarios and real drops,
+each run through the report's own `analyze()` many times.
+
+    nice python -m tests.stats.report_sim               # the full run (200+ reports each)
+    nice python -m tests.stats.report_sim --reports 40  # quicker, noisier
+
+Prints one line per scenario: reports, the share with a regression (for the drops: with the
+dropped retriever among the regressions), the share naming a mix shift, and the time taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from monitor.report.analyze import Report, analyze
+from monitor.report.gather import Dataset
+from monitor.report.window import windows
+from tests.stats.traffic import Stream, bank, noise_for_mean, window_data
+
+CURRENT, BASELINE = windows(end="2026-11-22", days=7)
+NOISE = 4.0  # ranking noise of a typical retriever: mean nDCG@10 ~0.6 on the default pool
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    base: list[Stream]
+    cur: list[Stream]
+    target: str | None = None  # the retriever that truly got worse (power scenarios)
+    limit: str = "<= 5%"
+
+
+def _three(per_week: int, **kw: object) -> list[Stream]:
+    return [
+        Stream(r, per_week, n, **kw) for r, n in (("bm25", NOISE), ("dense", 3.0), ("hybrid", 5.0))
+    ]  # type: ignore[arg-type]
+
+
+def _tiny(rng: np.random.Generator) -> list[Stream]:
+    return [Stream(f"r{i:02d}", int(rng.integers(2, 13)), NOISE) for i in range(30)]
+
+
+def _drop(per_week: int, drop: float, segment: str = "sharp") -> tuple[list[Stream], list[Stream]]:
+    """Three retrievers of the segment's quality; bm25's mean nDCG falls by `drop`."""
+    noise = 1.0 if segment == "sharp" else NOISE
+    base = [
+        Stream(r, per_week, noise, segments={segment: 1.0}) for r in ("bm25", "dense", "hybrid")
+    ]
+    mean = float(np.nanmean(bank(segment, noise)["ndcg"]))
+    worse = noise_for_mean(segment, mean - drop)
+    return base, [replace(base[0], noise=worse), *base[1:]]
+
+
+def scenarios(rng: np.random.Generator) -> list[Scenario]:
+    mix_base = _three(1000, segments={"billing": 0.5, "howto": 0.5})
+    mix_cur = [replace(s, segments={"billing": 0.8, "howto": 0.2}) for s in mix_base]
+    d05, d10 = _drop(500, 0.05), _drop(100, 0.10)
+    tiny = _tiny(rng)
+    return [
+        Scenario("tiny series: 30 retrievers, 2-12 events/week", tiny, tiny),
+        Scenario(
+            "clustered: 700/week, 20% from 3 trending queries a day",
+            _three(700, trending=0.2),
+            _three(700, trending=0.2),
+        ),  # fmt: skip
+        Scenario(
+            "clustered: 4,900/week, 20% from 3 trending queries a day",
+            _three(4900, trending=0.2),
+            _three(4900, trending=0.2),
+        ),  # fmt: skip
+        Scenario("segment mix only: billing 50% -> 80%", mix_base, mix_cur),
+        Scenario("large iid: 3 x 20,000/week", _three(20_000), _three(20_000)),
+        Scenario("power: nDCG -0.05 for 1 of 3 at 500/week", *d05, target="bm25", limit=">= 90%"),
+        Scenario("power: nDCG -0.10 for 1 of 3 at 100/week", *d10, target="bm25", limit=">= 80%"),
+        Scenario(
+            "power at SD 0.25: nDCG -0.05, 500/week",
+            *_drop(500, 0.05, "default"),
+            target="bm25",
+            limit="info",
+        ),  # fmt: skip
+        Scenario(
+            "power at SD 0.25: nDCG -0.10, 100/week",
+            *_drop(100, 0.10, "default"),
+            target="bm25",
+            limit="info",
+        ),  # fmt: skip
+    ]
+
+
+def one_report(sc: Scenario, rng: np.random.Generator, salt: int) -> Report:
+    base = window_data(rng, BASELINE, sc.base, salt=2 * salt)
+    cur = window_data(rng, CURRENT, sc.cur, salt=2 * salt + 1)
+    return analyze(Dataset(cur, base, [], True, 35.0))
+
+
+@dataclass
+class Outcome:
+    reports: int = 0
+    flagged: int = 0  # a regression (power: of the target retriever)
+    mix_named: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.flagged / self.reports if self.reports else 0.0
+
+
+def run(
+    sc: Scenario, reports: int, seed: int, progress: Callable[[str], None] | None = None
+) -> Outcome:
+    rng = np.random.default_rng(seed)
+    out = Outcome()
+    started = time.perf_counter()
+    for i in range(reports):
+        rep = one_report(sc, rng, salt=i)
+        groups = {r.group[2] for r in rep.regressions}
+        out.flagged += (sc.target in groups) if sc.target else bool(groups)
+        out.mix_named += bool(rep.mix_shifts)
+        out.reports += 1
+        if progress and (i + 1) % 50 == 0:
+            progress(f"  {sc.name}: {i + 1}/{reports}")
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=200, help="reports per scenario")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--only", help="run the scenarios whose name contains this")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    print(
+        f"{'scenario':58} {'reports':>7} {'regression':>10} {'limit':>7} {'mix named':>9} {'s':>6}"
+    )
+    for i, sc in enumerate(scenarios(rng)):
+        if args.only and args.only not in sc.name:
+            continue
+        o = run(sc, args.reports, args.seed * 100 + i, lambda m: print(m, flush=True))
+        print(
+            f"{sc.name:58} {o.reports:7d} {o.rate:10.1%} {sc.limit:>7} "
+            f"{o.mix_named / o.reports:9.0%} {o.seconds:6.1f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

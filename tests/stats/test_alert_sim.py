@@ -1,0 +1,167 @@
+"""The alert simulation's arithmetic is the rules' arithmetic (checked with promtool on the same
+input), and a small fixed-seed run of the simulation meets the false-firing and detection bars.
+The full run is `nice python -m tests.stats.alert_sim` (docs/report.md has its figures)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from monitor.settings import Settings
+from tests.stats.alert_sim import (
+    DAY,
+    WEEK,
+    Rule,
+    detection_minutes,
+    evaluate,
+    false_firings,
+    firing,
+    minute_counters,
+    population,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+# recording rules first: promtool then evaluates them before the alerts at each step
+RULES = sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml"), reverse=True)
+STEP = 10  # minutes between samples and evaluations in the promtool cross-check
+SERIES = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
+ALERT = {"ndcg": "RagmonQualityDropNDCG", "t": "RagmonQualityDropT"}
+SETTINGS = Settings()
+
+
+def _selector(name: str, labels: dict[str, str]) -> str:
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _values(xs: np.ndarray) -> str:
+    return " ".join(repr(float(x)) for x in xs)
+
+
+def _annotations(alert: dict, labels: dict[str, str], value: float) -> dict[str, str]:
+    """The alert's annotations as Prometheus renders them for these labels and value."""
+    out = {}
+    for key, text in alert["annotations"].items():
+        text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m[1]], text)
+        out[key] = text.replace('{{ $value | printf "%.3f" }}', f"{value:.3f}")
+    return out
+
+
+def _case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
+    """Input series for 7 days and 8 hours of one series (trending questions, then a drop),
+    the promtool expression tests of its recording rules, and its alert tests."""
+    rng = np.random.default_rng(seed)
+    target = 0.57 if measure == "ndcg" else -0.05
+    before = population(measure, target)
+    after = before - (0.15 if measure == "ndcg" else 0.4)
+    minutes = WEEK + 8 * 60
+    c, s, q = minute_counters(rng, 120, minutes, before, (WEEK + 3 * 60, after), trending=0.2)
+    c, s, q = c[STEP - 1 :: STEP], s[STEP - 1 :: STEP], q[STEP - 1 :: STEP]  # a sample at each 10m
+    rule = Rule.of(SETTINGS, measure, 30)
+    got = evaluate(c, s, q, rule, step=STEP)
+    labels = {**SERIES, "job": "ragmon", "instance": "api:8000"}
+    name = f"ragmon_retrieval_{measure}"
+    inputs = [
+        {"series": _selector(f"{name}_count", labels), "values": _values(c)},
+        {"series": _selector(f"{name}_sum", labels), "values": _values(s)},
+        {"series": _selector(f"{name}_sum_squares_total", labels), "values": _values(q)},
+    ]
+    if measure != "ndcg":  # the events counts come from nDCG's histogram (every event has both)
+        inputs.append(
+            {"series": _selector("ragmon_retrieval_ndcg_count", labels), "values": _values(c)}
+        )
+    n = len(c)
+    for gauge, value in (
+        (_selector("ragmon_alert_drop_margin", {"measure": measure, "job": "ragmon"}), rule.margin),
+        (_selector("ragmon_alert_drop_z", {"job": "ragmon"}), rule.z),
+        (_selector("ragmon_alert_min_events", {"job": "ragmon"}), rule.min_events),
+    ):
+        inputs.append({"series": gauge, "values": f"{value}+0x{n - 1}"})
+    times = [WEEK // STEP + k for k in (6, 17, 20, 24, 30, 40)]
+    exprs = []
+    for i in times:
+        for rec in ("mean1h", "var7d", "dispersion7d", "drop_threshold"):
+            key = {"dispersion7d": "dispersion", "drop_threshold": "threshold"}.get(rec, rec)
+            want = float(got[key][i])
+            exprs.append(  # equal up to floating-point rounding (promtool compares exactly)
+                {
+                    "expr": f"abs(ragmon:retrieval_{measure}:{rec} - {want!r}) "
+                    f"<= bool {1e-9 * max(1.0, abs(want))!r}",
+                    "eval_time": f"{i * STEP}m",
+                    "exp_samples": [{"labels": _selector("", SERIES), "value": 1}],
+                }
+            )
+    fires = firing(got["condition"], 30, STEP, lag=0)
+    (alert,) = [
+        r for f in RULES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]
+        if r.get("alert") == ALERT[measure]
+    ]  # fmt: skip
+    alert_tests = []
+    for i in times:
+        expected = []
+        if fires[i]:
+            lbl = {**SERIES, **alert["labels"]}
+            expected.append(
+                {"exp_labels": lbl,
+                 "exp_annotations": _annotations(alert, lbl, float(got["mean1h"][i]))}
+            )  # fmt: skip
+        alert_tests.append(
+            {"eval_time": f"{i * STEP}m", "alertname": ALERT[measure], "exp_alerts": expected}
+        )
+    return {"interval": f"{STEP}m", "input_series": inputs}, list(fires), exprs + alert_tests
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
+    return path
+
+
+@pytest.mark.parametrize(("measure", "seed"), [("ndcg", 3), ("t", 4)])
+def test_the_simulation_computes_what_the_rules_compute(
+    promtool: str, tmp_path: Path, measure: str, seed: int
+) -> None:
+    group, firing, tests = _case(measure, seed)
+    at = [int(t["eval_time"][:-1]) // STEP for t in tests if "alertname" in t]
+    assert any(firing[i] for i in at) and not all(firing[i] for i in at)  # both outcomes
+    group["promql_expr_test"] = [t for t in tests if "expr" in t]
+    group["alert_rule_test"] = [t for t in tests if "alertname" in t]
+    doc = {"rule_files": [str(p) for p in RULES], "evaluation_interval": f"{STEP}m",
+           "tests": [group]}  # fmt: skip
+    path = tmp_path / "cross-check.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10**9))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+def test_stationary_traffic_rarely_fires() -> None:
+    """A small fixed-seed run: no false firing in 4 x 30 days per case (the full run: 40 x 90)."""
+    for i, (measure, target, rate) in enumerate(
+        [("ndcg", 0.57, 60), ("ndcg", 0.57, 1000), ("t", -0.05, 60), ("t", -0.05, 1000)]
+    ):
+        rule = Rule.of(SETTINGS, measure, 30)
+        fired, days = false_firings(measure, target, rate, rule, 4, 30, seed=100 + i)
+        assert days == 120 and fired <= 1, (measure, rate, fired)
+
+
+def test_a_drop_of_0_05_fires_within_two_hours() -> None:
+    delays = detection_minutes(0.57, 0.05, 1000, Rule.of(SETTINGS, "ndcg", 30), 8, seed=5)
+    assert max(delays) <= 120, delays
+    assert min(delays) >= 30  # the rule's `for`
+
+
+def test_too_few_events_never_fire() -> None:
+    """Below the minimum events per hour, even a collapse does not alert."""
+    rng = np.random.default_rng(9)
+    values = population("ndcg", 0.57)
+    c, s, q = minute_counters(rng, 10, WEEK + DAY, values, (WEEK, values * 0))
+    got = evaluate(c, s, q, Rule.of(SETTINGS, "ndcg", 30))
+    assert not got["condition"][WEEK:].any()
+    assert (got["mean7d"][WEEK + 120 :] - got["mean1h"][WEEK + 120 :] > 0.4).all()

@@ -1,0 +1,38 @@
+"""A small fixed-seed run of the report simulation (the full run, 200+ reports per scenario, is
+`nice python -m tests.stats.report_sim`; docs/report.md has its figures)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.stats.report_sim import Scenario, run, scenarios
+
+REPORTS = 12
+SCENARIOS = {sc.name: sc for sc in scenarios(np.random.default_rng(13))}
+
+
+def _pick(word: str) -> Scenario:
+    (sc,) = [sc for name, sc in SCENARIOS.items() if name.startswith(word)]
+    return sc
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["tiny series", "clustered: 700", "clustered: 4,900", "segment mix only"],
+)
+def test_nothing_changes_and_no_regression_is_reported(word: str) -> None:
+    sc = _pick(word)
+    out = run(sc, REPORTS, seed=1)
+    assert out.flagged == 0, f"{sc.name}: {out.flagged} of {out.reports} reports"
+    if word == "segment mix only":
+        assert out.mix_named == out.reports  # and each report names the mix shift
+    else:
+        assert out.mix_named == 0
+
+
+@pytest.mark.parametrize(("word", "least"), [("power: nDCG -0.05", 11), ("power: nDCG -0.10", 9)])
+def test_a_true_drop_is_reported(word: str, least: int) -> None:
+    sc = _pick(word)
+    out = run(sc, REPORTS, seed=2)
+    assert out.flagged >= least, f"{sc.name}: {out.flagged} of {out.reports} reports"
