@@ -70,7 +70,7 @@ def test_overlaps() -> None:
 
 
 def test_bench_commands_have_help() -> None:
-    for module in ("bench_record", "bench_app_latency", "bench_gil"):
+    for module in ("bench_record", "bench_app_latency", "bench_gil", "bench_instructions"):
         out = subprocess.run(
             [sys.executable, "-m", f"tests.bench.{module}", "--help"],
             capture_output=True,
@@ -78,3 +78,15 @@ def test_bench_commands_have_help() -> None:
             timeout=60,
         )
         assert out.returncode == 0 and "--short" in out.stdout
+
+
+def test_bench_instructions_short() -> None:
+    import shutil
+
+    from tests.bench import bench_instructions
+
+    if not shutil.which("valgrind"):
+        pytest.skip("valgrind is not installed (apt-get install valgrind)")
+    figures = bench_instructions.run(short=True)
+    assert figures["dumps"] > 0 and figures["sdk"] > 0 and figures["sdk_stdlib"] > figures["sdk"]
+    assert "instructions per event" in bench_instructions.report(figures).lower()
