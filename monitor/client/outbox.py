@@ -17,7 +17,7 @@ from collections.abc import Sequence
 COMMA = 0x2C
 HEAD = b'{"events":['
 TAIL = b"]}"
-SPARE_BUFFERS = 2  # emptied batch buffers kept for reuse; more are left to the allocator
+SPARE_BUFFERS = 1  # emptied batch buffers kept for reuse (one is enough: see Outbox.release)
 
 
 class Batch:
@@ -151,7 +151,10 @@ class Outbox:
         return None
 
     def release(self, batch: Batch) -> None:
-        """Keep an emptied batch's buffer for reuse (its memory stays mapped: no page faults)."""
+        """Keep an emptied batch's buffer for reuse (its memory stays mapped: no page faults).
+
+        In steady state three buffers take turns: one filling, one being sent, one spare.
+        """
         batch.reset()
         if len(self.spare) < SPARE_BUFFERS:
             self.spare.append(batch)

@@ -121,6 +121,7 @@ def measure_state(
             for name in order:
                 per[name].append(segment(apps[name], rate, seconds, queries))
         hook = on.get("/stats")
+        rss = {name: app.rss_mb() for name, app in apps.items()}
     ratio = {
         name: [a["p99_ms"] / b["p99_ms"] for a, b in zip(per[name], per["off"], strict=True)]
         for name in ("on", "off2")
@@ -150,6 +151,7 @@ def measure_state(
         "generator_lag_max_ms": max(s["generator_lag_ms"] for v in VARIANTS for s in per[v]),
         "loadavg": os.getloadavg()[0],
         "hook_stats": hook,
+        "rss_mb": rss,
         "rounds": per,
     }
 
@@ -206,7 +208,8 @@ def report(f: dict[str, Any]) -> str:
             f"{s['cpu_us_per_request']['off']:>14.0f} {iv(s['added_cpu_us'], '.1f'):>20} "
             f"{iv(s['added_cpu_us_aa'], '.1f'):>20} {s['sdk_threads_us_per_event']:>9.1f}  "
             f"{verdict}: sent={h.get('sent')} dropped={dropped} buffered={h.get('buffered')} "
-            f"retries={h.get('retries')}"
+            f"retries={h.get('retries')} RSS on/off {s['rss_mb']['on']:.0f}/"
+            f"{s['rss_mb']['off']:.0f} MB"
         )
         if any(s["errors"].values()):
             lines.append(f"         errors: {s['errors']}")

@@ -276,6 +276,13 @@ class App:
                 total += int((task / "schedstat").read_text().split()[0])
         return total / 1e9
 
+    def rss_mb(self) -> float:
+        """Resident memory of the app's process now (MB)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
     def get(self, path: str) -> dict[str, Any]:
         import httpx
 

@@ -233,10 +233,11 @@ def test_413_splits_the_batch_and_delivers_every_event() -> None:
 def test_large_batches_arrive_intact(sidecar: Sidecar) -> None:
     big = [{"id": f"p{i}", "text": f"{i} " + "é" * 30000, "score": 1.0} for i in range(20)]
     monitor = RetrievalMonitor(sidecar.url, flush_interval=60)
-    for i in range(30):  # ~36 MB of JSON: several batches of at most 8 MB
+    for i in range(30):  # ~36 MB of JSON: batches of about 2 MB
         monitor.record(f"q{i}", big, 10, event_id=f"big-{i}")
     monitor.close(timeout=60)
     assert [e["event_id"] for e in sidecar.events()] == [f"big-{i}" for i in range(30)]
+    assert len(sidecar.requests) >= 10
     assert sidecar.events()[-1]["passages"][-1]["text"] == big[-1]["text"]
 
 
@@ -266,3 +267,42 @@ def test_the_encoder_gives_the_gil_back_between_slices(monkeypatch) -> None:
     monitor._encode_all()
     assert len(sleeps) == 100 and all(s == recorder.YIELD_FOR_S > 0 for s in sleeps)
     assert monitor.stats()["buffered"] == 100
+
+
+@pytest.fixture
+def tls_sidecar(tmp_path):
+    """The test sidecar behind TLS, with a self-signed certificate for 127.0.0.1."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server = KeepAliveSidecar()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server.server.socket = context.wrap_socket(server.server.socket, server_side=True)
+    yield server, cert
+    server.stop()
+
+
+def test_https_is_verified_and_delivers(tls_sidecar, monkeypatch) -> None:
+    server, cert = tls_sidecar
+    url = server.url.replace("http://", "https://")
+    untrusted = RetrievalMonitor(url, flush_interval=60, max_retries=0)
+    untrusted.record("q", PASSAGES, 2, event_id="refused")
+    untrusted.close(timeout=5)
+    assert untrusted.stats()["dropped_send_failed"] == 1  # an unknown certificate is refused
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # now trusted, as a private CA would be
+    monitor = RetrievalMonitor(url, flush_interval=60)
+    send_batches(monitor, 3)
+    monitor.close()
+    assert monitor.stats()["sent"] == 3 and len({port for _, port, _ in server.requests}) == 1
+    assert [e["event_id"] for _, _, ev in server.requests for e in ev] == ["e0", "e1", "e2"]
