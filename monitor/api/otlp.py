@@ -51,6 +51,8 @@ SPAN_NAME = "span.name"  # a pseudo-attribute: the span's name
 MESSAGES_SHOWN = 3
 _QUERY_KEYS = ("query", "query_str", "question", "input")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.:-]")
+# `trace_id` and `metadata` join the event with the revised contract: set once the schema has
+# them (then this check is always true and can go).
 _OPTIONAL_FIELDS = frozenset(RetrievalEvent.model_fields)
 
 

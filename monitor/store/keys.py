@@ -63,7 +63,8 @@ class Keys:
         return f"{self.prefix}:day:{day}:c"
 
     def day_events(self, day: str) -> str:
-        """Per-UTC-day list of compact per-event results (KS tests, worst events)."""
+        """Per-UTC-day list of compact per-event records (the drift report's comparisons, worst
+        events)."""
         return f"{self.prefix}:day:{day}:ev"
 
     def judgment(self, model: str, prompt_version: str, query_hash: str, text_hash: str) -> str:

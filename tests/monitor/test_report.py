@@ -460,3 +460,46 @@ def test_binned_counts_when_per_event_records_are_missing() -> None:
     assert width == pytest.approx(exact_width, rel=0.15)  # spread from bin mid-points
     assert report.regressions and report.regressions[0].headline.measure in exact
     assert any("binned counts" in n for n in report.notes)
+
+
+def test_query_population_shift_is_said_without_segments() -> None:
+    """No segments: a week of longer questions, most of them repeats, is named as a change of
+    the questions (a hint), not as a regression."""
+    rng = random.Random(12)
+    cur, base = windows(end="2026-11-22", days=7)
+
+    def week(window: Window, words: int, distinct: int) -> WindowData:
+        data = window_data(window, [("bm25", ranked_grades(rng, GOOD)) for _ in range(300)])
+        fresh = WindowData(window, data.hists, data.counters, days_with_data=7)
+        records = []
+        for i, e in enumerate(store_records(data)):
+            records.append({**e, "q": f"q{i % distinct}", "ql": words + i % 3})
+        fresh.add_records(records)
+        return fresh
+
+    report = analyze(Dataset(week(cur, 14, 60), week(base, 6, 300), [], True, 35.0))
+    (pop,) = report.population
+    assert pop.repeat_base == 0.0 and pop.repeat_cur == pytest.approx(0.8)
+    assert pop.length_base == pytest.approx(7.0) and pop.length_cur == pytest.approx(15.0)
+    assert len(pop.moved) == 2 and "repeated questions 0% → 80%" in pop.moved[0]
+    assert not report.mix  # one segment: no mix table
+
+
+def store_records(data: WindowData) -> list[dict]:
+    """The per-event records a `window_data` was built from, rebuilt from its columns."""
+    out = []
+    for group, ev in data.events.items():
+        for i in range(len(ev)):
+            out.append(
+                {
+                    "id": f"{group[2]}-{i}",
+                    "ts": data.window.start.isoformat(),
+                    "labels": dict(zip(("app", "index", "retriever"), group, strict=True))
+                    | {"segment": ev.segments[i]},
+                    "k": K,
+                    "m": {m: (None if v[i] != v[i] else v[i]) for m, v in ev.values.items()},
+                    "pids": [],
+                    "grades": [],
+                }
+            )
+    return out

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from monitor.settings import Settings
 from tests.stats.traffic import bank, noise_for_mean
 
+RULES = (
+    Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules" / "ragmon-alerts.yml"
+)
 DAY = 1440  # minutes
 WEEK = 7 * DAY
 
@@ -33,9 +38,23 @@ class Rule:
     for_minutes: int
 
     @classmethod
-    def of(cls, settings: Settings, measure: str, for_minutes: int) -> Rule:
+    def of(cls, settings: Settings, measure: str, for_minutes: int | None = None) -> Rule:
+        """The rule of `measure`'s drop alert: `for` from the rule file unless given."""
         margin = settings.alert_margin_ndcg if measure == "ndcg" else settings.alert_margin_t
+        if for_minutes is None:
+            for_minutes = rule_for_minutes(measure)
         return cls(margin, settings.alert_z, settings.alert_min_events, for_minutes)
+
+
+def rule_for_minutes(measure: str) -> int:
+    """The `for` of the measure's drop alert in deploy/prometheus/rules/ragmon-alerts.yml."""
+    name = {"ndcg": "RagmonQualityDropNDCG", "t": "RagmonQualityDropT"}[measure]
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == name:
+                value, unit = int(rule["for"][:-1]), rule["for"][-1]
+                return value * {"m": 1, "h": 60}[unit]
+    raise ValueError(f"no alert {name} in {RULES}")
 
 
 def _increase(cum: np.ndarray, minutes: int, step: int) -> np.ndarray:
@@ -107,7 +126,7 @@ def firing(condition: np.ndarray, for_minutes: int, step: int = 1, lag: int = 1)
     recorded values of the previous evaluation), has held at every evaluation for
     `for_minutes` (Prometheus' `for`)."""
     late = np.concatenate([[False] * lag, condition[: len(condition) - lag]])
-    need = for_minutes // step
+    need = -(-for_minutes // step)  # evaluations after the first one that must still hold
     out = np.zeros(len(late), bool)
     held = 0
     for i, c in enumerate(late):
@@ -198,13 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--series", type=int, default=40, help="series per stationary case")
     parser.add_argument("--days", type=int, default=90, help="days evaluated per series")
     parser.add_argument("--trials", type=int, default=100, help="trials of the drop")
-    parser.add_argument("--for-minutes", type=int, default=30, help="the rules' `for`")
+    parser.add_argument("--for-minutes", type=int, help="override the rules' `for`")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     s = Settings.from_env(dotenv=None)  # RAGMON_ALERT_* from the environment, else defaults
     print(
         f"margin nDCG {s.alert_margin_ndcg}, margin T {s.alert_margin_t}, z {s.alert_z}, "
-        f"min events {s.alert_min_events}, for {args.for_minutes}m"
+        f"min events {s.alert_min_events}, for {Rule.of(s, 'ndcg', args.for_minutes).for_minutes}m"
     )
     print(f"{'stationary traffic':36} {'firings':>7} {'series-days':>11} {'per 30 days':>11}")
     for i, (measure, target, rate, trend) in enumerate(CASES):

@@ -62,7 +62,7 @@ def _case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
     minutes = WEEK + 8 * 60
     c, s, q = minute_counters(rng, 120, minutes, before, (WEEK + 3 * 60, after), trending=0.2)
     c, s, q = c[STEP - 1 :: STEP], s[STEP - 1 :: STEP], q[STEP - 1 :: STEP]  # a sample at each 10m
-    rule = Rule.of(SETTINGS, measure, 30)
+    rule = Rule.of(SETTINGS, measure)
     got = evaluate(c, s, q, rule, step=STEP)
     labels = {**SERIES, "job": "ragmon", "instance": "api:8000"}
     name = f"ragmon_retrieval_{measure}"
@@ -96,7 +96,7 @@ def _case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
                     "exp_samples": [{"labels": _selector("", SERIES), "value": 1}],
                 }
             )
-    fires = firing(got["condition"], 30, STEP, lag=0)
+    fires = firing(got["condition"], rule.for_minutes, STEP, lag=0)
     (alert,) = [
         r for f in RULES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]
         if r.get("alert") == ALERT[measure]
@@ -146,15 +146,15 @@ def test_stationary_traffic_rarely_fires() -> None:
     for i, (measure, target, rate) in enumerate(
         [("ndcg", 0.57, 60), ("ndcg", 0.57, 1000), ("t", -0.05, 60), ("t", -0.05, 1000)]
     ):
-        rule = Rule.of(SETTINGS, measure, 30)
+        rule = Rule.of(SETTINGS, measure)
         fired, days = false_firings(measure, target, rate, rule, 4, 30, seed=100 + i)
         assert days == 120 and fired <= 1, (measure, rate, fired)
 
 
 def test_a_drop_of_0_05_fires_within_two_hours() -> None:
-    delays = detection_minutes(0.57, 0.05, 1000, Rule.of(SETTINGS, "ndcg", 30), 8, seed=5)
+    delays = detection_minutes(0.57, 0.05, 1000, Rule.of(SETTINGS, "ndcg"), 8, seed=5)
     assert max(delays) <= 120, delays
-    assert min(delays) >= 30  # the rule's `for`
+    assert min(delays) >= Rule.of(SETTINGS, "ndcg").for_minutes  # the rule's `for`
 
 
 def test_too_few_events_never_fire() -> None:
@@ -162,6 +162,6 @@ def test_too_few_events_never_fire() -> None:
     rng = np.random.default_rng(9)
     values = population("ndcg", 0.57)
     c, s, q = minute_counters(rng, 10, WEEK + DAY, values, (WEEK, values * 0))
-    got = evaluate(c, s, q, Rule.of(SETTINGS, "ndcg", 30))
+    got = evaluate(c, s, q, Rule.of(SETTINGS, "ndcg"))
     assert not got["condition"][WEEK:].any()
     assert (got["mean7d"][WEEK + 120 :] - got["mean1h"][WEEK + 120 :] > 0.4).all()
