@@ -47,6 +47,14 @@ _QUALITY_HELP = {
     "rr": "RR@K: 1 / rank of the first relevant passage in the top K, 0 if none.",
     "k_over_np": "K / estimated number of relevant passages: below 1 trust T, well above 1 trust "
     "nDCG.",
+    "udcg": "UDCG (Trappolini et al.): sigmoid of the mean utility of the top K, relevant passages "
+    "the LLM answers from count +, distractors it answers from count -1/3; needs "
+    "RAGMON_UTILITY=on.",
+    "ra_nwg": "RA-nWG@K (Dallaire): rarity-weighted utility of the top K over the best K of the "
+    "judged pool, on the 1-5 utility scale; 1 is the pool's best.",
+    "n_recall4": "N-Recall4+@K: share of the pool's grade-4+ (1-5 scale) passages the top K holds, "
+    "out of at most K.",
+    "precision4": "Precision4+@K: share of the top K graded 4+ on the 1-5 utility scale.",
 }
 
 QUALITY: tuple[Metric, ...] = tuple(

@@ -16,6 +16,7 @@ from monitor.measures import (
     MeasureParams,
     compute,
 )
+from tests.monitor.test_measures_llm import reference_llm
 
 PRIMER = [0, 3, 0, 1, 0, 2, 0, 0, 3, 0]
 LINEAR = MeasureParams(ndcg_gain="linear")
@@ -268,6 +269,10 @@ def test_all_unjudged_counts_nothing_as_relevant() -> None:
         "f": 0.0,
         "recall": 0.0,
         "judged_at_k": 0.0,
+        "udcg": None,
+        "ra_nwg": None,
+        "n_recall4": None,
+        "precision4": 0.0,
     }
 
 
@@ -417,6 +422,7 @@ def reference(
         denom = p.f_alpha * k + (1 - p.f_alpha) * n
         out["f"] = n_p / denom if denom else 0.0
         out["recall"] = n_p / n if n else None
+    out.update(reference_llm(grades, k, p, None))  # UDCG, RA-nWG...: test_measures_llm.py
     return out
 
 
