@@ -135,6 +135,20 @@ OPERATIONS: tuple[Metric, ...] = (
         ("model",),
         JUDGE_LATENCY_BUCKETS,
     ),
+    Metric(
+        "ragmon_utility_probes",
+        "counter",
+        "RAGMON_UTILITY=on: p(NO-RESPONSE) values obtained, by how (exact: the abstain token was "
+        "in the top logprobs; bound: it was not, the lowest listed probability bounds it; cache).",
+        ("how",),
+    ),
+    Metric(
+        "ragmon_udcg_missing",
+        "counter",
+        "RAGMON_UTILITY=on: events measured without UDCG, by reason (no_logprobs: the endpoint "
+        "returns none; no_llm: lexical judge; or the judge failure's reason).",
+        ("reason",),
+    ),
     Metric("ragmon_judge_cache_hits", "counter", "Passages graded from the judgment cache."),
     Metric("ragmon_judge_cache_misses", "counter", "Passages the judgment cache did not have."),
     Metric(

@@ -139,6 +139,10 @@ class Measures(BaseModel):
     f: float | None = None
     recall: float | None = None
     judged_at_k: float | None = None
+    udcg: float | None = None
+    ra_nwg: float | None = None
+    n_recall4: float | None = None
+    precision4: float | None = None
 
 
 class RetrievalResult(BaseModel):
@@ -151,6 +155,16 @@ class RetrievalResult(BaseModel):
     grades: list[int | None] | None = None
     grade_source: list[str | None] | None = None
     measures: Measures | None = None
+    p_no_response: list[float | None] | None = Field(
+        default=None,
+        description="RAGMON_UTILITY=on: each top-K passage's p(NO-RESPONSE) from the utility "
+        "probe (UDCG's input).",
+    )
+    udcg_missing: str | None = Field(
+        default=None,
+        description="Why UDCG is null with RAGMON_UTILITY=on (no_logprobs, no_llm, or a judge "
+        "failure's reason).",
+    )
     error: str | None = None
 
 

@@ -209,6 +209,7 @@ class Settings:
     judge_max_retries: int = field(
         default=6, metadata={"env": "RAGMON_JUDGE_MAX_RETRIES", "parse": _number(0, 100, int)}
     )
+    utility: bool = field(default=False, metadata={"env": "RAGMON_UTILITY", "parse": _bool})
     prices: dict[str, tuple[float, float]] = field(
         default_factory=lambda: dict(DEFAULT_PRICES),
         metadata={"env": "RAGMON_PRICES", "parse": _prices},

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
 from monitor.store import event_day
-from workers.judges.base import Judge
+from monitor.store.keys import SEP
+from workers.judges import utility
+from workers.judges.base import Judge, JudgeError
+
+if TYPE_CHECKING:
+    from monitor.store import Store
 
 KNOWN, CACHE, JUDGE = "known", "cache", "judge"
 
@@ -58,3 +66,53 @@ async def grade_event(
             [(passages[i]["text"], grades[i]) for i in misses],
         )
     return grades, sources
+
+
+async def probe_event(
+    event: dict, judge: Judge, store: Store
+) -> tuple[list[float | None], str | None]:
+    """p(NO-RESPONSE) of each top-K passage for UDCG (RAGMON_UTILITY=on): the cache, then one
+    probe call per missing passage. Returns `(p's, None)`, one per passage (None past K), or
+    `(p's, reason)` when UDCG must stay null: `no_logprobs` (the endpoint gives none),
+    `no_llm` (the lexical judge cannot probe) or a lasting judge failure's reason.
+
+    A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
+    the p's it did get, so the job's retry pays only for the rest.
+    """
+    passages = event["passages"]
+    k = min(event["k"], len(passages))
+    ps: list[float | None] = [None] * len(passages)
+    probe = getattr(judge, "no_response_p", None)
+    if probe is None:
+        return ps, "no_llm"
+    query = event["query"]
+    texts = [p["text"] for p in passages[:k]]
+    ps[:k] = store.cached_p(judge.model, utility.PROMPT_VERSION, query, texts)
+    misses = [i for i in range(k) if ps[i] is None]
+    day = event_day(event)
+    store.incr(f"utility_probes{SEP}cache", k - len(misses), day=day)
+    if not misses:
+        return ps, None
+    results = await asyncio.gather(
+        *(probe(query, texts[i]) for i in misses), return_exceptions=True
+    )
+    got: list[tuple[str, float]] = []
+    lasting: str | None = None
+    passing: JudgeError | None = None
+    for i, r in zip(misses, results, strict=True):
+        if isinstance(r, utility.Reading):
+            ps[i] = r.p
+            got.append((texts[i], r.p))
+            store.incr(f"utility_probes{SEP}{r.how}", day=day)
+        elif r is None:
+            lasting = lasting or "no_logprobs"
+        elif isinstance(r, JudgeError) and r.retryable:
+            passing = passing or r
+        elif isinstance(r, JudgeError):
+            lasting = lasting or r.reason
+        else:
+            raise r
+    store.cache_grades(judge.model, utility.PROMPT_VERSION, query, got)
+    if lasting is None and passing is not None:
+        raise passing  # UDCG can still be had: let RQ retry the job
+    return ps, lasting

@@ -8,9 +8,10 @@ import logging
 from typing import Any
 
 from monitor.measures import MeasureParams, compute
-from monitor.store import Store, ref_of, text_hash
+from monitor.store import Store, event_day, ref_of, text_hash
+from monitor.store.keys import SEP
 from workers.context import WorkerContext, current_context
-from workers.grading import grade_event
+from workers.grading import grade_event, probe_event
 from workers.judges.base import Judge, JudgeError
 
 log = logging.getLogger("ragmon.worker")
@@ -75,7 +76,11 @@ async def _one(
 ) -> str:
     grades, sources = await grade_event(event, judge, store)
     k = event["k"]
-    measures = compute(grades, k, params, event.get("relevant_total"))
+    ps: list[float | None] | None = None
+    missing = None
+    if ctx.settings.utility:
+        ps, missing = await probe_event(event, judge, store)
+    measures = compute(grades, k, params, event.get("relevant_total"), None if missing else ps)
     result = {
         "event_id": event["event_id"],
         "status": "done",
@@ -86,8 +91,13 @@ async def _one(
         "measures": measures,
         "error": None,
     }
+    if ps is not None:
+        result["p_no_response"] = ps[:k]
+        result["udcg_missing"] = missing
     stripped = None if ctx.settings.store_text else strip_text(event)
     done = store.finish(event, result, grades, stripped, judge=judge.model)
+    if done and missing:  # once per event: a re-run finish is not done
+        store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
     return "done" if done else "skipped"
 
 

@@ -426,16 +426,30 @@ class Store:
         self, model: str, prompt_version: str, query: str, texts: Sequence[str]
     ) -> list[int | None]:
         """Grades cached for (model, prompt version, query, text); None where not cached."""
+        raw = self._cached(model, prompt_version, query, texts)
+        return [int(v) if v is not None else None for v in raw]
+
+    def cached_p(
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+    ) -> list[float | None]:
+        """Cached p(NO-RESPONSE) of the utility probe, like `cached_grades`."""
+        raw = self._cached(model, prompt_version, query, texts)
+        return [float(v) if v is not None else None for v in raw]
+
+    def _cached(
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+    ) -> list[bytes | None]:
         if not texts:
             return []
         qh = query_hash(query)
         keys = [self.keys.judgment(model, prompt_version, qh, text_hash(t)) for t in texts]
-        return [int(v) if v is not None else None for v in self.client.mget(keys)]
+        return list(self.client.mget(keys))  # type: ignore[arg-type]
 
     def cache_grades(
-        self, model: str, prompt_version: str, query: str, graded: Sequence[tuple[str, int]]
+        self, model: str, prompt_version: str, query: str, graded: Sequence[tuple[str, float]]
     ) -> None:
-        """Remember grades of (text, grade) pairs for the cache TTL (0 days: no caching)."""
+        """Remember grades (or probe p's) of (text, value) pairs for the cache TTL (0 days: no
+        caching); the prompt version keeps the two apart."""
         ttl = int(self.settings.cache_ttl_days * 86400)
         if ttl <= 0 or not graded:
             return

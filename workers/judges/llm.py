@@ -24,7 +24,7 @@ import openai
 
 from monitor.retry import retry_after_s
 from monitor.store.judging import JudgeState
-from workers.judges import prompt
+from workers.judges import prompt, utility
 from workers.judges.base import JudgeError
 from workers.limits import Budget, RateLimiter, utc_today
 
@@ -110,12 +110,7 @@ class OpenAIJudge:
         """One grade per `(passage_id, text)`; raises `JudgeError` (see module docstring)."""
         if not passages:
             return []
-        if self._budget is not None and self._budget.exhausted():
-            raise JudgeError(
-                "budget_exhausted",
-                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
-                "the event is stored, re-judge it later with `ragmon requeue-failed`",
-            )
+        self._check_budget()
         texts = [text for _, text in passages]
         if self.mode == "listwise":
             chunks = [texts[i : i + LISTWISE_MAX] for i in range(0, len(texts), LISTWISE_MAX)]
@@ -133,6 +128,35 @@ class OpenAIJudge:
             raise next(e for e in errors if not isinstance(e, JudgeError))
         # a lasting failure decides the event's fate; otherwise the job is retried later
         raise next((e for e in judge_errors if not e.retryable), judge_errors[0])
+
+    async def no_response_p(self, query: str, text: str) -> utility.Reading | None:
+        """The utility probe: p(NO-RESPONSE) of one passage from one 1-token answer's top
+        logprobs (workers/judges/utility.py); None when the endpoint returned no logprobs.
+
+        Same limiter, retries, accounting and budget as grading; counted as outcome `ok` or
+        `no_logprobs`."""
+        self._check_budget()
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.settings.judge_concurrency)
+        options = {"max_tokens": 1, "logprobs": True, "top_logprobs": utility.TOP_LOGPROBS}
+        async with self._semaphore:
+            reply, usage, latency = await self._call(
+                utility.messages(query, text), None, None, options
+            )
+        logprobs = getattr(reply, "logprobs", None)
+        first = (getattr(logprobs, "content", None) or [None])[0]
+        top = [(t.token, t.logprob) for t in getattr(first, "top_logprobs", None) or ()]
+        reading = utility.read_p(top)
+        self._record("ok" if reading is not None else "no_logprobs", latency, usage)
+        return reading
+
+    def _check_budget(self) -> None:
+        if self._budget is not None and self._budget.exhausted():
+            raise JudgeError(
+                "budget_exhausted",
+                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
+                "the event is stored, re-judge it later with `ragmon requeue-failed`",
+            )
 
     def _keep_partial(self, query: str, texts: Sequence[str], results: Sequence[object]) -> None:
         """Cache the grades of an event that did get them, so a retry pays only for the rest."""
@@ -221,7 +245,11 @@ class OpenAIJudge:
         return self._client
 
     async def _call(
-        self, messages: list[dict[str, str]], response_format: dict, n: int | None
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict | None,
+        n: int | None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[Any, Any, float]:
         """One completion (a choice, its usage, its latency), retrying passing failures.
 
@@ -233,10 +261,11 @@ class OpenAIJudge:
         while True:
             ticket = await self._limiter.acquire(est) if self._limiter is not None else None
             kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
-            if self.structured:
+            if self.structured and response_format is not None:
                 kwargs["response_format"] = response_format
             if self.temperature is not None:
                 kwargs["temperature"] = self.temperature
+            kwargs.update(options or {})
             started = time.perf_counter()
             try:
                 resp = await self._client_for_loop().chat.completions.create(**kwargs)
