@@ -46,6 +46,9 @@ MEASURES = (
     ("t", "T"),
     ("f_e", "F_e"),
     ("harm", "Harm@K"),
+    ("ra_nwg", "RA-nWG@K"),
+    ("n_recall4", "N-Recall4+@K"),
+    ("precision4", "Precision4+@K"),
 )
 # Stop: every further call would fail the same (a connection error comes after all retries).
 FATAL = {"budget_exhausted", "client_error", "connection_error"}
