@@ -54,6 +54,35 @@ MEASURES: tuple[tuple[str, str, str, str], ...] = (
         "Share of queries with at least one relevant passage in the prompt; a miss means the "
         "LLM had nothing to answer from.",
     ),
+    (
+        "udcg",
+        "UDCG",
+        "none",
+        "How much the prompt's passages help the LLM answer, counting passages it answers "
+        "from wrongly against it (Trappolini et al.); 0.5 = no effect, higher is better; needs "
+        "RAGMON_UTILITY=on.",
+    ),
+    (
+        "ra_nwg",
+        "RA-nWG@K",
+        "none",
+        "Share of the best evidence among the judged passages that made it into the prompt, a "
+        "scarce 'answers clearly' passage weighing most (Dallaire); 1 is the best possible.",
+    ),
+    (
+        "n_recall4",
+        "N-Recall4+@K",
+        "percentunit",
+        "Share of the highly relevant passages among those judged that made it into the prompt "
+        "(at most K counted).",
+    ),
+    (
+        "precision4",
+        "Precision4+@K",
+        "percentunit",
+        "Share of the prompt's passages that are highly relevant (grade 4 or 5 on the 1-5 "
+        "utility scale).",
+    ),
 )
 TITLES = {key: title for key, title, _, _ in MEASURES} | {"rr": "RR@K", "k_over_np": "K/N̂p"}
 UNITS = {key: unit for key, _, unit, _ in MEASURES} | {"rr": "none", "k_over_np": "none"}
@@ -224,6 +253,20 @@ def retrieval_quality() -> dict[str, Any]:
             unit="percentunit",
         )
     )
+
+    p.append(row("UDCG coverage (RAGMON_UTILITY=on)"))
+    p.append(
+        timeseries(
+            "Events with UDCG",
+            "Share of judged events that got a UDCG: below 1 means the utility probe is off or "
+            "the endpoint returns no logprobs (Operations dashboard: events without UDCG).",
+            [target(
+                f"sum(rate(ragmon_retrieval_udcg_count{{{SEL}}}[$window]))\n"
+                f"/ sum(rate(ragmon_retrieval_ndcg_count{{{SEL}}}[$window]))", "with UDCG")],
+            unit="percentunit",
+            defaults={"min": 0, "max": 1},
+        )
+    )  # fmt: skip
 
     p.append(row("Which measure to trust: the K / N̂p regime"))
     p.append(

@@ -14,7 +14,10 @@ from monitor.report.gather import Events, Group, Hists, WindowData
 from monitor.store import Histogram
 
 # The measures the report compares, with their display names; Harm@K is better when lower.
-MEASURES = ("t", "ndcg", "f_e", "harm", "precision", "hit")
+# They form one Holm family per report, so adding one makes every verdict slightly stricter.
+MEASURES = ("t", "ndcg", "f_e", "harm", "precision", "hit", "ra_nwg", "n_recall4", "udcg")
+# Measured only on some deployments (UDCG needs RAGMON_UTILITY=on): no row when no data.
+OPTIONAL = frozenset({"udcg"})
 NAMES = {
     "t": "T",
     "ndcg": "nDCG@K",
@@ -24,6 +27,10 @@ NAMES = {
     "hit": "Hit@K",
     "rr": "RR@K",
     "k_over_np": "K/N̂_p",
+    "ra_nwg": "RA-nWG@K",
+    "n_recall4": "N-Recall4+@K",
+    "precision4": "Precision4+@K",
+    "udcg": "UDCG",
 }
 LOWER_IS_BETTER = frozenset({"harm"})
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
@@ -284,6 +291,8 @@ def compare_all(cur: WindowData, base: WindowData) -> Compared:
             coded = codes[g] = Coded.of(eb, ec)
         for m in MEASURES:
             row = compare_measure(coded, cur, base, g, m)
+            if m in OPTIONAL and row.base is None and row.cur is None:
+                continue
             if not vb.events:
                 row.status = "no baseline yet"
                 row.change = None

@@ -88,7 +88,8 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         )
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
-    fake = FakeLLM().start()
+    # Utility probes of "How ..." questions get no logprobs: events without UDCG, counted.
+    fake = FakeLLM(logprobs=lambda body: "\nHow " not in _user(body)).start()
     fake.script(*[Reply.error(500)] * 3, *[Reply.refusal()] * 6)  # retried, and failed events
     env = {
         "RAGMON_JUDGE": "openai",
@@ -96,6 +97,7 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         "OPENAI_API_KEY": "sk-test",
         "RAGMON_JUDGE_MAX_RETRIES": "1",
         "RAGMON_SAMPLE_RATE": "0.9",
+        "RAGMON_UTILITY": "on",  # the UDCG panels and the utility probe's counters
     }
     stack = Stack(redis_server.url, workers=2, env=env).start()
     prom = PrometheusServer(f"127.0.0.1:{stack.port}").start()
@@ -123,6 +125,10 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         fake.stop()
         client.flushall()
         client.close()
+
+
+def _user(body: dict) -> str:
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
 
 
 def run_ok(fed: Fed, expr: str) -> list[dict]:

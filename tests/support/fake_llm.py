@@ -110,7 +110,9 @@ class FakeLLM:
     fence: bool = False  # wrap default answers without a schema in ```json fences
     api_key: str | None = None  # when set, any other bearer key gets OpenAI's 401
     models: frozenset[str] | None = None  # when set, any other model gets OpenAI's 404
-    logprobs: bool = True  # False: a server that never returns logprobs
+    # False: a server that never returns logprobs; a predicate on the request body decides
+    # per request (some events without UDCG, deterministically).
+    logprobs: bool | Callable[[dict], bool] = True
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests the server held at once
@@ -340,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(400, {"error": err})
         if reply.kind == "refusal":
             return self._json(200, completion(body, None, reply.content, "stop"))
-        lp = self.fake.logprobs
+        lp = self.fake.logprobs(body) if callable(self.fake.logprobs) else self.fake.logprobs
         if reply.kind in ("content", "empty"):
             answer = completion(body, reply.content, None, reply.finish_reason, reply.top, lp)
             return self._json(200, answer)
