@@ -36,6 +36,7 @@ __all__ = [
     "HISTOGRAM_MEASURES",
     "MEASURE_KEYS",
     "UMBRELA_TO_UTILITY",
+    "UTILITY_TO_UMBRELA",
     "MeasureParams",
     "compute",
     "n_recall4",
@@ -299,6 +300,9 @@ def compute(
 # Caveat: the map never gives 3 (partially relevant), so w3 is unused, and the 4/5 split is the
 # assessor's 2/3 split, not a direct 1-5 judgment (RAGMON_JUDGE_SCALE=utility5 asks for one).
 UMBRELA_TO_UTILITY = (1, 2, 4, 5)
+# The way back, for a judge grading 1-5 (index = 1-5 grade): 3 "partially relevant, not enough
+# to answer" and 2 "weak" are both "related, does not answer" (1); the map round-trips 0-3.
+UTILITY_TO_UMBRELA = (None, 0, 1, 1, 2, 3)
 
 # Dallaire section 2.4: base utilities, caps of the relative weights, and the fixed weights
 # used when the pool holds no grade-5 passage.

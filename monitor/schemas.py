@@ -155,6 +155,11 @@ class RetrievalResult(BaseModel):
     grades: list[int | None] | None = None
     grade_source: list[str | None] | None = None
     measures: Measures | None = None
+    utility: list[int | None] | None = Field(
+        default=None,
+        description="RAGMON_JUDGE_SCALE=utility5: each passage's 1-5 utility grade (RA-nWG's "
+        "input); `grades` then holds them mapped to 0-3.",
+    )
     p_no_response: list[float | None] | None = Field(
         default=None,
         description="RAGMON_UTILITY=on: each top-K passage's p(NO-RESPONSE) from the utility "

@@ -193,6 +193,10 @@ class Settings:
         default="pointwise",
         metadata={"env": "RAGMON_JUDGE_MODE", "parse": _choice("pointwise", "listwise")},
     )
+    judge_scale: str = field(
+        default="umbrela",
+        metadata={"env": "RAGMON_JUDGE_SCALE", "parse": _choice("umbrela", "utility5")},
+    )
     judge_concurrency: int = field(
         default=128,
         metadata={"env": "RAGMON_JUDGE_CONCURRENCY", "parse": _number(1, 1024, int)},

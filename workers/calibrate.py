@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from monitor.measures import MeasureParams, compute
 from monitor.settings import Settings
+from workers.grading import on_both_scales
 from workers.judges.base import Judge, JudgeError
 
 TREC_K = 10  # the TREC file holds each run's top 20: K = 10 so that 2K = 20 are judged
@@ -303,7 +304,10 @@ async def judge_records(
                         if progress:
                             progress.failed += 1
                     else:
-                        for text, g in zip(todo.values(), grades, strict=True):
+                        # a utility5 judge's 1-5 grades, compared on the known grades' 0-3
+                        umbrela = on_both_scales(list[int | None](grades), judge)[0]
+                        for text, g in zip(todo.values(), umbrela, strict=True):
+                            assert g is not None  # the judge grades every passage asked
                             out.grades[(query, text)] = g
                         if progress:
                             progress.judged += len(todo)

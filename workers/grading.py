@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from monitor.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from monitor.store import event_day
 from monitor.store.keys import SEP
 from workers.judges import utility
@@ -26,18 +27,20 @@ async def grade_event(
 ) -> tuple[list[int | None], list[str | None]]:
     """Return `(grades, sources)`, one per passage; passages past the top 2K stay `None`.
 
-    Raises the judge's `JudgeError` when it cannot grade a passage that needs it.
-    `store` is the `monitor.store.Store` (its judgment cache).
+    Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
+    `on_both_scales` splits them). Raises the judge's `JudgeError` when it cannot grade a
+    passage that needs it. `store` is the `monitor.store.Store` (its judgment cache).
     """
     passages = event["passages"]
     depth = judged_depth(event)
     grades: list[int | None] = [None] * len(passages)
     sources: list[str | None] = [None] * len(passages)
     todo: list[int] = []
+    five = _grades_1_to_5(judge)
     for i in range(depth):
         g = passages[i].get("grade")
         if g is not None:
-            grades[i], sources[i] = g, KNOWN
+            grades[i], sources[i] = (UMBRELA_TO_UTILITY[g] if five else g), KNOWN
         else:
             todo.append(i)
     if not todo:
@@ -66,6 +69,20 @@ async def grade_event(
             [(passages[i]["text"], grades[i]) for i in misses],
         )
     return grades, sources
+
+
+def _grades_1_to_5(judge: Judge) -> bool:
+    return getattr(getattr(judge, "scale", None), "name", "") == "utility5"
+
+
+def on_both_scales(
+    grades: list[int | None], judge: Judge
+) -> tuple[list[int | None], list[int | None] | None]:
+    """`(0-3 grades, 1-5 grades or None)`: a utility5 judge's grades (RAGMON_JUDGE_SCALE) feed
+    RA-nWG as they are and the other measures through `UTILITY_TO_UMBRELA`."""
+    if not _grades_1_to_5(judge):
+        return grades, None
+    return [None if u is None else UTILITY_TO_UMBRELA[u] for u in grades], grades
 
 
 async def probe_event(

@@ -11,7 +11,7 @@ from monitor.measures import MeasureParams, compute
 from monitor.store import Store, event_day, ref_of, text_hash
 from monitor.store.keys import SEP
 from workers.context import WorkerContext, current_context
-from workers.grading import grade_event, probe_event
+from workers.grading import grade_event, on_both_scales, probe_event
 from workers.judges.base import Judge, JudgeError
 
 log = logging.getLogger("ragmon.worker")
@@ -74,13 +74,15 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
 async def _one(
     ctx: WorkerContext, store: Store, judge: Judge, params: MeasureParams, event: dict
 ) -> str:
-    grades, sources = await grade_event(event, judge, store)
+    scaled, sources = await grade_event(event, judge, store)
+    grades, utility = on_both_scales(scaled, judge)
     k = event["k"]
     ps: list[float | None] | None = None
     missing = None
     if ctx.settings.utility:
         ps, missing = await probe_event(event, judge, store)
-    measures = compute(grades, k, params, event.get("relevant_total"), None if missing else ps)
+    p_no = None if missing else ps
+    measures = compute(grades, k, params, event.get("relevant_total"), p_no, utility)
     result = {
         "event_id": event["event_id"],
         "status": "done",
@@ -91,6 +93,8 @@ async def _one(
         "measures": measures,
         "error": None,
     }
+    if utility is not None:
+        result["utility"] = utility
     if ps is not None:
         result["p_no_response"] = ps[:k]
         result["udcg_missing"] = missing

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from monitor.measures import UMBRELA_TO_UTILITY
 from workers.judges.lexical import lexical_grades
 
 # How the judge's prompt delimits untrusted text (workers/judges/prompt.py):
@@ -179,6 +180,8 @@ def default_content(body: dict) -> str:
     query = q.group(2) if q else ""
     found = _PASSAGE.findall(prompt)
     grades = lexical_grades(query, [text for _, _, text in found]) if found else []
+    if "integer 1, 2, 3, 4 or 5" in prompt:  # RAGMON_JUDGE_SCALE=utility5
+        grades = [UMBRELA_TO_UTILITY[g] for g in grades]
     schema = _schema(body)
     props = (schema or {}).get("properties", {})
     if "grade" in props or (schema is None and len(found) <= 1):

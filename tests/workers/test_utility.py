@@ -4,17 +4,19 @@ through the real API, Redis, an RQ worker and the fake OpenAI-compatible server.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 
 import pytest
 
+from monitor.measures import ra_nwg
 from monitor.settings import Settings
 from monitor.store import Store
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event, result_url
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.stack import sample_value
-from workers.judges import utility
+from workers.judges import prompt, utility
 from workers.judges.llm import OpenAIJudge
 from workers.worker import make_worker
 
@@ -276,3 +278,76 @@ def test_a_passing_probe_failure_retries_the_event_not_a_null(redis_url: str, st
     texts = [p["text"] for p in ev["passages"][:2]]
     cached = store.cached_p(MODEL, utility.PROMPT_VERSION, ev["query"], texts)
     assert sorted(p is None for p in cached) == [False, True]  # the retry pays for one only
+
+
+# ---- RAGMON_JUDGE_SCALE=utility5: the judge grades on Dallaire's 1-5 scale -----------------
+
+
+def test_utility5_prompt_and_parsing() -> None:
+    msgs = prompt.pointwise_messages("q", "t", prompt.UTILITY5)
+    assert "5 = the passage answers the query clearly" in msgs[0]["content"]
+    assert "integer 1, 2, 3, 4 or 5" in msgs[1]["content"]
+    assert prompt.pointwise_format(prompt.UTILITY5)["json_schema"]["schema"]["properties"]["grade"][
+        "enum"
+    ] == [1, 2, 3, 4, 5]
+    assert prompt.parse_pointwise('{"grade": 5}', prompt.UTILITY5) == 5
+    with pytest.raises(prompt.ParseError, match="1, 2, 3, 4 or 5"):
+        prompt.parse_pointwise('{"grade": 0}', prompt.UTILITY5)
+    with pytest.raises(prompt.ParseError, match="0, 1, 2 or 3"):
+        prompt.parse_pointwise('{"grade": 5}')  # the default scale is unchanged
+
+
+@pytest.mark.parametrize("mode", ["pointwise", "listwise"])
+def test_utility5_judge_feeds_ra_nwg_its_own_grades(redis_url: str, mode: str) -> None:
+    with FakeLLM() as fake:
+        s = settings_for(
+            redis_url, fake, RAGMON_UTILITY="off", RAGMON_JUDGE_SCALE="utility5",
+            RAGMON_JUDGE_MODE=mode,
+        )  # fmt: skip
+        api = ApiServer(s).start()
+        try:
+            ev = make_event(n=6, k=3, grades=[3, None, None, None, None, 0], seed=4,
+                            labels={"app": "test"})  # fmt: skip
+            res = post_and_work(api, [ev])[0]
+        finally:
+            api.stop()
+        answered = fake.chat_requests()
+    assert res["status"] == "done", res
+    assert all("integer 1, 2, 3, 4 or 5" in r.prompt for r in answered)
+    utility = res["utility"]
+    assert utility[0] == 5 and utility[5] == 1  # known 3 and 0, mapped
+    assert all(u in (1, 2, 3, 4, 5) for u in utility)
+    back = {1: 0, 2: 1, 3: 1, 4: 2, 5: 3}
+    assert res["grades"] == [back[u] for u in utility]
+    assert res["measures"]["ra_nwg"] == pytest.approx(ra_nwg(utility, 3))  # type: ignore[arg-type]
+    assert res["measures"]["precision4"] == pytest.approx(sum(u >= 4 for u in utility[:3]) / 3)
+
+
+def test_calibrate_compares_a_utility5_judge_on_0_to_3(redis_url: str) -> None:
+    from workers.calibrate import Record, judge_records
+
+    rec = Record(
+        "how long is the life cycle of a flea",
+        1,
+        "bm25",
+        [
+            ("d1", "The life cycle of a flea can last from 20 days to an entire year.", 3),
+            ("d2", "The Eiffel Tower is 330 metres tall and stands in Paris.", 0),
+        ],
+    )
+    with FakeLLM() as fake:
+        s = settings_for(redis_url, fake, RAGMON_JUDGE_SCALE="utility5")
+
+        async def go():  # type: ignore[no-untyped-def]
+            judge = OpenAIJudge(s, Store.connect(s))
+            try:
+                return await judge_records([rec], judge)
+            finally:
+                await judge.aclose()
+
+        out = asyncio.run(go())
+        answers = [json.loads(r.answer["choices"][0]["message"]["content"])["grade"]  # type: ignore[index]
+                   for r in fake.chat_requests()]  # fmt: skip
+    assert len(answers) == 2 and set(answers) <= {1, 2, 3, 4, 5}  # the judge answered on 1-5
+    back = {1: 0, 2: 1, 3: 1, 4: 2, 5: 3}
+    assert sorted(out.grades.values()) == sorted(back[a] for a in answers)

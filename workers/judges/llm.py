@@ -71,13 +71,15 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
 
 
 class OpenAIJudge:
-    """Grades passages 0-3 with a chat model (pointwise, or listwise with RAGMON_JUDGE_MODE)."""
+    """Grades passages with a chat model (pointwise, or listwise with RAGMON_JUDGE_MODE), 0-3,
+    or 1-5 with RAGMON_JUDGE_SCALE=utility5 (`grading` maps those back to 0-3)."""
 
     def __init__(self, settings: Settings, store: Store | None = None) -> None:
         self.settings = settings
         self.model = settings.judge_model
         self.mode = settings.judge_mode
-        self.prompt_version = f"{prompt.PROMPT_VERSION}-{self.mode}"
+        self.scale = prompt.SCALES[settings.judge_scale]
+        self.prompt_version = f"{self.scale.version}-{self.mode}"
         self._store = store
         self._state = JudgeState(store.client, store.keys) if store is not None else None
         self._limiter = (
@@ -175,19 +177,21 @@ class OpenAIJudge:
     # ---- one prompt, with the repair attempt ----------------------------------------------------
 
     async def _pointwise(self, query: str, text: str) -> int:
+        scale = self.scale
         return await self._ask(
-            prompt.pointwise_messages(query, text),
-            prompt.pointwise_format(),
-            prompt.parse_pointwise,
+            prompt.pointwise_messages(query, text, scale),
+            prompt.pointwise_format(scale),
+            lambda content: prompt.parse_pointwise(content, scale),
             n=None,
         )
 
     async def _listwise(self, query: str, texts: Sequence[str]) -> list[int]:
         n = len(texts)
+        scale = self.scale
         return await self._ask(
-            prompt.listwise_messages(query, texts),
-            prompt.listwise_format(n),
-            lambda content: prompt.parse_listwise(content, n),
+            prompt.listwise_messages(query, texts, scale),
+            prompt.listwise_format(n, scale),
+            lambda content: prompt.parse_listwise(content, n, scale),
             n=n,
         )
 
@@ -228,7 +232,7 @@ class OpenAIJudge:
                     messages = [
                         *messages,
                         {"role": "assistant", "content": content},
-                        prompt.repair_message(error, n),
+                        prompt.repair_message(error, n, self.scale),
                     ]
             raise JudgeError(outcome, f"{outcome} answer after one repair attempt: {error}")
 
