@@ -242,8 +242,8 @@ def compute(
             n_harm += 1
 
     # Ideal ranking: the judged pool sorted by grade, built from counts (zeros add nothing).
-    ideal = [gain[3]] * grades.count(3) + [gain[2]] * grades.count(2)
-    ideal += [gain[1]] * grades.count(1)
+    counts = [grades.count(0), grades.count(1), grades.count(2), grades.count(3)]
+    ideal = [gain[3]] * counts[3] + [gain[2]] * counts[2] + [gain[1]] * counts[1]
     idcg = 0.0
     for i, x in enumerate(ideal[:k]):
         idcg += x * _DISCOUNT[i]
@@ -272,10 +272,13 @@ def compute(
         if len(top_p) == k and all(p is not None for p in top_p):
             top_rel = [g is not None and g >= rel for g in grades[:k]]
             out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma)  # type: ignore[arg-type]
-    util = utility_grades(grades) if utility is None else _checked_utility(utility, len(grades))
-    out["ra_nwg"] = ra_nwg(util, k, params.ra_alpha)
-    out["n_recall4"] = n_recall4(util, k)
-    out["precision4"] = precision4(util, k)
+    if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)
+        head = grades[:k]
+        pool = [0, counts[0], counts[1], 0, counts[2], counts[3]]
+        top = [0, head.count(0), head.count(1), 0, head.count(2), head.count(3)]
+    else:
+        pool, top = _counts5(_checked_utility(utility, len(grades)), k)
+    out["ra_nwg"], out["n_recall4"], out["precision4"] = _set_utility(pool, top, k, params.ra_alpha)
     if len(grades) >= 2 * k:
         below = grades[k : 2 * k]  # ranks K+1..2K; the top K's share is n_p
         np_hat = n_p
@@ -358,14 +361,46 @@ def rarity_weights(pool: Sequence[int], alpha: float = 1.0) -> tuple[float, ...]
     and caps keep abundant mid grades from standing in for it. No grade 5: the fixed fallback
     w5 = w4 = 1, w3 = 0.2.
     """
-    n = len(pool)
-    counts = [0] * 6
-    for g in pool:
-        counts[g] += 1
-    if not counts[5]:
+    return _weights([pool.count(g) for g in range(6)], alpha)
+
+
+def _weights(counts: Sequence[int], alpha: float) -> tuple[float, ...]:
+    n5 = counts[5]
+    if not n5:
         return _RA_FALLBACK
-    r = [_RA_BASE[g] / (counts[g] / n) ** alpha if counts[g] else 0.0 for g in range(6)]
-    return (0.0, 0.0, 0.0, min(r[3] / r[5], _RA_CAP3), min(r[4] / r[5], _RA_CAP4), 1.0)
+    n = sum(counts)
+    r5 = 1.0 / (n5 / n) ** alpha  # b5 = 1
+    w4 = min(_RA_BASE[4] / (counts[4] / n) ** alpha / r5, _RA_CAP4) if counts[4] else 0.0
+    w3 = min(_RA_BASE[3] / (counts[3] / n) ** alpha / r5, _RA_CAP3) if counts[3] else 0.0
+    return (0.0, 0.0, 0.0, w3, w4, 1.0)
+
+
+def _set_utility(
+    pool: Sequence[int], top: Sequence[int], k: int, alpha: float
+) -> tuple[float | None, float | None, float]:
+    """RA-nWG@K, N-Recall4+@K, Precision4+@K from the count of each 1-5 grade (index 1..5) in
+    the pool and in the top K: grades take five values, so no sort is needed."""
+    w = _weights(pool, alpha)
+    # The K heaviest passages of the pool: all grade 5 first (w5 = 1 is the largest), then the
+    # heavier of grades 4 and 3; grades 1-2 weigh nothing.
+    first, second = (4, 3) if w[4] >= w[3] else (3, 4)
+    slots = k
+    ideal = 0.0
+    for g in (5, first, second):
+        take = pool[g] if pool[g] < slots else slots
+        ideal += take * w[g]
+        slots -= take
+    good_top, good_pool = top[4] + top[5], pool[4] + pool[5]
+    return (
+        (top[5] + top[4] * w[4] + top[3] * w[3]) / ideal if ideal > 0 else None,
+        good_top / min(k, good_pool) if good_pool else None,
+        good_top / k,
+    )
+
+
+def _counts5(utility: Sequence[int | None], k: int) -> tuple[list[int], list[int]]:
+    top = utility[:k]
+    return [utility.count(g) for g in range(6)], [top.count(g) for g in range(6)]
 
 
 def ra_nwg(utility: Sequence[int | None], k: int, alpha: float = 1.0) -> float | None:
@@ -375,23 +410,15 @@ def ra_nwg(utility: Sequence[int | None], k: int, alpha: float = 1.0) -> float |
     unjudged: out of the pool, gain 0 in the top K). Order-free inside the top K. None (NA)
     when the pool's best K weigh nothing (only grades 1-2).
     """
-    pool = [g for g in utility if g is not None]
-    w = rarity_weights(pool, alpha)
-    ideal = sum(sorted((w[g] for g in pool), reverse=True)[:k])
-    if ideal <= 0:
-        return None
-    return sum(w[g] for g in utility[:k] if g is not None) / ideal
+    return _set_utility(*_counts5(utility, k), k, alpha)[0]
 
 
 def n_recall4(utility: Sequence[int | None], k: int) -> float | None:
     """N-Recall4+@K: grade-4+ passages in the top K over min(K, grade-4+ in the pool)
     (Dallaire 2.4); None (NA) when the pool holds none."""
-    available = sum(1 for g in utility if g is not None and g >= 4)
-    if not available:
-        return None
-    return sum(1 for g in utility[:k] if g is not None and g >= 4) / min(k, available)
+    return _set_utility(*_counts5(utility, k), k, 1.0)[1]
 
 
 def precision4(utility: Sequence[int | None], k: int) -> float:
     """Precision4+@K: share of the top K graded 4 or 5 (Dallaire 2.4)."""
-    return sum(1 for g in utility[:k] if g is not None and g >= 4) / k
+    return _set_utility(*_counts5(utility, k), k, 1.0)[2]

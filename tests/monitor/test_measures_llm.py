@@ -164,6 +164,17 @@ def test_ra_nwg_hand_worked() -> None:
     assert precision4(ranked, 10) == 0.5
 
 
+def test_a_grade_3_can_outweigh_a_grade_4() -> None:
+    """Rarity at work, as the formulas say: one 5, ten 4s and one 3 give w4 = 0.5 * 1/10 = 0.05
+    and w3 = min(0.1 * 1/1, 0.25) = 0.1, so a top 1 holding the 3 scores twice the 4's."""
+    w = rarity_weights([5] + [4] * 10 + [3])
+    assert w[4] == pytest.approx(0.05) and w[3] == pytest.approx(0.1)
+    pool = [4] * 10 + [5]
+    assert ra_nwg([3, *pool], 1) == pytest.approx(0.1)
+    assert ra_nwg([4, 3, *pool[1:]], 1) == pytest.approx(0.05)
+    # With grades 0-3 mapped to 1-5 no passage is ever graded 3, so this cannot happen online.
+
+
 def test_ra_nwg_fallback_without_grade_5() -> None:
     # No 5 in the pool: fixed weights w4 = 1, w3 = 0.2. Pool [4, 3, 3, 2, 1], K = 2, top [3, 2]:
     # G_obs = 0.2, G_ideal = 1 + 0.2 = 1.2.
@@ -249,6 +260,18 @@ def test_matches_the_reference(
             assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
 
 
+@given(probed(), params_st)
+def test_mapped_counts_equal_the_explicit_map(
+    event: tuple[list[int | None], list[float | None], int], params: MeasureParams
+) -> None:
+    """compute's count-based shortcut for 0-3 grades agrees with `utility_grades`."""
+    grades, _, k = event
+    got = compute(grades, k, params)
+    want = compute(grades, k, params, utility=utility_grades(grades))
+    for key in ("ra_nwg", "n_recall4", "precision4"):
+        assert got[key] == want[key], key
+
+
 @given(st.lists(st.tuples(st.booleans(), prob), min_size=1, max_size=30))
 def test_udcg_bounds(passages: list[tuple[bool, float]]) -> None:
     rel, p = zip(*passages, strict=True)
@@ -290,8 +313,8 @@ def test_swapping_a_grade_4_plus_passage_into_the_top_k_never_lowers_ra_nwg(
         return
     j = data.draw(st.sampled_from(below))
     i = data.draw(st.integers(0, k - 1))
-    if utility[i] >= utility[j]:
-        return
+    if utility[i] >= utility[j] or utility[i] == 3:
+        return  # out: a grade 3 can outweigh a grade 4 (test_a_grade_3_can_outweigh_a_grade_4)
     swapped = list(utility)
     swapped[i], swapped[j] = swapped[j], swapped[i]
     before, after = ra_nwg(utility, k), ra_nwg(swapped, k)

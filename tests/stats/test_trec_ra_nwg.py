@@ -46,5 +46,5 @@ def test_render_states_the_orders(trec_dl: Path) -> None:
     for rows in table.values():
         by_ndcg = trec_ra_nwg.order(rows, "ndcg")
         by_ra = trec_ra_nwg.order(rows, "ra_nwg")
-        assert f"order by nDCG@10:   {' > '.join(by_ndcg)}" in text
+        assert f"- order by nDCG@10:   {' > '.join(by_ndcg)}" in text
         assert f"same order: {'yes' if by_ndcg == by_ra else 'no'}" in text

@@ -106,9 +106,9 @@ def render(table: dict[str, dict[str, dict[str, Any]]], pool: str) -> str:
         tau = kendall_tau([rows[r]["ndcg"] for r in runs], [rows[r]["ra_nwg"] for r in runs])
         lines += [
             "",
-            f"order by nDCG@10:   {' > '.join(by_ndcg)}",
-            f"order by RA-nWG@10: {' > '.join(by_ra)}",
-            f"same order: {'yes' if by_ndcg == by_ra else 'no'}; Kendall tau-b {tau:.2f}",
+            f"- order by nDCG@10:   {' > '.join(by_ndcg)}",
+            f"- order by RA-nWG@10: {' > '.join(by_ra)}",
+            f"- same order: {'yes' if by_ndcg == by_ra else 'no'}; Kendall tau-b {tau:.2f}",
             "",
         ]
     lines.append("(n) = queries where the measure is defined.")
