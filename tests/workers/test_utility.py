@@ -351,3 +351,35 @@ def test_calibrate_compares_a_utility5_judge_on_0_to_3(redis_url: str) -> None:
     assert len(answers) == 2 and set(answers) <= {1, 2, 3, 4, 5}  # the judge answered on 1-5
     back = {1: 0, 2: 1, 3: 1, 4: 2, 5: 3}
     assert sorted(out.grades.values()) == sorted(back[a] for a in answers)
+
+
+def test_probe_calls_pass_the_fleet_rate_limiter(redis_url: str) -> None:
+    from monitor.store.judging import JudgeState
+
+    with FakeLLM() as fake:
+        s = settings_for(redis_url, fake, RAGMON_JUDGE_RPM="100")
+        probe_once(s)
+        usage = fake.chat_requests()[0].answer["usage"]  # type: ignore[index]
+    store = Store.connect(s)
+    reqs, tokens = JudgeState(store.client, store.keys).window_usage(MODEL)
+    assert (reqs, tokens) == (1, usage["total_tokens"])
+
+
+def test_past_the_budget_udcg_is_null_with_that_reason(redis_url: str) -> None:
+    from workers.limits import utc_today
+
+    with FakeLLM() as fake:
+        s = settings_for(redis_url, fake, RAGMON_DAILY_BUDGET_USD="0.01")
+        store = Store.connect(s)
+        store.client.set(store.keys.spend(utc_today()), 0.02)  # already spent today
+        api = ApiServer(s).start()
+        try:
+            ev = make_event(n=4, k=2, grades=[3, 0, 1, 2], labels={"app": "test"}, seed=5)
+            res = post_and_work(api, [ev])[0]  # known grades: only the probe needs the LLM
+            metrics = api.client.get("/metrics").text
+        finally:
+            api.stop()
+        assert fake.chat_requests() == []
+    assert res["status"] == "done" and res["measures"]["udcg"] is None
+    assert res["udcg_missing"] == "budget_exhausted"
+    assert counter(metrics, "ragmon_udcg_missing_total", {"reason": "budget_exhausted"}) == 1
