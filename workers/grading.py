@@ -114,13 +114,14 @@ async def probe_event(
         *(probe(query, texts[i]) for i in misses), return_exceptions=True
     )
     got: list[tuple[str, float]] = []
+    how: dict[str, int] = {}
     lasting: str | None = None
     passing: JudgeError | None = None
     for i, r in zip(misses, results, strict=True):
         if isinstance(r, utility.Reading):
             ps[i] = r.p
             got.append((texts[i], r.p))
-            store.incr(f"utility_probes{SEP}{r.how}", day=day)
+            how[r.how] = how.get(r.how, 0) + 1
         elif r is None:
             lasting = lasting or "no_logprobs"
         elif isinstance(r, JudgeError) and r.retryable:
@@ -129,6 +130,8 @@ async def probe_event(
             lasting = lasting or r.reason
         else:
             raise r
+    for name, n in how.items():
+        store.incr(f"utility_probes{SEP}{name}", n, day=day)
     store.cache_grades(judge.model, utility.PROMPT_VERSION, query, got)
     if lasting is None and passing is not None:
         raise passing  # UDCG can still be had: let RQ retry the job
