@@ -94,6 +94,14 @@ OPERATIONS: tuple[Metric, ...] = (
         ("outcome",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
+    Metric(
+        "ragmon_series_folded",
+        "counter",
+        "Events recorded with index, retriever and segment other because their series was past "
+        "the series budget (RAGMON_MAX_SERIES_PER_APP, RAGMON_MAX_SERIES), by app; app=other: "
+        "an app without any series of its own.",
+        ("app",),
+    ),
     Metric("ragmon_events_labeled", "counter", "Events judged and measured (each counted once)."),
     Metric(
         "ragmon_events_failed",

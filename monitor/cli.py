@@ -1,4 +1,5 @@
-"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, metrics.
+"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
+metrics.
 
 Each command is a function that takes its options as plain values and the one `Settings`;
 what goes wrong in a way the user can fix ends the command with one line on stderr.
@@ -13,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import metadata
@@ -155,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = command("requeue-failed", help="put failed events back on the queue")
     q.set_defaults(run=cmd_requeue_failed, redis=True)
+
+    v = command("series", help="list the series holding the budget; free them")
+    v.add_argument("--app", help="only this app's series")
+    v.add_argument(
+        "--idle-days",
+        type=float,
+        metavar="N",
+        help="only series none of whose events was recorded in the last N days",
+    )
+    v.add_argument(
+        "--free", action="store_true", help="free the series listed (their slots and histograms)"
+    )
+    v.set_defaults(run=cmd_series, redis=True)
 
     m = command("metrics", help="print the metrics catalog")
     m.add_argument("--markdown", action="store_true", help="as the README's table")
@@ -370,6 +385,43 @@ def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
     n = store.requeue(store.failed_refs())
     print(f"requeued {n} failed events")
     return 0
+
+
+def cmd_series(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from monitor.store import Store
+
+    budget = Store.connect(settings).series
+    now = time.time()
+    rows = budget.rows()
+    if args.app is not None:
+        rows = [r for r in rows if r.labels[0] == args.app]
+    if args.idle_days is not None:
+        rows = [r for r in rows if r.last_seen < now - args.idle_days * 86400]
+    print(f"{'last seen':>10s}  app|index|retriever|segment")
+    for r in rows:
+        print(f"{_age(now - r.last_seen):>10s}  {r.name}")
+    per_app = Counter(r.labels[0] for r in budget.rows())
+    print(
+        f"{len(rows)} series shown; the budget holds {sum(per_app.values())} of "
+        f"{settings.max_series} (at most {settings.max_series_per_app} per app)"
+    )
+    folded = budget.folded()
+    if folded:
+        print("events folded into app|other|other|other:", end="")
+        print("".join(f" {app}={n}" for app, n in sorted(folded.items())))
+    if args.free:
+        print(f"freed {budget.free(r.name for r in rows)} series")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{max(0, int(seconds // 60))} min ago"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} d ago"
 
 
 def cmd_metrics(args: argparse.Namespace, settings: Settings) -> int:

@@ -243,6 +243,13 @@ class Settings:
     max_series: int = field(
         default=500, metadata={"env": "RAGMON_MAX_SERIES", "parse": _number(1, 100_000, int)}
     )
+    max_series_per_app: int = field(
+        default=100,
+        metadata={"env": "RAGMON_MAX_SERIES_PER_APP", "parse": _number(1, 100_000, int)},
+    )
+    series_idle_days: float = field(
+        default=30.0, metadata={"env": "RAGMON_SERIES_IDLE_DAYS", "parse": _number(0.0, 3650)}
+    )
     result_ttl_days: float = field(
         default=35.0, metadata={"env": "RAGMON_RESULT_TTL_DAYS", "parse": _number(0.01, 3650)}
     )

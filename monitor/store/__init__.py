@@ -25,6 +25,7 @@ from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.ingest import AsyncIngest, plan_ingest
 from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
 
 JOB_FUNC = "workers.jobs.process_events"
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
@@ -92,6 +93,7 @@ class Store:
         self._rq_queue = Queue(settings.queue_name, connection=client)
         self._finish = client.register_script(scripts.FINISH)
         self._fail = client.register_script(scripts.FAIL)
+        self.series = SeriesBudget(self)
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -253,6 +255,7 @@ class Store:
 
         `judge` is the judge model that graded it (kept in the per-day record for the report).
         """
+        s = self.settings
         measures = result["measures"]
         labels = result["labels"]
         series = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
@@ -272,7 +275,7 @@ class Store:
             json.dumps(result, separators=(",", ":")),
             self.result_ttl_s,
             series,
-            self.settings.max_series,
+            json.dumps({"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}),
             compact,
             DAY_EVENTS_KEEP,
             stripped_payload or "",
@@ -293,13 +296,18 @@ class Store:
             self.keys.series,
             self.keys.day_events(day),
             self.keys.failed,
+            self.keys.series_per_app,
         ]
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=keys, args=argv, client=pipe)
             for key in keys[2:7:2]:  # day hist, day counters, day events
                 pipe.expire(key, DAY_TTL_S)
-            done = pipe.execute()[0]
-        return bool(done)
+            if s.series_idle_days > 0:
+                pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
+            replies = pipe.execute()
+        if s.series_idle_days > 0 and replies[-1]:  # this process sweeps for the fleet
+            self.series.free_idle(now)
+        return bool(replies[0])
 
     def fail(self, ref: str, reason: str, message: str) -> bool:
         """Mark a queued event failed with a reason; False if it was not queued."""

@@ -39,8 +39,10 @@ return out
 )
 
 # Mark one event done and record its observations, once.
-# KEYS: event, hist, day hist, counters, day counters, series set, day events, failed zset
-# ARGV: result JSON, ttl, series, max_series, day-events JSON, day-events keep, payload or '',
+# KEYS: event, hist, day hist, counters, day counters, series zset, day events, failed zset,
+#       series-per-app hash
+# ARGV: result JSON, ttl, series, budget JSON {total, per_app, now}, day-events JSON,
+#       day-events keep, payload or '',
 #       lag seconds, lag bucket index, k, event ref, n_obs, then n_obs triples
 #       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
 #       for the variance the alerts need) and the count,
@@ -50,11 +52,21 @@ FINISH = """
 local st = redis.call('HGET', KEYS[1], 's')
 if st ~= 'queued' and st ~= 'failed' then return 0 end
 local series = ARGV[3]
-if redis.call('SISMEMBER', KEYS[6], series) == 0 then
-  if redis.call('SCARD', KEYS[6]) < tonumber(ARGV[4]) then
-    redis.call('SADD', KEYS[6], series)
+local budget = cjson.decode(ARGV[4])
+if redis.call('ZSCORE', KEYS[6], series) then
+  redis.call('ZADD', KEYS[6], budget.now, series)
+else
+  -- a new series: admitted while both the fleet's and its app's budgets have room; else
+  -- folded into `app|other|other|other` (an app that has series) or all-`other`
+  local app = string.match(series, '^[^|]*')
+  local held = tonumber(redis.call('HGET', KEYS[9], app) or '0')
+  if held < budget.per_app and redis.call('ZCARD', KEYS[6]) < budget.total then
+    redis.call('ZADD', KEYS[6], budget.now, series)
+    redis.call('HINCRBY', KEYS[9], app, 1)
   else
-    series = 'other|other|other|other'
+    if held == 0 then app = 'other' end
+    series = app .. '|other|other|other'
+    redis.call('HINCRBY', KEYS[4], 'series_folded|' .. app, 1)
   end
 end
 redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
@@ -156,3 +168,25 @@ end
 return out
 """
 )
+
+# Free admitted series: their budget slots and their lifetime histogram fields.
+# KEYS: series zset, series-per-app hash, lifetime hist. ARGV: n, then n fields of a series
+# without its labels (`retrieval_ndcg|b0`, `retrieval_ndcg|sum` ...), then the series.
+# Returns how many were freed.
+FREE_SERIES = """
+local n = tonumber(ARGV[1])
+local freed = 0
+for s = n + 2, #ARGV do
+  local series = ARGV[s]
+  if redis.call('ZREM', KEYS[1], series) == 1 then
+    freed = freed + 1
+    local app = string.match(series, '^[^|]*')
+    if redis.call('HINCRBY', KEYS[2], app, -1) <= 0 then redis.call('HDEL', KEYS[2], app) end
+    for i = 2, n + 1 do
+      local head, tail = string.match(ARGV[i], '^([^|]*)(|.*)$')
+      redis.call('HDEL', KEYS[3], head .. '|' .. series .. tail)
+    end
+  end
+end
+return freed
+"""

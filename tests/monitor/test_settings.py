@@ -115,6 +115,8 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_HARM_GRADES", "0,1", "harm_grades", frozenset({0, 1})),
         ("RAGMON_HARM_GRADES", " 1 , 2 ,", "harm_grades", frozenset({1, 2})),
         ("RAGMON_MAX_SERIES", "2000", "max_series", 2000),
+        ("RAGMON_MAX_SERIES_PER_APP", "20", "max_series_per_app", 20),
+        ("RAGMON_SERIES_IDLE_DAYS", "0", "series_idle_days", 0.0),
         ("RAGMON_RESULT_TTL_DAYS", "7", "result_ttl_days", 7.0),
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
         ("RAGMON_STORE_TEXT", "false", "store_text", False),
