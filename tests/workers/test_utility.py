@@ -383,3 +383,10 @@ def test_past_the_budget_udcg_is_null_with_that_reason(redis_url: str) -> None:
     assert res["status"] == "done" and res["measures"]["udcg"] is None
     assert res["udcg_missing"] == "budget_exhausted"
     assert counter(metrics, "ragmon_udcg_missing_total", {"reason": "budget_exhausted"}) == 1
+
+
+def test_a_server_refusing_the_logprobs_option_means_no_logprobs(redis_url: str) -> None:
+    with FakeLLM() as fake:
+        fake.script(Reply.error(400, message="logprobs is not supported with this model"))
+        assert probe_once(settings_for(redis_url, fake)) is None
+        assert len(fake.chat_requests()) == 1  # not retried: it would fail the same way

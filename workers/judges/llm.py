@@ -133,7 +133,8 @@ class OpenAIJudge:
 
     async def no_response_p(self, query: str, text: str) -> utility.Reading | None:
         """The utility probe: p(NO-RESPONSE) of one passage from one 1-token answer's top
-        logprobs (workers/judges/utility.py); None when the endpoint returned no logprobs.
+        logprobs (workers/judges/utility.py); None when the endpoint returned no logprobs or
+        refused the option (HTTP 400 naming it).
 
         Same limiter, retries, accounting and budget as grading; counted as outcome `ok` or
         `no_logprobs`."""
@@ -142,9 +143,14 @@ class OpenAIJudge:
             self._semaphore = asyncio.Semaphore(self.settings.judge_concurrency)
         options = {"max_tokens": 1, "logprobs": True, "top_logprobs": utility.TOP_LOGPROBS}
         async with self._semaphore:
-            reply, usage, latency = await self._call(
-                utility.messages(query, text), None, None, options
-            )
+            try:
+                reply, usage, latency = await self._call(
+                    utility.messages(query, text), None, None, options
+                )
+            except JudgeError as exc:
+                if exc.reason == "client_error" and "logprob" in str(exc).lower():
+                    return None  # the server refuses the option: no logprobs here
+                raise
         logprobs = getattr(reply, "logprobs", None)
         first = (getattr(logprobs, "content", None) or [None])[0]
         top = [(t.token, t.logprob) for t in getattr(first, "top_logprobs", None) or ()]
