@@ -264,6 +264,9 @@ class Settings:
         default=32 * 1024 * 1024,
         metadata={"env": "RAGMON_MAX_BODY_BYTES", "parse": _number(1024, None, int)},
     )
+    store_timeout_s: float = field(
+        default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": _number(2.0, 600.0)}
+    )
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )

@@ -130,17 +130,20 @@ class Store:
 
     # ---- ingest -------------------------------------------------------------------------
 
-    def ingest(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
+    def ingest(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[tuple[str, bool]]:
         """Store new events and enqueue their jobs atomically, in one round trip.
 
         Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
-        `items`) answers the stored status with created False. See `monitor.store.ingest`.
+        `items`) answers the stored status with created False. Nothing is written when Redis
+        runs the write past `deadline` (unix seconds; 0: none): it raises instead. See
+        `monitor.store.ingest`.
         """
-        plan = plan_ingest(self, items)
+        plan = plan_ingest(self, items, deadline)
         reply = self._ingest_jobs(keys=plan.keys, args=plan.args) if plan.keys else []
         out, redo = plan.settle(reply)
         if redo:  # rare: a job mixing known and new ids
-            for i, answer in zip(redo, self.ingest_exact([items[i] for i in redo]), strict=True):
+            again = self.ingest_exact([items[i] for i in redo], deadline)
+            for i, answer in zip(redo, again, strict=True):
                 out[i] = answer
         return [o for o in out if o is not None]
 
@@ -154,9 +157,12 @@ class Store:
             self, redis.asyncio.Redis.from_url(url, health_check_interval=30, **options)
         )
 
-    def ingest_exact(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
+    def ingest_exact(
+        self, items: Sequence[IngestItem], deadline: float = 0.0
+    ) -> list[tuple[str, bool]]:
         """`ingest` in two steps (read the statuses, then write events and jobs of the new ids in
-        one transaction): the path for jobs that would mix known and new ids."""
+        one transaction): the path for jobs that would mix known and new ids. Past `deadline`
+        no event is created (a job enqueued with them finds no event and does nothing)."""
         existing = self.statuses([it.ref for it in items])
         out: list[tuple[str, bool] | None] = [None] * len(items)
         new: dict[str, int] = {}
@@ -170,7 +176,7 @@ class Store:
                 new[it.ref] = i
         if new:
             fresh = [items[i] for i in new.values()]
-            argv: list[str | float] = [self.result_ttl_s]
+            argv: list[str | float] = [self.result_ttl_s, deadline]
             for it in fresh:
                 argv += [it.payload, "sampled_out" if it.sampled_out else "queued", time.time()]
             to_judge = [it.ref for it in fresh if not it.sampled_out]

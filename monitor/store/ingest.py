@@ -57,8 +57,9 @@ class IngestPlan:
         return out, redo
 
 
-def plan_ingest(store: Store, items: Sequence[IngestItem]) -> IngestPlan:
-    """Group the new ids into jobs of RAGMON_JOB_BATCH_SIZE; sampled-out ones get no job."""
+def plan_ingest(store: Store, items: Sequence[IngestItem], deadline: float = 0.0) -> IngestPlan:
+    """Group the new ids into jobs of RAGMON_JOB_BATCH_SIZE; sampled-out ones get no job.
+    Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing."""
     plan = IngestPlan(items)
     first: dict[str, int] = {}
     judged: list[int] = []
@@ -77,7 +78,7 @@ def plan_ingest(store: Store, items: Sequence[IngestItem]) -> IngestPlan:
     if sampled:
         groups.append((sampled, []))
     now = time.time()
-    plan.args.append(store.result_ttl_s)
+    plan.args += [store.result_ttl_s, deadline]
     for chunk, _ in groups:
         for i in chunk:
             it = items[i]
@@ -102,13 +103,15 @@ class AsyncIngest:
         self.client = client
         self._script = client.register_script(scripts.INGEST_JOBS)
 
-    async def __call__(self, items: Sequence[IngestItem]) -> list[Answer]:
-        """Store items durably; `(status, created)` per item. Raises on Redis errors."""
-        plan = plan_ingest(self.store, items)
+    async def __call__(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[Answer]:
+        """Store items durably; `(status, created)` per item. Raises on Redis errors, and
+        without writing anything when Redis runs the write past `deadline`."""
+        plan = plan_ingest(self.store, items, deadline)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         out, redo = plan.settle(reply)
         if redo:  # rare: a job mixing known and new ids
-            again = await asyncio.to_thread(self.store.ingest_exact, [items[i] for i in redo])
+            redone = [items[i] for i in redo]
+            again = await asyncio.to_thread(self.store.ingest_exact, redone, deadline)
             for i, answer in zip(redo, again, strict=True):
                 out[i] = answer
         return [o for o in out if o is not None]

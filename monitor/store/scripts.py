@@ -1,15 +1,25 @@
 """Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice."""
 
 # Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
-# KEYS: event keys, then the counters hash (last). ARGV: ttl, then per event: payload, status,
-# received_at.
+# KEYS: event keys, then the counters hash (last). ARGV: ttl, deadline, then per event: payload,
+# status, received_at.
+# The deadline (unix seconds, 0: none) is when the API stops waiting and answers 503: a write
+# that reaches Redis later (a stalled Redis catching up) is refused whole, so a client that
+# retries after the 503 is never counted twice.
 _CREATE = """
 local n = #KEYS - 1
 local counters = KEYS[#KEYS]
 local ttl = tonumber(ARGV[1])
+local deadline = tonumber(ARGV[2])
+if deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) + tonumber(t[2]) / 1e6 > deadline then
+    return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+  end
+end
 local out = {}
 local function create(i)
-  local base = 2 + (i - 1) * 3
+  local base = 3 + (i - 1) * 3
   local status = ARGV[base + 1]
   if status == 'sampled_out' then
     redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
@@ -113,9 +123,9 @@ return 1
 
 # Create events and enqueue their RQ jobs in one round trip, only for events that are new.
 # KEYS: event keys, then the counters hash (last).
-# ARGV: ttl, then per event (KEYS order): payload, status, received_at; then groups covering
-#   the events in KEYS order, each: event count, command count, then per command its argument
-#   count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
+# ARGV: ttl, deadline, then per event (KEYS order): payload, status, received_at; then groups
+#   covering the events in KEYS order, each: event count, command count, then per command its
+#   argument count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
 # A group with commands (a job) is all or nothing: all its events new -> create them and run
 # its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
 # takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
@@ -129,7 +139,7 @@ local function stored(i)
   return -1
 end
 local i = 1
-local g = 2 + 3 * n
+local g = 3 + 3 * n
 while i <= n do
   local n_ev = tonumber(ARGV[g])
   local n_cmds = tonumber(ARGV[g + 1])

@@ -126,6 +126,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_QUEUE_LIMIT", "10", "queue_limit", 10),
         ("RAGMON_MAX_BODY_BYTES", "1048576", "max_body_bytes", 1_048_576),
         ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
+        ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
         (
             "RAGMON_REPORT_WEBHOOK",
             "https://hooks.example/x",
