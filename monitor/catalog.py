@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.measure_table import MEASURES
+from monitor.measures import HISTOGRAM_MEASURES
 
 SERIES_LABELS = ("app", "index", "retriever", "segment")
 
@@ -34,32 +35,10 @@ class Metric:
         return self.name.removeprefix("ragmon_")
 
 
-_QUALITY_HELP = {
-    "t": "T (Schwartz et al.): (1-a)*relevant - a*non-relevant/K in the top K; higher is better.",
-    "ndcg": "nDCG@K: graded, rank-discounted gain of the top K against the ideal order of the "
-    "judged pool; 1 is perfect.",
-    "f_e": "F_e: F-measure of the top K with the number of relevant passages estimated from the "
-    "top 2K; needs 2K passages.",
-    "harm": "Harm@K: share of the top K that are distractors (on-topic passages that do not "
-    "answer); lower is better.",
-    "precision": "P@K: share of the top K that are relevant.",
-    "hit": "Hit@K: 1 when at least one relevant passage is in the top K.",
-    "rr": "RR@K: 1 / rank of the first relevant passage in the top K, 0 if none.",
-    "k_over_np": "K / estimated number of relevant passages: below 1 trust T, well above 1 trust "
-    "nDCG.",
-    "udcg": "UDCG (Trappolini et al.): sigmoid of the mean utility of the top K, relevant passages "
-    "the LLM answers from count +, distractors it answers from count -1/3; needs "
-    "RAGMON_UTILITY=on.",
-    "ra_nwg": "RA-nWG@K (Dallaire): rarity-weighted utility of the top K over the best K of the "
-    "judged pool, on the 1-5 utility scale; 1 is the pool's best.",
-    "n_recall4": "N-Recall4+@K: share of the pool's grade-4+ (1-5 scale) passages the top K holds, "
-    "out of at most K.",
-    "precision4": "Precision4+@K: share of the top K graded 4+ on the 1-5 utility scale.",
-}
-
 QUALITY: tuple[Metric, ...] = tuple(
-    Metric(f"ragmon_retrieval_{m}", "histogram", _QUALITY_HELP[m], SERIES_LABELS, BUCKETS[m])
-    for m in HISTOGRAM_MEASURES
+    Metric(f"ragmon_retrieval_{m.key}", "histogram", m.help, SERIES_LABELS, m.buckets)
+    for m in MEASURES
+    if m.histogram
 )
 
 # The sum of squared values per quality series: with _sum and _count it gives the variance,

@@ -1,4 +1,4 @@
-"""Per-event retrieval-quality measures: pure functions, no I/O, no project imports.
+"""Per-event retrieval-quality measures: pure functions, no I/O; described in `measure_table`.
 
 Grades use the TREC DL / UMBRELA 0-3 scale. A passage is relevant when its grade is at
 least `MeasureParams.relevant_grade`. Definitions and sources (docs/measures.md has them with
@@ -31,6 +31,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from monitor.measure_table import MEASURES
+
 __all__ = [
     "BUCKETS",
     "HISTOGRAM_MEASURES",
@@ -47,86 +49,19 @@ __all__ = [
     "utility_grades",
 ]
 
-# Every key `compute` returns, in a stable order.
-MEASURE_KEYS = (
-    "t",
-    "ndcg",
-    "f_e",
-    "harm",
-    "precision",
-    "hit",
-    "rr",
-    "k_over_np",
-    "f",
-    "recall",
-    "judged_at_k",
-    "udcg",
-    "ra_nwg",
-    "n_recall4",
-    "precision4",
-)
-
+# Every key `compute` returns, in a stable order; names, ranges and buckets: `measure_table`.
+MEASURE_KEYS = tuple(m.key for m in MEASURES)
 # Measures exported as Prometheus histograms (and kept per day for drift reports).
-HISTOGRAM_MEASURES = (
-    "t",
-    "ndcg",
-    "f_e",
-    "harm",
-    "precision",
-    "hit",
-    "rr",
-    "k_over_np",
-    "udcg",
-    "ra_nwg",
-    "n_recall4",
-    "precision4",
-)
-
-_UNIT = tuple(round(i / 20, 2) for i in range(21))  # 0, 0.05, ..., 1.0
-# Fixed upper bounds ("le") per histogram measure. They are a storage contract: changing them
-# breaks stored per-day distributions, so add a new measure rather than edit one.
-BUCKETS: dict[str, tuple[float, ...]] = {
-    "t": (
-        -1.0,
-        -0.5,
-        -0.25,
-        0.0,
-        0.25,
-        0.5,
-        0.75,
-        1.0,
-        1.5,
-        2.0,
-        3.0,
-        4.0,
-        5.0,
-        7.5,
-        10.0,
-        15.0,
-        20.0,
-        30.0,
-        50.0,
-    ),
-    "ndcg": _UNIT,
-    "f_e": _UNIT,
-    "harm": _UNIT,
-    "precision": _UNIT,
-    "hit": (0.0, 1.0),
-    "rr": (0.0, 0.1, 0.125, 0.143, 0.167, 0.2, 0.25, 0.334, 0.5, 1.0),
-    "k_over_np": (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0),
-    # UDCG lies in [sigmoid(-1/3), sigmoid(1)] = [0.417, 0.731]: finer bounds where it lives.
-    "udcg": (0.42, 0.45, 0.475, 0.5, 0.525, 0.55, 0.575, 0.6, 0.625, 0.65, 0.675, 0.7, 0.74),
-    "ra_nwg": _UNIT,
-    "n_recall4": _UNIT,
-    "precision4": _UNIT,
-}
+HISTOGRAM_MEASURES = tuple(m.key for m in MEASURES if m.histogram)
+# Fixed upper bounds ("le") per histogram measure: a storage contract (see `Measure`).
+BUCKETS: dict[str, tuple[float, ...]] = {m.key: m.buckets for m in MEASURES if m.histogram}
 
 MAX_PASSAGES = 200
 # Discount of rank i + 1 (DCG's 1 / log2(rank + 1)), precomputed for every possible rank.
 _DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(MAX_PASSAGES))
 _GAINS = {"exponential": (0.0, 1.0, 3.0, 7.0), "linear": (0.0, 1.0, 2.0, 3.0)}
 UDCG_GAMMA = 1.0 / 3.0  # Trappolini et al.'s weight of the distracting effect (eq. 4)
-_VALID_GRADES = frozenset({0, 1, 2, 3, None})
+_VALID_GRADES: frozenset[int | None] = frozenset({0, 1, 2, 3, None})
 _VALID_TYPES = frozenset({int, type(None)})
 
 
@@ -159,6 +94,7 @@ class MeasureParams:
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if self.ndcg_gain not in _GAINS:
             raise ValueError(f"ndcg_gain must be exponential or linear, got {self.ndcg_gain!r}")
+        harm: frozenset[object]
         try:
             harm = frozenset(self.harm_grades)
         except TypeError:

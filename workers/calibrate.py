@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from monitor.measure_table import MEASURES as TABLE
 from monitor.measures import MeasureParams, compute
 from monitor.settings import Settings
 from workers.grading import on_both_scales
@@ -39,18 +40,7 @@ from workers.judges.base import Judge, JudgeError
 
 TREC_K = 10  # the TREC file holds each run's top 20: K = 10 so that 2K = 20 are judged
 QUERY_CONCURRENCY = 8  # queries graded at once (the judge's own semaphore bounds the calls)
-MEASURES = (
-    ("ndcg", "nDCG@K"),
-    ("precision", "P@K"),
-    ("rr", "RR@K"),
-    ("hit", "Hit@K"),
-    ("t", "T"),
-    ("f_e", "F_e"),
-    ("harm", "Harm@K"),
-    ("ra_nwg", "RA-nWG@K"),
-    ("n_recall4", "N-Recall4+@K"),
-    ("precision4", "Precision4+@K"),
-)
+MEASURES = tuple((m.key, m.name) for m in TABLE if m.calibrate)
 # Stop: every further call would fail the same (a connection error comes after all retries).
 FATAL = {"budget_exhausted", "client_error", "connection_error"}
 

@@ -9,30 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from monitor import drift
+from monitor.measure_table import MEASURES as TABLE
 from monitor.measures import BUCKETS
 from monitor.report.gather import Events, Group, Hists, WindowData
 from monitor.store import Histogram
 
-# The measures the report compares, with their display names; Harm@K is better when lower.
+# The measures the report compares (`report` in the measure table), with their display names.
 # They form one Holm family per report, so adding one makes every verdict slightly stricter.
-MEASURES = ("t", "ndcg", "f_e", "harm", "precision", "hit", "ra_nwg", "n_recall4", "udcg")
+MEASURES = tuple(m.key for m in TABLE if m.report)
 # Measured only on some deployments (UDCG needs RAGMON_UTILITY=on): no row when no data.
-OPTIONAL = frozenset({"udcg"})
-NAMES = {
-    "t": "T",
-    "ndcg": "nDCG@K",
-    "f_e": "F_e",
-    "harm": "Harm@K",
-    "precision": "P@K",
-    "hit": "Hit@K",
-    "rr": "RR@K",
-    "k_over_np": "K/N̂_p",
-    "ra_nwg": "RA-nWG@K",
-    "n_recall4": "N-Recall4+@K",
-    "precision4": "Precision4+@K",
-    "udcg": "UDCG",
-}
-LOWER_IS_BETTER = frozenset({"harm"})
+OPTIONAL = frozenset(m.key for m in TABLE if m.needs)
+NAMES = {m.key: m.name for m in TABLE}
+LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monitor.measure_table import BY_KEY
 from monitor.measures import (
     BUCKETS,
     HISTOGRAM_MEASURES,
@@ -486,6 +487,9 @@ def test_bounds(
     assert out["hit"] in (0.0, 1.0)
     if out["k_over_np"] is not None:
         assert 0.5 <= out["k_over_np"] <= k  # 1 <= N̂_p <= 2K
+    for key, value in out.items():  # the range the measure table states
+        if value is not None:
+            assert BY_KEY[key].lo <= value <= BY_KEY[key].hi, (key, value)
 
 
 @given(events(), params_st)
