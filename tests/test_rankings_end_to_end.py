@@ -148,7 +148,8 @@ def test_the_issue_examples(stack: Stack) -> None:
     short = {"event_id": "short", "query": "q", "k": 5, "labels": {"app": "test"},
              "passages": [{"id": "a", "text": "a", "grade": 3}]}  # fmt: skip
     empty = {"event_id": "empty", "query": "q", "k": 3, "passages": [], "labels": {"app": "test"},
-             "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "metadata": {"user_tier": "pro", "n": 3}}  # fmt: skip
+             "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+             "metadata": {"user_tier": "pro", "n": 3}}  # fmt: skip
     answers = stack.post([deep, repeat, short, empty])
     assert all(a["status"] == "queued" for a in answers)
     res = {r["event_id"]: r for r in stack.wait_done(["deep", "repeat", "short", "empty"])}
