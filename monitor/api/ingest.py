@@ -5,6 +5,14 @@ drains everything pending into a single ingest call (`Store.async_ingest`: one L
 on redis.asyncio, so the event loop never blocks on Redis and pays no thread hop), and the
 write cost is paid per batch, not per request. While one batch is in flight the next one
 gathers, so batches grow with the load.
+
+Grouping window: events that arrive one by one would each become a 1-event RQ job (a work
+horse, an event loop and an HTTP client for 20 judge calls: a worker then judges ~45
+passages/s instead of ~230). So a write's last, partial job is left open (its events are
+stored and their refs kept in `Keys.ungrouped`, atomically) and the writer enqueues it once it
+is full or `RAGMON_GROUP_WINDOW_S` has passed since its first event; while jobs already wait
+in the RQ queue, no worker is free anyway, so the group keeps filling for up to BUSY_WINDOW_S.
+The writer also sweeps refs older than SWEEP_AGE_S into jobs: those of a dead API process.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import time
 from collections import Counter
 
 from monitor.store import IngestItem, Store
-from monitor.store.ingest import AsyncIngest
+from monitor.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
@@ -25,6 +33,7 @@ MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
 LINGER_S = 0.002
 LINGER_BELOW = 8  # events in the previous write
 DEPTH_REFRESH_S = 0.5
+SWEEP_EVERY_S = 5.0
 
 
 def sampled_in(event_id: str, rate: float) -> bool:
@@ -51,6 +60,10 @@ class IngestWriter:
         self._depth_at = 0.0
         self._ingest: AsyncIngest | None = None
         self._last_write = 0
+        self._window = store.settings.group_window_s
+        self._open: list[str] = []  # refs this process left to the grouping window
+        self._opened_at = 0.0  # monotonic time of the first of them
+        self._swept_at = 0.0
 
     async def start(self) -> None:
         self._ingest = self.store.async_ingest()
@@ -63,6 +76,7 @@ class IngestWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self._flush_rejections()
+        await self._close_group()
         if self._ingest is not None:
             await self._ingest.aclose()
             self._ingest = None
@@ -101,8 +115,9 @@ class IngestWriter:
         assert self._wake is not None
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                await asyncio.wait_for(self._wake.wait(), timeout=self._next_tick())
             self._wake.clear()
+            await self._grouping()
             await self._flush_rejections()
             if self._pending and LINGER_S > 0 and self._last_write < LINGER_BELOW:
                 # light, steady traffic: let the requests already on their way join this write
@@ -117,12 +132,56 @@ class IngestWriter:
                     n += len(items)
                 self._last_write = n
                 await self._write(batch)
+            await self._grouping()
+
+    def _next_tick(self) -> float:
+        """Wake up for the open group's deadline (checked again if jobs are waiting)."""
+        if not self._open:
+            return 1.0
+        left = self._opened_at + self._window - time.monotonic()
+        return min(1.0, left) if left > 0.005 else 0.1
+
+    async def _grouping(self) -> None:
+        """Close the open group when due; now and then, sweep refs nobody grouped."""
+        now = time.monotonic()
+        if self._open:
+            size = self.store.settings.job_batch_size
+            age = now - self._opened_at
+            due = len(self._open) >= size or age >= BUSY_WINDOW_S
+            if not due and age >= self._window:
+                due = await self.queue_depth() == 0
+            if due:
+                await self._close_group()
+        if self._ingest is not None and now - self._swept_at >= SWEEP_EVERY_S:
+            self._swept_at = now
+            try:
+                stale = await self._ingest.stale(SWEEP_AGE_S)
+                if stale:
+                    n = await self._ingest.group(stale)
+                    log.info("grouped %d events left waiting by a stopped API process", n)
+            except Exception as exc:  # Redis down: the next sweep tries again
+                log.debug("grouping sweep failed: %s", exc)
+
+    async def _close_group(self) -> None:
+        if not self._open or self._ingest is None:
+            return
+        refs, self._open = self._open, []
+        try:
+            await self._ingest.group(refs)
+        except Exception as exc:  # they stay in Redis; a sweep turns them into jobs later
+            log.warning("could not enqueue %d grouped events (%s); retrying", len(refs), exc)
+            self._open = refs + self._open
+            self._opened_at = time.monotonic() - self._window + 1.0  # again in a second
 
     async def _write(self, batch: list[tuple[list[IngestItem], asyncio.Future]]) -> None:
         flat = [it for items, _ in batch for it in items]
         try:
             if self._ingest is not None:
-                results = await self._ingest(flat)
+                results, deferred = await self._ingest.write(flat, defer=self._window > 0)
+                if deferred:
+                    if not self._open:
+                        self._opened_at = time.monotonic()
+                    self._open += deferred
             else:  # a store without REDIS_URL: the sync client, in a thread
                 results = await asyncio.to_thread(self.store.ingest, flat)
         except Exception as exc:  # Redis down: every waiting request gets the error

@@ -23,7 +23,7 @@ from monitor.catalog import LAG_BUCKETS
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
 from monitor.settings import Settings
 from monitor.store import scripts
-from monitor.store.ingest import AsyncIngest, plan_ingest
+from monitor.store.ingest import AsyncIngest, group_args, job_chunks, plan_ingest, texts
 from monitor.store.keys import SEP, Keys, event_ref, split_ref
 
 JOB_FUNC = "workers.jobs.process_events"
@@ -92,6 +92,7 @@ class Store:
         self._rq_queue = Queue(settings.queue_name, connection=client)
         self._finish = client.register_script(scripts.FINISH)
         self._fail = client.register_script(scripts.FAIL)
+        self._group = client.register_script(scripts.GROUP)
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -206,6 +207,27 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         self._rq_queue.enqueue_many([self._job_data(refs)], pipeline=pipe)
         return [args for args, _ in pipe.command_stack]
+
+    def group(self, refs: Sequence[str]) -> int:
+        """Enqueue the RQ jobs of events waiting in the grouping window, each event once: refs
+        another process grouped meanwhile are left out. Returns how many this call grouped."""
+        done = 0
+        for chunk in job_chunks(self, refs):
+            while chunk:
+                reply = self._group(keys=[self.keys.ungrouped], args=group_args(self, chunk))
+                if reply == 1:
+                    done += len(chunk)
+                    break
+                chunk = texts(reply)  # some were grouped by another process: the rest
+        return done
+
+    def sweep_ungrouped(self, age_s: float, limit: int = 10_000) -> int:
+        """Group the events that waited more than `age_s` in the window (their API process
+        died between the write and the grouping); returns how many."""
+        raw = self.client.zrangebyscore(
+            self.keys.ungrouped, "-inf", time.time() - age_s, start=0, num=limit
+        )
+        return self.group(texts(raw)) if raw else 0
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
         """The stored status of each event by `event_ref` (None when unknown or expired)."""

@@ -156,3 +156,25 @@ end
 return out
 """
 )
+
+# Turn events waiting in the grouping window into one RQ job, once (`Store.group`).
+# KEYS: the ungrouped zset. ARGV: n, the n event refs, then the job's commands (argument count,
+# arguments; recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them
+# and run the commands, return 1. Otherwise do nothing and return the refs still waiting (a
+# sweep or another API process grouped the others): the caller records a job for those.
+GROUP = """
+local n = tonumber(ARGV[1])
+local present = {}
+for i = 2, n + 1 do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then present[#present + 1] = ARGV[i] end
+end
+if #present < n then return present end
+redis.call('ZREM', KEYS[1], unpack(ARGV, 2, n + 1))
+local p = n + 2
+while p <= #ARGV do
+  local nargs = tonumber(ARGV[p])
+  redis.call(unpack(ARGV, p + 1, p + nargs))
+  p = p + 1 + nargs
+end
+return 1
+"""
