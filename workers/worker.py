@@ -53,6 +53,13 @@ class RagmonWorker(Worker):
     judge_endpoint = ""
     store: Store | None = None
 
+    def work(self, burst: bool = False, *args: Any, **kwargs: Any) -> bool:
+        """RQ's loop; `--burst` first turns every event of the grouping window into a job, so
+        that "drain what is waiting" includes them."""
+        if burst and self.store is not None:
+            self.store.sweep_ungrouped(0)
+        return bool(super().work(burst, *args, **kwargs))
+
     def run_maintenance_tasks(self) -> None:
         """RQ's maintenance, then the grouping sweep: events whose API process died inside the
         grouping window (RAGMON_GROUP_WINDOW_S) get their RQ job here."""

@@ -54,6 +54,8 @@ class IngestWriter:
         self._pending: list[tuple[list[IngestItem], asyncio.Future]] = []
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
+        self._grouper: asyncio.Task | None = None
+        self._group_wake = asyncio.Event()
         self._rejections: Counter[str] = Counter()
         self._spans: Counter[str] = Counter()  # /v1/traces spans by outcome
         self._depth = 0
@@ -69,12 +71,14 @@ class IngestWriter:
         self._ingest = self.store.async_ingest()
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="ragmon-ingest-writer")
+        self._grouper = asyncio.create_task(self._group_loop(), name="ragmon-ingest-grouper")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._grouper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._flush_rejections()
         await self._close_group()
         if self._ingest is not None:
@@ -115,9 +119,8 @@ class IngestWriter:
         assert self._wake is not None
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._next_tick())
+                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
             self._wake.clear()
-            await self._grouping()
             await self._flush_rejections()
             if self._pending and LINGER_S > 0 and self._last_write < LINGER_BELOW:
                 # light, steady traffic: let the requests already on their way join this write
@@ -132,7 +135,6 @@ class IngestWriter:
                     n += len(items)
                 self._last_write = n
                 await self._write(batch)
-            await self._grouping()
 
     def _next_tick(self) -> float:
         """Wake up for the open group's deadline (checked again if jobs are waiting)."""
@@ -140,6 +142,18 @@ class IngestWriter:
             return 1.0
         left = self._opened_at + self._window - time.monotonic()
         return min(1.0, left) if left > 0.005 else 0.1
+
+    async def _group_loop(self) -> None:
+        """Its own task: a slow Redis call here never holds up the writes (and their 202s)."""
+        self._group_wake = asyncio.Event()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._group_wake.wait(), timeout=self._next_tick())
+            self._group_wake.clear()
+            try:
+                await self._grouping()
+            except Exception as exc:  # noqa: BLE001 - Redis down: the refs are safe in Redis
+                log.debug("grouping failed: %s", exc)
 
     async def _grouping(self) -> None:
         """Close the open group when due; now and then, sweep refs nobody grouped."""
@@ -182,6 +196,8 @@ class IngestWriter:
                     if not self._open:
                         self._opened_at = time.monotonic()
                     self._open += deferred
+                    if len(self._open) >= self.store.settings.job_batch_size:
+                        self._group_wake.set()  # a full job: enqueue it now
             else:  # a store without REDIS_URL: the sync client, in a thread
                 results = await asyncio.to_thread(self.store.ingest, flat)
         except Exception as exc:  # Redis down: every waiting request gets the error

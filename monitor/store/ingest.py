@@ -124,6 +124,7 @@ class AsyncIngest:
         self.client = client
         self._script = client.register_script(scripts.INGEST_JOBS)
         self._group = client.register_script(scripts.GROUP)
+        self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS)
 
     async def __call__(self, items: Sequence[IngestItem]) -> list[Answer]:
         """Store items durably; `(status, created)` per item. Raises on Redis errors."""
@@ -158,7 +159,10 @@ class AsyncIngest:
         return done
 
     async def stale(self, age_s: float, limit: int = 1000) -> list[str]:
-        """Refs waiting in the grouping window for more than `age_s` (their writer is gone)."""
+        """Refs waiting in the grouping window for more than `age_s` (their writer is gone), and
+        claims whose lease ended (their work horse is gone)."""
+        keys = self.store.keys
+        await self._expired_claims(keys=[keys.claimed, keys.ungrouped], args=[time.time()])
         raw = await self.client.zrangebyscore(
             self.store.keys.ungrouped, "-inf", time.time() - age_s, start=0, num=limit
         )

@@ -60,6 +60,12 @@ class Keys:
         receipt time (RAGMON_GROUP_WINDOW_S; swept into jobs if their API process died)."""
         return f"{self.prefix}:ungrouped"
 
+    @property
+    def claimed(self) -> str:
+        """Sorted set of event refs a running job took from `ungrouped`, by lease end (a dead
+        work horse's claims go back to `ungrouped` once their lease ends)."""
+        return f"{self.prefix}:claimed"
+
     def day_hist(self, day: str) -> str:
         """Per-UTC-day histograms of the quality measures (same layout as `hist`)."""
         return f"{self.prefix}:day:{day}:h"

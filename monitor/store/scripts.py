@@ -178,3 +178,27 @@ while p <= #ARGV do
 end
 return 1
 """
+
+# A running job takes events waiting in the grouping window (`Store.claim`): they leave the
+# ungrouped zset for the claimed one, scored by the lease's end. KEYS: ungrouped, claimed.
+# ARGV: how many at most, lease end (epoch s). Returns the claimed refs, oldest first.
+CLAIM = """
+local refs = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+for _, ref in ipairs(refs) do
+  redis.call('ZREM', KEYS[1], ref)
+  redis.call('ZADD', KEYS[2], ARGV[2], ref)
+end
+return refs
+"""
+
+# Claims whose lease ended (their work horse died, or gave them back with score 0) go back
+# to the ungrouped zset with score 0, so the next sweep groups them into an RQ job at once.
+# KEYS: claimed, ungrouped. ARGV: now. Returns how many.
+EXPIRED_CLAIMS = """
+local refs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for _, ref in ipairs(refs) do
+  redis.call('ZREM', KEYS[1], ref)
+  redis.call('ZADD', KEYS[2], 0, ref)
+end
+return #refs
+"""

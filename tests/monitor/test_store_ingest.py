@@ -168,3 +168,33 @@ def test_sweep_groups_only_events_older_than_the_age(store: Store) -> None:
     assert store.sweep_ungrouped(age_s=60) == 1
     assert jobs(store) == [["old"]] and ungrouped(store) == refs("new")
     assert store.sweep_ungrouped(age_s=60) == 0
+
+
+def claimed(store: Store) -> dict[str, float]:
+    return {
+        r.decode(): s for r, s in store.client.zrange(store.keys.claimed, 0, -1, withscores=True)
+    }
+
+
+def test_a_running_job_claims_waiting_events_which_no_group_then_takes(store: Store) -> None:
+    for i in "abc":
+        write_deferred(store, [item(i)])
+    assert store.claim(2, lease_s=30) == refs("a", "b")
+    assert ungrouped(store) == refs("c") and sorted(claimed(store)) == refs("a", "b")
+    assert store.group(refs("a", "b", "c")) == 1  # the API's window closes: only c is left
+    assert jobs(store) == [["c"]]
+    store.release_claims(refs("a"))
+    assert list(claimed(store)) == refs("b")
+
+
+def test_claims_of_a_dead_horse_and_given_back_ones_are_swept_into_jobs(store: Store) -> None:
+    for i in "abc":
+        write_deferred(store, [item(i)])
+    store.claim(3, lease_s=30)
+    store.client.zadd(store.keys.claimed, {"default|a": 1.0})  # its lease ended long ago
+    store.release_claims(refs("b"), retry=True)  # a passing judge failure: RQ retries it
+    store.renew_claims(refs("c"), lease_s=30)
+    assert store.sweep_ungrouped(age_s=60) == 2
+    assert sorted(sum(jobs(store), [])) == ["a", "b"] and list(claimed(store)) == refs("c")
+    store.renew_claims(refs("a"), lease_s=30)  # a late renewal does not bring a claim back
+    assert list(claimed(store)) == refs("c")
