@@ -61,7 +61,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden); an OTLP retriever span that cannot be an event counts as "
+        "unauthorized, forbidden, store_unavailable, timeout: a body not received within "
+        "RAGMON_BODY_TIMEOUT_S); an OTLP retriever span that cannot be an event counts as "
         "invalid.",
         ("reason",),
     ),

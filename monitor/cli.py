@@ -24,6 +24,7 @@ from monitor.settings import Settings, SettingsError
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 BACKLOG = 2048  # uvicorn's default
+FD_RESERVE = 100  # open files kept for Redis connections, logs, the listening socket
 # Import names of the `server` extra's packages: a command that needs one, in an install
 # without the extra (the app side's), says what to install instead of a traceback.
 SERVER_MODULES = frozenset(
@@ -254,6 +255,7 @@ def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: s
     import uvicorn
 
     from monitor.api import create_app
+    from monitor.api.guard import uvicorn_config
     from monitor.preflight import RedisWatch, describe
 
     if not settings.api_keys:
@@ -269,13 +271,38 @@ def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: s
     log.info("ragmon serve %s on http://%s:%d: %s", version(), where, port, describe(settings))
     app = create_app(settings)
     watch = RedisWatch(app.state.store).start()
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    settings = _fit_connections(settings)
+    config = uvicorn_config(app, settings, host=host, port=port, log_level=log_level)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         watch.stop()
         sock.close()
     return 0
+
+
+def _fit_connections(settings: Settings) -> Settings:
+    """Raise the open-files limit to its hard limit and keep RAGMON_MAX_CONNECTIONS below it
+    (Redis connections, logs and the listening socket need some): past the limit every accept
+    fails and logs "Too many open files"."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    room = soft - FD_RESERVE
+    if settings.max_connections > room:
+        log.warning(
+            "RAGMON_MAX_CONNECTIONS=%d is above what %d open files allow: using %d",
+            settings.max_connections, soft, room,
+        )  # fmt: skip
+        return replace(settings, max_connections=max(10, room))
+    return settings
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -62,7 +62,7 @@ MAX_PASSAGES = 200
 _DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(MAX_PASSAGES))
 _GAINS = {"exponential": (0.0, 1.0, 3.0, 7.0), "linear": (0.0, 1.0, 2.0, 3.0)}
 UDCG_GAMMA = 1.0 / 3.0  # Trappolini et al.'s weight of the distracting effect (eq. 4)
-_VALID_GRADES = frozenset({0, 1, 2, 3, None})
+_VALID_GRADES: frozenset[int | None] = frozenset({0, 1, 2, 3, None})
 _VALID_TYPES = frozenset({int, type(None)})
 
 
@@ -95,6 +95,7 @@ class MeasureParams:
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if self.ndcg_gain not in _GAINS:
             raise ValueError(f"ndcg_gain must be exponential or linear, got {self.ndcg_gain!r}")
+        harm: frozenset[object]
         try:
             harm = frozenset(self.harm_grades)
         except TypeError:

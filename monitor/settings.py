@@ -267,6 +267,16 @@ class Settings:
     store_timeout_s: float = field(
         default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": _number(2.0, 600.0)}
     )
+    header_timeout_s: float = field(
+        default=10.0, metadata={"env": "RAGMON_HEADER_TIMEOUT_S", "parse": _number(0.1, 3600)}
+    )
+    body_timeout_s: float = field(
+        default=60.0, metadata={"env": "RAGMON_BODY_TIMEOUT_S", "parse": _number(0.1, 3600)}
+    )
+    max_connections: int = field(
+        default=4096,
+        metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": _number(10, 1_000_000, int)},
+    )
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )

@@ -23,13 +23,13 @@ def judged_depth(event: dict) -> int:
 
 
 async def grade_event(
-    event: dict, judge: Judge, store: object
+    event: dict, judge: Judge, store: Store
 ) -> tuple[list[int | None], list[str | None]]:
     """Return `(grades, sources)`, one per passage; passages past the top 2K stay `None`.
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
     `on_both_scales` splits them). Raises the judge's `JudgeError` when it cannot grade a
-    passage that needs it. `store` is the `monitor.store.Store` (its judgment cache).
+    passage that needs it. `store` holds the judgment cache.
     """
     passages = event["passages"]
     depth = judged_depth(event)
@@ -66,7 +66,7 @@ async def grade_event(
             judge.model,
             judge.prompt_version,
             query,
-            [(passages[i]["text"], grades[i]) for i in misses],
+            [(passages[i]["text"], g) for i, g in zip(misses, new, strict=True)],
         )
     return grades, sources
 

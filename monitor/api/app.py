@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from monitor import export
 from monitor.api import otlp
@@ -124,10 +125,13 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         if length and length.isdigit() and int(length) > limit:
             raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (monitor.api.guard)
+            raise Refused(408, "timeout", "request body not received in time") from None
         return bytes(body)
 
     def authorize(request: Request) -> Principal | None:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -333,7 +333,7 @@ class Store:
         status, result, payload = self.client.hmget(self.keys.event(ref), "s", "r", "p")
         if status is None:
             return None
-        status = status.decode()
+        status = _text(status)
         if result is not None:
             out = json.loads(result)
             out["status"] = status
@@ -359,7 +359,8 @@ class Store:
 
     def failed_refs(self, limit: int = 100_000) -> list[str]:
         """The `event_ref`s of failed events, oldest failure first."""
-        return [x.decode() for x in self.client.zrange(self.keys.failed, 0, limit - 1)]
+        refs = cast(list[bytes], self.client.zrange(self.keys.failed, 0, limit - 1))
+        return [x.decode() for x in refs]
 
     def requeue(self, refs: Iterable[str]) -> int:
         """Put failed events back on the queue (status queued); returns how many."""
@@ -399,7 +400,7 @@ class Store:
 
     def counters(self, day: str | None = None) -> dict[str, float]:
         key = self.keys.day_counters(day) if day else self.keys.counters
-        return {k.decode(): _num(v) for k, v in self.client.hgetall(key).items()}
+        return {_text(k): _num(v) for k, v in self.client.hgetall(key).items()}
 
     def histograms(
         self, bounds: dict[str, Sequence[float]], day: str | None = None
@@ -408,7 +409,7 @@ class Store:
         raw = self.client.hgetall(self.keys.day_hist(day) if day else self.keys.hist)
         acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
         for k, v in raw.items():
-            *head, part = k.decode().split(SEP)
+            *head, part = _text(k).split(SEP)
             name, labels = head[0], tuple(head[1:])
             if name not in bounds:
                 continue
@@ -516,8 +517,13 @@ def day_record(
     }
 
 
-def _num(raw: bytes) -> float:
-    text = raw.decode()
+def _text(raw: bytes | str) -> str:
+    """A value read from Redis: bytes from ragmon's clients (no decode_responses)."""
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _num(raw: bytes | str) -> float:
+    text = _text(raw)
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
 

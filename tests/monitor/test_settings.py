@@ -127,6 +127,9 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_MAX_BODY_BYTES", "1048576", "max_body_bytes", 1_048_576),
         ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
         ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
+        ("RAGMON_HEADER_TIMEOUT_S", "3", "header_timeout_s", 3.0),
+        ("RAGMON_BODY_TIMEOUT_S", "30", "body_timeout_s", 30.0),
+        ("RAGMON_MAX_CONNECTIONS", "100", "max_connections", 100),
         (
             "RAGMON_REPORT_WEBHOOK",
             "https://hooks.example/x",
