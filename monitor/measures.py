@@ -206,8 +206,13 @@ def compute(
         "n_recall5": None,
     }
     if p_no_response is not None:
-        top_p = p_no_response[:k]
-        if len(top_p) == k and all(p is not None for p in top_p):
+        if len(p_no_response) != len(grades):
+            raise ValueError(
+                f"need one p(NO-RESPONSE) (or None) per passage, got {len(p_no_response)} "
+                f"for {len(grades)}"
+            )
+        top_p = p_no_response[:k]  # the context: the top K, or all if fewer were sent
+        if all(p is not None for p in top_p):
             top_rel = [g is not None and g >= rel for g in grades[:k]]
             out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma)  # type: ignore[arg-type]
     if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)

@@ -109,6 +109,11 @@ def test_compute_udcg_uses_relevant_grade_and_top_k_only() -> None:
     assert out1["udcg"] == pytest.approx(sigmoid((0.8 + 0.6 + 0.4 - 1.0 / 3) / 4))
 
 
+def test_compute_rejects_p_of_the_wrong_length() -> None:
+    with pytest.raises(ValueError, match="one p"):
+        compute([3, 0, 1], 2, p_no_response=[0.1, 0.2])
+
+
 def test_compute_udcg_is_null_without_p() -> None:
     assert compute([3, 0], 2)["udcg"] is None
     assert compute([3, 0], 2, p_no_response=[0.1, None])["udcg"] is None
