@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.measure_table import MEASURES
+from monitor.measures import HISTOGRAM_MEASURES
 
 SERIES_LABELS = ("app", "index", "retriever", "segment")
 
@@ -34,24 +35,10 @@ class Metric:
         return self.name.removeprefix("ragmon_")
 
 
-_QUALITY_HELP = {
-    "t": "T (Schwartz et al.): (1-a)*relevant - a*non-relevant/K in the top K; higher is better.",
-    "ndcg": "nDCG@K: graded, rank-discounted gain of the top K against the ideal order of the "
-    "judged pool; 1 is perfect.",
-    "f_e": "F_e: F-measure of the top K with the number of relevant passages estimated from the "
-    "top 2K; needs 2K passages.",
-    "harm": "Harm@K: share of the top K that are distractors (on-topic passages that do not "
-    "answer); lower is better.",
-    "precision": "P@K: share of the top K that are relevant.",
-    "hit": "Hit@K: 1 when at least one relevant passage is in the top K.",
-    "rr": "RR@K: 1 / rank of the first relevant passage in the top K, 0 if none.",
-    "k_over_np": "K / estimated number of relevant passages: below 1 trust T, well above 1 trust "
-    "nDCG.",
-}
-
 QUALITY: tuple[Metric, ...] = tuple(
-    Metric(f"ragmon_retrieval_{m}", "histogram", _QUALITY_HELP[m], SERIES_LABELS, BUCKETS[m])
-    for m in HISTOGRAM_MEASURES
+    Metric(f"ragmon_retrieval_{m.key}", "histogram", m.help, SERIES_LABELS, m.buckets)
+    for m in MEASURES
+    if m.histogram
 )
 
 # The sum of squared values per quality series: with _sum and _count it gives the variance,
@@ -74,7 +61,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden); an OTLP retriever span that cannot be an event counts as "
+        "unauthorized, forbidden, store_unavailable, timeout: a body not received within "
+        "RAGMON_BODY_TIMEOUT_S); an OTLP retriever span that cannot be an event counts as "
         "invalid.",
         ("reason",),
     ),
@@ -86,6 +74,14 @@ OPERATIONS: tuple[Metric, ...] = (
         ("outcome",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
+    Metric(
+        "ragmon_series_folded",
+        "counter",
+        "Events recorded with index, retriever and segment other because their series was past "
+        "the series budget (RAGMON_MAX_SERIES_PER_APP, RAGMON_MAX_SERIES), by app; app=other: "
+        "an app without any series of its own.",
+        ("app",),
+    ),
     Metric("ragmon_events_labeled", "counter", "Events judged and measured (each counted once)."),
     Metric(
         "ragmon_events_failed",
@@ -126,6 +122,20 @@ OPERATIONS: tuple[Metric, ...] = (
         "Latency of one judge call, by model.",
         ("model",),
         JUDGE_LATENCY_BUCKETS,
+    ),
+    Metric(
+        "ragmon_utility_probes",
+        "counter",
+        "RAGMON_UTILITY=on: p(NO-RESPONSE) values obtained, by how (exact: the abstain token was "
+        "in the top logprobs; bound: it was not, the lowest listed probability bounds it; cache).",
+        ("how",),
+    ),
+    Metric(
+        "ragmon_udcg_missing",
+        "counter",
+        "RAGMON_UTILITY=on: events measured without UDCG, by reason (no_logprobs: the endpoint "
+        "returns none; no_llm: lexical judge; or the judge failure's reason).",
+        ("reason",),
     ),
     Metric("ragmon_judge_cache_hits", "counter", "Passages graded from the judgment cache."),
     Metric("ragmon_judge_cache_misses", "counter", "Passages the judgment cache did not have."),

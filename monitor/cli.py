@@ -1,4 +1,5 @@
-"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, metrics.
+"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
+text-key, metrics.
 
 Each command is a function that takes its options as plain values and the one `Settings`;
 what goes wrong in a way the user can fix ends the command with one line on stderr.
@@ -13,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import metadata
@@ -22,6 +24,7 @@ from monitor.settings import Settings, SettingsError
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 BACKLOG = 2048  # uvicorn's default
+FD_RESERVE = 100  # open files kept for Redis connections, logs, the listening socket
 # Import names of the `server` extra's packages: a command that needs one, in an install
 # without the extra (the app side's), says what to install instead of a traceback.
 SERVER_MODULES = frozenset(
@@ -156,6 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
     q = command("requeue-failed", help="put failed events back on the queue")
     q.set_defaults(run=cmd_requeue_failed, redis=True)
 
+    v = command("series", help="list the series holding the budget; free them")
+    v.add_argument("--app", help="only this app's series")
+    v.add_argument(
+        "--idle-days",
+        type=float,
+        metavar="N",
+        help="only series none of whose events was recorded in the last N days",
+    )
+    v.add_argument(
+        "--free", action="store_true", help="free the series listed (their slots and histograms)"
+    )
+    v.set_defaults(run=cmd_series, redis=True)
+
+    t = command("text-key", help="print a new key for RAGMON_TEXT_KEYS")
+    t.set_defaults(run=cmd_text_key, redis=False)
+
     m = command("metrics", help="print the metrics catalog")
     m.add_argument("--markdown", action="store_true", help="as the README's table")
     m.set_defaults(run=cmd_metrics, redis=False)
@@ -193,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(exc, file=sys.stderr)
         return exc.code
+    except SettingsError as exc:  # a setting that only a component checks (e.g. the text keys)
+        print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `ragmon metrics | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -239,6 +261,7 @@ def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: s
     import uvicorn
 
     from monitor.api import create_app
+    from monitor.api.guard import uvicorn_config
     from monitor.preflight import RedisWatch, describe
 
     if not settings.api_keys:
@@ -254,13 +277,38 @@ def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: s
     log.info("ragmon serve %s on http://%s:%d: %s", version(), where, port, describe(settings))
     app = create_app(settings)
     watch = RedisWatch(app.state.store).start()
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    settings = _fit_connections(settings)
+    config = uvicorn_config(app, settings, host=host, port=port, log_level=log_level)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         watch.stop()
         sock.close()
     return 0
+
+
+def _fit_connections(settings: Settings) -> Settings:
+    """Raise the open-files limit to its hard limit and keep RAGMON_MAX_CONNECTIONS below it
+    (Redis connections, logs and the listening socket need some): past the limit every accept
+    fails and logs "Too many open files"."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    room = soft - FD_RESERVE
+    if settings.max_connections > room:
+        log.warning(
+            "RAGMON_MAX_CONNECTIONS=%d is above what %d open files allow: using %d",
+            settings.max_connections, soft, room,
+        )  # fmt: skip
+        return replace(settings, max_connections=max(10, room))
+    return settings
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -369,6 +417,50 @@ def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
     store = Store.connect(settings)
     n = store.requeue(store.failed_refs())
     print(f"requeued {n} failed events")
+    return 0
+
+
+def cmd_series(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from monitor.store import Store
+
+    budget = Store.connect(settings).series
+    now = time.time()
+    rows = budget.rows()
+    if args.app is not None:
+        rows = [r for r in rows if r.labels[0] == args.app]
+    if args.idle_days is not None:
+        rows = [r for r in rows if r.last_seen < now - args.idle_days * 86400]
+    print(f"{'last seen':>10s}  app|index|retriever|segment")
+    for r in rows:
+        print(f"{_age(now - r.last_seen):>10s}  {r.name}")
+    per_app = Counter(r.labels[0] for r in budget.rows())
+    print(
+        f"{len(rows)} series shown; the budget holds {sum(per_app.values())} of "
+        f"{settings.max_series} (at most {settings.max_series_per_app} per app)"
+    )
+    folded = budget.folded()
+    if folded:
+        print("events folded into app|other|other|other:", end="")
+        print("".join(f" {app}={n}" for app, n in sorted(folded.items())))
+    if args.free:
+        print(f"freed {budget.free(r.name for r in rows)} series")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{max(0, int(seconds // 60))} min ago"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} d ago"
+
+
+def cmd_text_key(args: argparse.Namespace, settings: Settings) -> int:
+    from monitor.store.sealing import new_key
+
+    print(new_key())
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Per-event retrieval-quality measures: pure functions, no I/O, no project imports.
+"""Per-event retrieval-quality measures: pure functions, no I/O; described in `measure_table`.
 
 Grades use the TREC DL / UMBRELA 0-3 scale. A passage is relevant when its grade is at
 least `MeasureParams.relevant_grade`. Definitions and sources (docs/measures.md has them with
@@ -12,6 +12,11 @@ the worked example):
 - Harm@K: share of the top K whose grade is a harm grade: Dallaire (Harm@K); distractors
   (grade 1) per Trappolini et al.
 - P@K, Hit@K, RR@K: the usual set and rank measures, cut at K.
+- UDCG: Trappolini, Cuconasu et al., "Redefining Retrieval Evaluation in the Era of LLMs"
+  (arXiv 2510.21440), eq. 2 and the training-free eq. 4 with gamma = 1/3; needs each top-K
+  passage's p(NO-RESPONSE) from the utility probe (`udcg`).
+- RA-nWG@K, N-Recall4+@K, Precision4+@K, N-Recall5@K: Dallaire, "Practical RAG Evaluation: A
+  Rarity-Aware Set-Based Metric" (arXiv 2511.09545), section 2.4, on the 1-5 utility scale.
 
 Unjudged passages (grade `None`, e.g. the judge failed on one passage or the budget ran out)
 follow trec_eval's convention: they count as non-relevant (in n_n, gain 0) and never as
@@ -26,71 +31,38 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from monitor.measure_table import MEASURES
+
 __all__ = [
     "BUCKETS",
     "HISTOGRAM_MEASURES",
     "MEASURE_KEYS",
+    "UMBRELA_TO_UTILITY",
+    "UTILITY_TO_UMBRELA",
     "MeasureParams",
     "compute",
+    "n_recall4",
+    "n_recall5",
+    "precision4",
+    "ra_nwg",
+    "rarity_weights",
+    "udcg",
+    "utility_grades",
 ]
 
-# Every key `compute` returns, in a stable order.
-MEASURE_KEYS = (
-    "t",
-    "ndcg",
-    "f_e",
-    "harm",
-    "precision",
-    "hit",
-    "rr",
-    "k_over_np",
-    "f",
-    "recall",
-    "judged_at_k",
-)
-
+# Every key `compute` returns, in a stable order; names, ranges and buckets: `measure_table`.
+MEASURE_KEYS = tuple(m.key for m in MEASURES)
 # Measures exported as Prometheus histograms (and kept per day for drift reports).
-HISTOGRAM_MEASURES = ("t", "ndcg", "f_e", "harm", "precision", "hit", "rr", "k_over_np")
-
-_UNIT = tuple(round(i / 20, 2) for i in range(21))  # 0, 0.05, ..., 1.0
-# Fixed upper bounds ("le") per histogram measure. They are a storage contract: changing them
-# breaks stored per-day distributions, so add a new measure rather than edit one.
-BUCKETS: dict[str, tuple[float, ...]] = {
-    "t": (
-        -1.0,
-        -0.5,
-        -0.25,
-        0.0,
-        0.25,
-        0.5,
-        0.75,
-        1.0,
-        1.5,
-        2.0,
-        3.0,
-        4.0,
-        5.0,
-        7.5,
-        10.0,
-        15.0,
-        20.0,
-        30.0,
-        50.0,
-    ),
-    "ndcg": _UNIT,
-    "f_e": _UNIT,
-    "harm": _UNIT,
-    "precision": _UNIT,
-    "hit": (0.0, 1.0),
-    "rr": (0.0, 0.1, 0.125, 0.143, 0.167, 0.2, 0.25, 0.334, 0.5, 1.0),
-    "k_over_np": (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0),
-}
+HISTOGRAM_MEASURES = tuple(m.key for m in MEASURES if m.histogram)
+# Fixed upper bounds ("le") per histogram measure: a storage contract (see `Measure`).
+BUCKETS: dict[str, tuple[float, ...]] = {m.key: m.buckets for m in MEASURES if m.histogram}
 
 MAX_PASSAGES = 200
 # Discount of rank i + 1 (DCG's 1 / log2(rank + 1)), precomputed for every possible rank.
 _DISCOUNT = tuple(1.0 / math.log2(i + 2) for i in range(MAX_PASSAGES))
 _GAINS = {"exponential": (0.0, 1.0, 3.0, 7.0), "linear": (0.0, 1.0, 2.0, 3.0)}
-_VALID_GRADES = frozenset({0, 1, 2, 3, None})
+UDCG_GAMMA = 1.0 / 3.0  # Trappolini et al.'s weight of the distracting effect (eq. 4)
+_VALID_GRADES: frozenset[int | None] = frozenset({0, 1, 2, 3, None})
 _VALID_TYPES = frozenset({int, type(None)})
 
 
@@ -107,11 +79,13 @@ class MeasureParams:
     f_alpha: float = 0.5
     ndcg_gain: str = "exponential"
     harm_grades: frozenset[int] = field(default_factory=lambda: frozenset({1}))
+    udcg_gamma: float = UDCG_GAMMA
+    ra_alpha: float = 1.0
 
     def __post_init__(self) -> None:
         if type(self.relevant_grade) is not int or self.relevant_grade not in (1, 2, 3):
             raise ValueError(f"relevant_grade must be 1, 2 or 3, got {self.relevant_grade!r}")
-        for name in ("t_alpha", "f_alpha"):
+        for name in ("t_alpha", "f_alpha", "udcg_gamma", "ra_alpha"):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -121,6 +95,7 @@ class MeasureParams:
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if self.ndcg_gain not in _GAINS:
             raise ValueError(f"ndcg_gain must be exponential or linear, got {self.ndcg_gain!r}")
+        harm: frozenset[object]
         try:
             harm = frozenset(self.harm_grades)
         except TypeError:
@@ -161,8 +136,15 @@ def compute(
     k: int,
     params: MeasureParams = DEFAULT_PARAMS,
     relevant_total: int | None = None,
+    p_no_response: Sequence[float | None] | None = None,
+    utility: Sequence[int | None] | None = None,
 ) -> dict[str, float | None]:
     """All measures of one ranked list of grades (best first) cut at K.
+
+    `p_no_response` (one per passage, None where not probed) gives UDCG; without it, or with
+    any top-K passage unprobed, UDCG is None. An unjudged top-K passage counts as not relevant
+    there too, so UDCG is then a lower bound. `utility` is the list on the 1-5 scale for
+    RA-nWG, N-Recall4+ and Precision4+; by default the grades mapped by `utility_grades`.
 
     Returns a dict with every key of `MEASURE_KEYS`; a measure that is undefined for this
     event is `None` (F_e and K/N̂_p need 2K passages; F and recall need `relevant_total`,
@@ -197,8 +179,8 @@ def compute(
             n_harm += 1
 
     # Ideal ranking: the judged pool sorted by grade, built from counts (zeros add nothing).
-    ideal = [gain[3]] * grades.count(3) + [gain[2]] * grades.count(2)
-    ideal += [gain[1]] * grades.count(1)
+    counts = [grades.count(0), grades.count(1), grades.count(2), grades.count(3)]
+    ideal = [gain[3]] * counts[3] + [gain[2]] * counts[2] + [gain[1]] * counts[1]
     idcg = 0.0
     for i, x in enumerate(ideal[:k]):
         idcg += x * _DISCOUNT[i]
@@ -217,7 +199,30 @@ def compute(
         "f": None,
         "recall": None,
         "judged_at_k": judged / k,
+        "udcg": None,
+        "ra_nwg": None,
+        "n_recall4": None,
+        "precision4": None,
+        "n_recall5": None,
     }
+    if p_no_response is not None:
+        if len(p_no_response) != len(grades):
+            raise ValueError(
+                f"need one p(NO-RESPONSE) (or None) per passage, got {len(p_no_response)} "
+                f"for {len(grades)}"
+            )
+        top_p = p_no_response[:k]  # the context: the top K, or all if fewer were sent
+        if all(p is not None for p in top_p):
+            top_rel = [g is not None and g >= rel for g in grades[:k]]
+            out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma)  # type: ignore[arg-type]
+    if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)
+        head = grades[:k]
+        pool = [0, counts[0], counts[1], 0, counts[2], counts[3]]
+        top = [0, head.count(0), head.count(1), 0, head.count(2), head.count(3)]
+    else:
+        pool, top = _counts5(_checked_utility(utility, len(grades)), k)
+    out["ra_nwg"], out["n_recall4"], out["precision4"] = _set_utility(pool, top, k, params.ra_alpha)
+    out["n_recall5"] = _n_recall5(pool, top, k)
     if len(grades) >= 2 * k:
         below = grades[k : 2 * k]  # ranks K+1..2K; the top K's share is n_p
         np_hat = n_p
@@ -233,3 +238,141 @@ def compute(
         out["f"] = n_p / denom if denom > 0 else 0.0
         out["recall"] = n_p / n_rel if n_rel else None
     return out
+
+
+# ---- LLM-era measures ------------------------------------------------------------------------
+
+# The 0-3 UMBRELA grade as a 1-5 utility grade (index = 0-3 grade): 0 irrelevant -> 1 not
+# relevant, 1 related -> 2 weak/tangential, 2 highly relevant -> 4, 3 perfectly relevant -> 5.
+# Caveat: the map never gives 3 (partially relevant), so w3 is unused, and the 4/5 split is the
+# assessor's 2/3 split, not a direct 1-5 judgment (RAGMON_JUDGE_SCALE=utility5 asks for one).
+UMBRELA_TO_UTILITY = (1, 2, 4, 5)
+# The way back, for a judge grading 1-5 (index = 1-5 grade): 3 "partially relevant, not enough
+# to answer" and 2 "weak" are both "related, does not answer" (1); the map round-trips 0-3.
+UTILITY_TO_UMBRELA = (None, 0, 1, 1, 2, 3)
+
+# Dallaire section 2.4: base utilities, caps of the relative weights, and the fixed weights
+# used when the pool holds no grade-5 passage.
+_RA_BASE = (0.0, 0.0, 0.0, 0.1, 0.5, 1.0)  # index = grade 0 (unused), 1..5
+_RA_CAP3, _RA_CAP4 = 0.25, 1.0
+_RA_FALLBACK = (0.0, 0.0, 0.0, 0.2, 1.0, 1.0)
+
+
+def _checked_utility(utility: Sequence[int | None], m: int) -> list[int | None]:
+    out = list(utility)
+    if len(out) != m:
+        raise ValueError(f"need one utility grade per passage, got {len(out)} for {m}")
+    for i, g in enumerate(out):
+        if g is not None and (type(g) is not int or not 1 <= g <= 5):
+            raise ValueError(f"utility[{i}] must be 1-5 or None, got {g!r}")
+    return out
+
+
+def utility_grades(grades: Sequence[int | None]) -> list[int | None]:
+    """0-3 grades mapped to the 1-5 utility scale with `UMBRELA_TO_UTILITY` (None stays)."""
+    return [None if g is None else UMBRELA_TO_UTILITY[g] for g in grades]
+
+
+def udcg(
+    relevant: Sequence[bool], p_no_response: Sequence[float], gamma: float = UDCG_GAMMA
+) -> float:
+    """UDCG of a context of k passages (Trappolini, Cuconasu et al., arXiv 2510.21440, eq. 4).
+
+    Passage utility u = R (1 - p) with R = +1 (relevant) or -1 (not), p = p(NO-RESPONSE | q, p)
+    (eq. 2); UDCG = sigmoid((1/k) [sum of u over relevant + gamma * sum of u over the rest]).
+    No position discount: an LLM reads the whole context. In [sigmoid(-gamma), sigmoid(1)].
+    """
+    k = len(relevant)
+    if k == 0 or len(p_no_response) != k:
+        raise ValueError(f"need one p(NO-RESPONSE) per passage, got {len(p_no_response)} for {k}")
+    pos = neg = 0.0
+    for r, p in zip(relevant, p_no_response, strict=True):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p(NO-RESPONSE) must be in [0, 1], got {p!r}")
+        if r:
+            pos += 1.0 - p
+        else:
+            neg += 1.0 - p
+    x = (pos - gamma * neg) / k
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def rarity_weights(pool: Sequence[int], alpha: float = 1.0) -> tuple[float, ...]:
+    """Weights w_0..w_5 of the 1-5 grades for one query's pool (Dallaire, arXiv 2511.09545, 2.4).
+
+    Rarity r_g = b_g / p_g^alpha with p_g the share of grade g in the pool (r_g = 0 when absent);
+    w5 = 1, w4 = min(r4/r5, 1), w3 = min(r3/r5, 0.25), w2 = w1 = 0: a scarce grade 5 dominates,
+    and caps keep abundant mid grades from standing in for it. No grade 5: the fixed fallback
+    w5 = w4 = 1, w3 = 0.2.
+    """
+    return _weights([pool.count(g) for g in range(6)], alpha)
+
+
+def _weights(counts: Sequence[int], alpha: float) -> tuple[float, ...]:
+    n5 = counts[5]
+    if not n5:
+        return _RA_FALLBACK
+    n = sum(counts)
+    r5 = 1.0 / (n5 / n) ** alpha  # b5 = 1
+    w4 = min(_RA_BASE[4] / (counts[4] / n) ** alpha / r5, _RA_CAP4) if counts[4] else 0.0
+    w3 = min(_RA_BASE[3] / (counts[3] / n) ** alpha / r5, _RA_CAP3) if counts[3] else 0.0
+    return (0.0, 0.0, 0.0, w3, w4, 1.0)
+
+
+def _set_utility(
+    pool: Sequence[int], top: Sequence[int], k: int, alpha: float
+) -> tuple[float | None, float | None, float]:
+    """RA-nWG@K, N-Recall4+@K, Precision4+@K from the count of each 1-5 grade (index 1..5) in
+    the pool and in the top K: grades take five values, so no sort is needed."""
+    w = _weights(pool, alpha)
+    # The K heaviest passages of the pool: all grade 5 first (w5 = 1 is the largest), then the
+    # heavier of grades 4 and 3; grades 1-2 weigh nothing.
+    first, second = (4, 3) if w[4] >= w[3] else (3, 4)
+    slots = k
+    ideal = 0.0
+    for g in (5, first, second):
+        take = pool[g] if pool[g] < slots else slots
+        ideal += take * w[g]
+        slots -= take
+    good_top, good_pool = top[4] + top[5], pool[4] + pool[5]
+    return (
+        (top[5] + top[4] * w[4] + top[3] * w[3]) / ideal if ideal > 0 else None,
+        good_top / min(k, good_pool) if good_pool else None,
+        good_top / k,
+    )
+
+
+def _n_recall5(pool: Sequence[int], top: Sequence[int], k: int) -> float | None:
+    return top[5] / min(k, pool[5]) if pool[5] else None
+
+
+def n_recall5(utility: Sequence[int | None], k: int) -> float | None:
+    """N-Recall5@K: grade-5 passages in the top K over min(K, grade-5 in the pool)
+    (Dallaire 2.4); None (NA) when the pool holds none."""
+    return _n_recall5(*_counts5(utility, k), k)
+
+
+def _counts5(utility: Sequence[int | None], k: int) -> tuple[list[int], list[int]]:
+    top = utility[:k]
+    return [utility.count(g) for g in range(6)], [top.count(g) for g in range(6)]
+
+
+def ra_nwg(utility: Sequence[int | None], k: int, alpha: float = 1.0) -> float | None:
+    """RA-nWG@K: rarity-weighted gain of the top K over the best K of the pool (Dallaire 2.4).
+
+    `utility` is the ranked list on the 1-5 scale; the pool is its graded passages (None is
+    unjudged: out of the pool, gain 0 in the top K). Order-free inside the top K. None (NA)
+    when the pool's best K weigh nothing (only grades 1-2).
+    """
+    return _set_utility(*_counts5(utility, k), k, alpha)[0]
+
+
+def n_recall4(utility: Sequence[int | None], k: int) -> float | None:
+    """N-Recall4+@K: grade-4+ passages in the top K over min(K, grade-4+ in the pool)
+    (Dallaire 2.4); None (NA) when the pool holds none."""
+    return _set_utility(*_counts5(utility, k), k, 1.0)[1]
+
+
+def precision4(utility: Sequence[int | None], k: int) -> float:
+    """Precision4+@K: share of the top K graded 4 or 5 (Dallaire 2.4)."""
+    return _set_utility(*_counts5(utility, k), k, 1.0)[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits, defined once
     LABEL_KEYS,
@@ -20,6 +20,7 @@ from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
 )
+from monitor.measure_table import MEASURES
 
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 Status = Literal["queued", "done", "failed", "sampled_out"]
@@ -127,18 +128,11 @@ class BatchAccepted(BaseModel):
     results: list[Accepted]
 
 
-class Measures(BaseModel):
-    t: float | None = None
-    ndcg: float | None = None
-    f_e: float | None = None
-    harm: float | None = None
-    precision: float | None = None
-    hit: float | None = None
-    rr: float | None = None
-    k_over_np: float | None = None
-    f: float | None = None
-    recall: float | None = None
-    judged_at_k: float | None = None
+# Every measure `compute` returns, null when undefined for the event (`monitor.measure_table`).
+Measures = create_model(
+    "Measures",
+    **{m.key: (float | None, Field(default=None, description=m.help)) for m in MEASURES},  # type: ignore[call-overload]
+)
 
 
 class RetrievalResult(BaseModel):
@@ -150,7 +144,22 @@ class RetrievalResult(BaseModel):
     labels: dict[str, str] | None = None
     grades: list[int | None] | None = None
     grade_source: list[str | None] | None = None
-    measures: Measures | None = None
+    measures: Measures | None = None  # type: ignore[valid-type]
+    utility: list[int | None] | None = Field(
+        default=None,
+        description="RAGMON_JUDGE_SCALE=utility5: each passage's 1-5 utility grade (RA-nWG's "
+        "input); `grades` then holds them mapped to 0-3.",
+    )
+    p_no_response: list[float | None] | None = Field(
+        default=None,
+        description="RAGMON_UTILITY=on: each top-K passage's p(NO-RESPONSE) from the utility "
+        "probe (UDCG's input).",
+    )
+    udcg_missing: str | None = Field(
+        default=None,
+        description="Why UDCG is null with RAGMON_UTILITY=on (no_logprobs, no_llm, or a judge "
+        "failure's reason).",
+    )
     error: str | None = None
 
 

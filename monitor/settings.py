@@ -7,6 +7,7 @@ variable, so the process stops before it serves anything.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -110,6 +111,34 @@ def read_keys_file(path: str | Path) -> tuple[str, ...]:
     return keys
 
 
+def _text_keys(raw: str) -> tuple[str, ...]:
+    keys = tuple(part.strip() for part in raw.replace("\n", ",").split(",") if part.strip())
+    for key in keys:
+        try:
+            ok = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                "each key must be a Fernet key (32 bytes, url-safe base64): make one with "
+                "ragmon text-key"
+            )
+    return keys
+
+
+def read_text_keys_file(path: str | Path) -> tuple[str, ...]:
+    """Text keys from a file shared by the API and the workers: one per line, newest first,
+    `#` comments ignored."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    keys = _text_keys(",".join(line.split("#", 1)[0].strip() for line in text.splitlines()))
+    if not keys:
+        raise ValueError(f"{path} holds no keys")
+    return keys
+
+
 def _prices(raw: str) -> dict[str, tuple[float, float]]:
     try:
         data = json.loads(raw)
@@ -193,6 +222,10 @@ class Settings:
         default="pointwise",
         metadata={"env": "RAGMON_JUDGE_MODE", "parse": _choice("pointwise", "listwise")},
     )
+    judge_scale: str = field(
+        default="umbrela",
+        metadata={"env": "RAGMON_JUDGE_SCALE", "parse": _choice("umbrela", "utility5")},
+    )
     judge_concurrency: int = field(
         default=128,
         metadata={"env": "RAGMON_JUDGE_CONCURRENCY", "parse": _number(1, 1024, int)},
@@ -209,6 +242,7 @@ class Settings:
     judge_max_retries: int = field(
         default=6, metadata={"env": "RAGMON_JUDGE_MAX_RETRIES", "parse": _number(0, 100, int)}
     )
+    utility: bool = field(default=False, metadata={"env": "RAGMON_UTILITY", "parse": _bool})
     prices: dict[str, tuple[float, float]] = field(
         default_factory=lambda: dict(DEFAULT_PRICES),
         metadata={"env": "RAGMON_PRICES", "parse": _prices},
@@ -238,6 +272,13 @@ class Settings:
     max_series: int = field(
         default=500, metadata={"env": "RAGMON_MAX_SERIES", "parse": _number(1, 100_000, int)}
     )
+    max_series_per_app: int = field(
+        default=100,
+        metadata={"env": "RAGMON_MAX_SERIES_PER_APP", "parse": _number(1, 100_000, int)},
+    )
+    series_idle_days: float = field(
+        default=30.0, metadata={"env": "RAGMON_SERIES_IDLE_DAYS", "parse": _number(0.0, 3650)}
+    )
     result_ttl_days: float = field(
         default=35.0, metadata={"env": "RAGMON_RESULT_TTL_DAYS", "parse": _number(0.01, 3650)}
     )
@@ -245,12 +286,31 @@ class Settings:
         default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": _number(0.0, 3650)}
     )
     store_text: bool = field(default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": _bool})
+    text_keys: tuple[str, ...] = field(
+        default=(), metadata={"env": "RAGMON_TEXT_KEYS", "parse": _text_keys, "secret": True}
+    )
+    text_keys_file: str | None = field(
+        default=None, metadata={"env": "RAGMON_TEXT_KEYS_FILE", "parse": _text}
+    )
     queue_limit: int = field(
         default=100_000, metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": _number(1, None, int)}
     )
     max_body_bytes: int = field(
         default=32 * 1024 * 1024,
         metadata={"env": "RAGMON_MAX_BODY_BYTES", "parse": _number(1024, None, int)},
+    )
+    store_timeout_s: float = field(
+        default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": _number(2.0, 600.0)}
+    )
+    header_timeout_s: float = field(
+        default=10.0, metadata={"env": "RAGMON_HEADER_TIMEOUT_S", "parse": _number(0.1, 3600)}
+    )
+    body_timeout_s: float = field(
+        default=60.0, metadata={"env": "RAGMON_BODY_TIMEOUT_S", "parse": _number(0.1, 3600)}
+    )
+    max_connections: int = field(
+        default=4096,
+        metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": _number(10, 1_000_000, int)},
     )
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
@@ -329,6 +389,12 @@ class Settings:
             except ValueError as exc:
                 raise SettingsError(f"RAGMON_API_KEYS_FILE: {exc}") from None
             values["api_keys"] = (*values.get("api_keys", ()), *extra)
+        if values.get("text_keys_file"):  # its keys follow RAGMON_TEXT_KEYS'
+            try:
+                more = read_text_keys_file(values["text_keys_file"])
+            except ValueError as exc:
+                raise SettingsError(f"RAGMON_TEXT_KEYS_FILE: {exc}") from None
+            values["text_keys"] = (*values.get("text_keys", ()), *more)
         return cls(**values)
 
     def measure_params(self) -> MeasureParams:

@@ -121,6 +121,26 @@ def operations() -> dict[str, Any]:
             defaults={"min": 0, "max": 1},
         )
     )  # fmt: skip
+    p.append(
+        timeseries(
+            "Events without UDCG, by reason",
+            "Events measured without UDCG while RAGMON_UTILITY=on: no_logprobs (the endpoint "
+            "gives none), no_llm (lexical judge) or a judge failure; UDCG is never guessed.",
+            [target("sum by (reason) (rate(ragmon_udcg_missing_total[$__rate_interval])) "
+                    "or vector(0)", "{{reason}}")],
+            unit="ops",
+        )
+    )  # fmt: skip
+    p.append(
+        timeseries(
+            "Utility probe: p(NO-RESPONSE) read",
+            "How each p(NO-RESPONSE) was obtained: exact (the abstain token was listed), bound "
+            "(it was not: the lowest listed probability bounds it) or cache.",
+            [target("sum by (how) (rate(ragmon_utility_probes_total[$__rate_interval]))",
+                    "{{how}}")],
+            unit="ops",
+        )
+    )  # fmt: skip
     for span, label in (("1h", "hour"), ("1d", "day")):
         p.append(
             timeseries(f"Judge tokens per {label}", f"Tokens sent to and received from the "

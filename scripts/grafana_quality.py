@@ -9,54 +9,20 @@ from typing import Any
 
 from grafana_panels import dashboard, panel, query_variable, row, stat, target, timeseries
 
+from monitor.measure_table import MEASURES as TABLE
+
 SEL = 'app=~"$app", index=~"$index", retriever=~"$retriever", segment=~"$segment"'
 
-# (key, title, unit, description) of the quality measures shown as means over time.
-MEASURES: tuple[tuple[str, str, str, str], ...] = (
-    (
-        "ndcg",
-        "nDCG@K",
-        "none",
-        "How close the prompt's passages are to the best possible order of the passages judged "
-        "for the query: 1 = the most relevant ones came first, 0 = none of the top K is relevant.",
-    ),
-    (
-        "t",
-        "T",
-        "none",
-        "Relevant passages that reached the prompt minus a penalty for the irrelevant ones "
-        "around them (Schwartz et al.); higher is better and its scale grows with K.",
-    ),
-    (
-        "f_e",
-        "F_e",
-        "none",
-        "Balance of finding the relevant passages and not padding the prompt with others, with "
-        "the number of relevant passages estimated from the top 2K; 1 is perfect.",
-    ),
-    (
-        "harm",
-        "Harm@K",
-        "percentunit",
-        "Share of the prompt taken by distractors: passages on the topic that do not answer "
-        "and can mislead the LLM; lower is better.",
-    ),
-    (
-        "precision",
-        "Precision@K",
-        "percentunit",
-        "Share of the passages put in the prompt that are relevant to the query.",
-    ),
-    (
-        "hit",
-        "Hit rate",
-        "percentunit",
-        "Share of queries with at least one relevant passage in the prompt; a miss means the "
-        "LLM had nothing to answer from.",
-    ),
+# (key, title, unit, description) of the quality measures shown as means over time: those the
+# measure table gives a panel description, in its order but led by nDCG@K, the one most readers
+# know.
+MEASURES: tuple[tuple[str, str, str, str], ...] = tuple(
+    (m.key, m.dashboard_title, m.unit, m.panel)
+    for m in sorted(TABLE, key=lambda m: m.key != "ndcg")
+    if m.panel
 )
-TITLES = {key: title for key, title, _, _ in MEASURES} | {"rr": "RR@K", "k_over_np": "K/N̂p"}
-UNITS = {key: unit for key, _, unit, _ in MEASURES} | {"rr": "none", "k_over_np": "none"}
+TITLES = {m.key: m.dashboard_title for m in TABLE}
+UNITS = {m.key: m.unit for m in TABLE}
 
 REGIME_NOTE = """**Which measure to trust: K / N̂p**
 
@@ -224,6 +190,20 @@ def retrieval_quality() -> dict[str, Any]:
             unit="percentunit",
         )
     )
+
+    p.append(row("UDCG coverage (RAGMON_UTILITY=on)"))
+    p.append(
+        timeseries(
+            "Events with UDCG",
+            "Share of judged events that got a UDCG: below 1 means the utility probe is off or "
+            "the endpoint returns no logprobs (Operations dashboard: events without UDCG).",
+            [target(
+                f"sum(rate(ragmon_retrieval_udcg_count{{{SEL}}}[$window]))\n"
+                f"/ sum(rate(ragmon_retrieval_ndcg_count{{{SEL}}}[$window]))", "with UDCG")],
+            unit="percentunit",
+            defaults={"min": 0, "max": 1},
+        )
+    )  # fmt: skip
 
     p.append(row("Which measure to trust: the K / N̂p regime"))
     p.append(

@@ -32,21 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from monitor.measure_table import MEASURES as TABLE
 from monitor.measures import MeasureParams, compute
 from monitor.settings import Settings
+from workers.grading import on_both_scales
 from workers.judges.base import Judge, JudgeError
 
 TREC_K = 10  # the TREC file holds each run's top 20: K = 10 so that 2K = 20 are judged
 QUERY_CONCURRENCY = 8  # queries graded at once (the judge's own semaphore bounds the calls)
-MEASURES = (
-    ("ndcg", "nDCG@K"),
-    ("precision", "P@K"),
-    ("rr", "RR@K"),
-    ("hit", "Hit@K"),
-    ("t", "T"),
-    ("f_e", "F_e"),
-    ("harm", "Harm@K"),
-)
+MEASURES = tuple((m.key, m.name) for m in TABLE if m.calibrate)
 # Stop: every further call would fail the same (a connection error comes after all retries).
 FATAL = {"budget_exhausted", "client_error", "connection_error"}
 
@@ -300,7 +294,10 @@ async def judge_records(
                         if progress:
                             progress.failed += 1
                     else:
-                        for text, g in zip(todo.values(), grades, strict=True):
+                        # a utility5 judge's 1-5 grades, compared on the known grades' 0-3
+                        umbrela = on_both_scales(list[int | None](grades), judge)[0]
+                        for text, g in zip(todo.values(), umbrela, strict=True):
+                            assert g is not None  # the judge grades every passage asked
                             out.grades[(query, text)] = g
                         if progress:
                             progress.judged += len(todo)

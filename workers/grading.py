@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
+from monitor.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from monitor.store import event_day
-from workers.judges.base import Judge
+from monitor.store.keys import SEP
+from workers.judges import utility
+from workers.judges.base import Judge, JudgeError
+
+if TYPE_CHECKING:
+    from monitor.store import Store
 
 KNOWN, CACHE, JUDGE = "known", "cache", "judge"
 
@@ -14,22 +23,24 @@ def judged_depth(event: dict) -> int:
 
 
 async def grade_event(
-    event: dict, judge: Judge, store: object
+    event: dict, judge: Judge, store: Store
 ) -> tuple[list[int | None], list[str | None]]:
     """Return `(grades, sources)`, one per passage; passages past the top 2K stay `None`.
 
-    Raises the judge's `JudgeError` when it cannot grade a passage that needs it.
-    `store` is the `monitor.store.Store` (its judgment cache).
+    Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
+    `on_both_scales` splits them). Raises the judge's `JudgeError` when it cannot grade a
+    passage that needs it. `store` holds the judgment cache.
     """
     passages = event["passages"]
     depth = judged_depth(event)
     grades: list[int | None] = [None] * len(passages)
     sources: list[str | None] = [None] * len(passages)
     todo: list[int] = []
+    five = _grades_1_to_5(judge)
     for i in range(depth):
         g = passages[i].get("grade")
         if g is not None:
-            grades[i], sources[i] = g, KNOWN
+            grades[i], sources[i] = (UMBRELA_TO_UTILITY[g] if five else g), KNOWN
         else:
             todo.append(i)
     if not todo:
@@ -55,6 +66,73 @@ async def grade_event(
             judge.model,
             judge.prompt_version,
             query,
-            [(passages[i]["text"], grades[i]) for i in misses],
+            [(passages[i]["text"], g) for i, g in zip(misses, new, strict=True)],
         )
     return grades, sources
+
+
+def _grades_1_to_5(judge: Judge) -> bool:
+    return getattr(getattr(judge, "scale", None), "name", "") == "utility5"
+
+
+def on_both_scales(
+    grades: list[int | None], judge: Judge
+) -> tuple[list[int | None], list[int | None] | None]:
+    """`(0-3 grades, 1-5 grades or None)`: a utility5 judge's grades (RAGMON_JUDGE_SCALE) feed
+    RA-nWG as they are and the other measures through `UTILITY_TO_UMBRELA`."""
+    if not _grades_1_to_5(judge):
+        return grades, None
+    return [None if u is None else UTILITY_TO_UMBRELA[u] for u in grades], grades
+
+
+async def probe_event(
+    event: dict, judge: Judge, store: Store
+) -> tuple[list[float | None], str | None]:
+    """p(NO-RESPONSE) of each top-K passage for UDCG (RAGMON_UTILITY=on): the cache, then one
+    probe call per missing passage. Returns `(p's, None)`, one per passage (None past K), or
+    `(p's, reason)` when UDCG must stay null: `no_logprobs` (the endpoint gives none),
+    `no_llm` (the lexical judge cannot probe) or a lasting judge failure's reason.
+
+    A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
+    the p's it did get, so the job's retry pays only for the rest.
+    """
+    passages = event["passages"]
+    k = min(event["k"], len(passages))
+    ps: list[float | None] = [None] * len(passages)
+    probe = getattr(judge, "no_response_p", None)
+    if probe is None:
+        return ps, "no_llm"
+    query = event["query"]
+    texts = [p["text"] for p in passages[:k]]
+    ps[:k] = store.cached_p(judge.model, utility.PROMPT_VERSION, query, texts)
+    misses = [i for i in range(k) if ps[i] is None]
+    day = event_day(event)
+    store.incr(f"utility_probes{SEP}cache", k - len(misses), day=day)
+    if not misses:
+        return ps, None
+    results = await asyncio.gather(
+        *(probe(query, texts[i]) for i in misses), return_exceptions=True
+    )
+    got: list[tuple[str, float]] = []
+    how: dict[str, int] = {}
+    lasting: str | None = None
+    passing: JudgeError | None = None
+    for i, r in zip(misses, results, strict=True):
+        if isinstance(r, utility.Reading):
+            ps[i] = r.p
+            got.append((texts[i], r.p))
+            how[r.how] = how.get(r.how, 0) + 1
+        elif r is None:
+            lasting = lasting or "no_logprobs"
+        elif isinstance(r, JudgeError) and r.retryable:
+            passing = passing or r
+        elif isinstance(r, JudgeError):
+            lasting = lasting or r.reason
+        else:
+            raise r
+    for name, n in how.items():
+        store.incr(f"utility_probes{SEP}{name}", n, day=day)
+    store.cache_grades(judge.model, utility.PROMPT_VERSION, query, got)
+    if lasting is None and passing is not None:
+        raise passing  # UDCG can still be had: let RQ retry the job
+    return ps, lasting

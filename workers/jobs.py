@@ -12,9 +12,10 @@ from asyncio import FIRST_COMPLETED
 from typing import Any
 
 from monitor.measures import MeasureParams, compute
-from monitor.store import Store, ref_of, text_hash
+from monitor.store import Store, event_day, ref_of, text_hash
+from monitor.store.keys import SEP
 from workers.context import WorkerContext, current_context
-from workers.grading import grade_event
+from workers.grading import grade_event, on_both_scales, probe_event
 from workers.judges.base import Judge, JudgeError
 
 log = logging.getLogger("ragmon.worker")
@@ -161,9 +162,15 @@ class Claims:
 async def _one(
     ctx: WorkerContext, store: Store, judge: Judge, params: MeasureParams, event: dict
 ) -> str:
-    grades, sources = await grade_event(event, judge, store)
+    scaled, sources = await grade_event(event, judge, store)
+    grades, utility = on_both_scales(scaled, judge)
     k = event["k"]
-    measures = compute(grades, k, params, event.get("relevant_total"))
+    ps: list[float | None] | None = None
+    missing = None
+    if ctx.settings.utility:
+        ps, missing = await probe_event(event, judge, store)
+    p_no = None if missing else ps
+    measures = compute(grades, k, params, event.get("relevant_total"), p_no, utility)
     result = {
         "event_id": event["event_id"],
         "status": "done",
@@ -174,8 +181,15 @@ async def _one(
         "measures": measures,
         "error": None,
     }
+    if utility is not None:
+        result["utility"] = utility
+    if ps is not None:
+        result["p_no_response"] = ps[:k]
+        result["udcg_missing"] = missing
     stripped = None if ctx.settings.store_text else strip_text(event)
     done = store.finish(event, result, grades, stripped, judge=judge.model)
+    if done and missing:  # once per event: a re-run finish is not done
+        store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
     return "done" if done else "skipped"
 
 

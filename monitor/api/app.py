@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from monitor import export
 from monitor.api import otlp
@@ -124,10 +125,13 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         if length and length.isdigit() and int(length) > limit:
             raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (monitor.api.guard)
+            raise Refused(408, "timeout", "request body not received in time") from None
         return bytes(body)
 
     def authorize(request: Request) -> Principal | None:
@@ -192,15 +196,19 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             items.append(
                 IngestItem(
                     ev.event_id,
-                    ev.model_dump_json(exclude_none=True),
+                    store.sealer.seal(ev.model_dump_json(exclude_none=True)),
                     sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
                     app=ev.labels.app,
                 )
             )
         return items
 
-    def store_unavailable(exc: Exception) -> Refused:
-        log.warning("event store unavailable: %s", exc)
+    def store_unavailable(exc: BaseException) -> Refused:
+        if isinstance(exc, TimeoutError):
+            why = f"no answer within RAGMON_STORE_TIMEOUT_S={settings.store_timeout_s:g} s"
+        else:
+            why = " ".join(str(exc).split()) or type(exc).__name__
+        writer.log.warning("store", "event store unavailable, answering 503: %s", why)
         return Refused(
             503,
             "store_unavailable",
@@ -311,7 +319,12 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     @app.get(
         "/v1/retrievals/{event_id:path}",
         response_model=RetrievalResult,
-        responses={404: {"model": ErrorResponse}, 401: responses[401], 403: responses[403]},
+        responses={
+            404: {"model": ErrorResponse},
+            401: responses[401],
+            403: responses[403],
+            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+        },
         summary="Status, grades and measures of one event of one app",
         description="Event ids are scoped by app: `app` is the key's app for a key bound to "
         "one, else the `app` query parameter (default `default`, as for a missing "
@@ -329,7 +342,11 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             raise Refused(403, "forbidden", f"app: this API key may only read app={bound}")
         # Event ids are scoped by app: only this app's key is read, so another app's event of
         # the same id is neither found nor loaded (no status, no existence, no timing).
-        result = await asyncio.to_thread(store.result, bound or app or "default", event_id)
+        read = asyncio.to_thread(store.result, bound or app or "default", event_id)
+        try:
+            result = await asyncio.wait_for(read, settings.store_timeout_s)
+        except Exception as exc:
+            raise store_unavailable(exc) from exc
         if result is None:
             return JSONResponse(
                 {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},
@@ -344,9 +361,10 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     @app.get("/readyz", summary="Redis is reachable", tags=["operations"], responses={503: {}})
     async def readyz() -> JSONResponse:
         try:
-            await asyncio.to_thread(store.ping)
+            await asyncio.wait_for(asyncio.to_thread(store.ping), settings.store_timeout_s)
         except Exception as exc:
-            return JSONResponse({"status": "unavailable", "error": str(exc)}, 503)
+            error = " ".join(str(exc).split()) or type(exc).__name__
+            return JSONResponse({"status": "unavailable", "error": error}, 503)
         return JSONResponse({"status": "ok"})
 
     @app.get(

@@ -23,9 +23,11 @@ import hashlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable
 
+from monitor.api.logs import KindLimiter
 from monitor.store import IngestItem, Store
-from monitor.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, AsyncIngest
+from monitor.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, Answer, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
@@ -34,6 +36,10 @@ LINGER_S = 0.002
 LINGER_BELOW = 8  # events in the previous write
 DEPTH_REFRESH_S = 0.5
 SWEEP_EVERY_S = 5.0
+# The write's deadline in Redis comes this much before the API stops waiting: Redis refuses a
+# write it runs later, so no write the API answered 503 for can land, with clocks up to this far
+# apart (NTP keeps them within milliseconds).
+DEADLINE_MARGIN_S = 1.0
 
 
 def sampled_in(event_id: str, rate: float) -> bool:
@@ -51,7 +57,9 @@ class IngestWriter:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._pending: list[tuple[list[IngestItem], asyncio.Future]] = []
+        self._pending: list[tuple[list[IngestItem], asyncio.Future, float]] = []
+        self.timeout_s = store.settings.store_timeout_s
+        self.log = KindLimiter(log)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._grouper: asyncio.Task | None = None
@@ -86,12 +94,15 @@ class IngestWriter:
             self._ingest = None
 
     async def submit(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
-        """Store items durably; returns `(status, created)` per item. Raises on Redis errors."""
+        """Store items durably; returns `(status, created)` per item. Raises on Redis errors
+        and after RAGMON_STORE_TIMEOUT_S (TimeoutError): then Redis will refuse the write if it
+        ever runs it, so the caller's 503 is true and a retry is never counted twice."""
         fut = asyncio.get_running_loop().create_future()
-        self._pending.append((items, fut))
+        deadline = time.time() + self.timeout_s - DEADLINE_MARGIN_S
+        self._pending.append((items, fut, deadline))
         assert self._wake is not None
         self._wake.set()
-        return await fut
+        return await asyncio.wait_for(fut, self.timeout_s)
 
     def reject(self, reason: str, count: int = 1) -> None:
         """Count a refused request; written with the next batch (never on the request path)."""
@@ -108,11 +119,13 @@ class IngestWriter:
             self._wake.set()
 
     async def queue_depth(self) -> int:
-        """The RQ queue length, refreshed at most every DEPTH_REFRESH_S seconds."""
+        """The RQ queue length, refreshed at most every DEPTH_REFRESH_S seconds (TimeoutError
+        after RAGMON_STORE_TIMEOUT_S)."""
         now = time.monotonic()
         if now - self._depth_at > DEPTH_REFRESH_S:
             self._depth_at = now
-            self._depth = await asyncio.to_thread(self.store.queue_depth)
+            read = asyncio.to_thread(self.store.queue_depth)
+            self._depth = await asyncio.wait_for(read, self.timeout_s)
         return self._depth
 
     async def _run(self) -> None:
@@ -128,13 +141,17 @@ class IngestWriter:
                 # batches fill while the previous write is in flight, and waiting only delays
                 await asyncio.sleep(LINGER_S)
             while self._pending:
-                batch, n = [], 0
+                batch, n, deadline = [], 0, float("inf")
                 while self._pending and n < MAX_FLUSH_EVENTS:
-                    items, fut = self._pending.pop(0)
+                    items, fut, until = self._pending.pop(0)
+                    if fut.done():  # its request already answered 503 (timed out waiting)
+                        continue
                     batch.append((items, fut))
                     n += len(items)
+                    deadline = min(deadline, until)
                 self._last_write = n
-                await self._write(batch)
+                if batch:
+                    await self._write(batch, deadline)
 
     def _next_tick(self) -> float:
         """Wake up for the open group's deadline (checked again if jobs are waiting)."""
@@ -187,24 +204,30 @@ class IngestWriter:
             self._open = refs + self._open
             self._opened_at = time.monotonic() - self._window + 1.0  # again in a second
 
-    async def _write(self, batch: list[tuple[list[IngestItem], asyncio.Future]]) -> None:
+    async def _write(
+        self, batch: list[tuple[list[IngestItem], asyncio.Future]], deadline: float
+    ) -> None:
         flat = [it for items, _ in batch for it in items]
+        deferred: list[str] = []
         try:
             if self._ingest is not None:
-                results, deferred = await self._ingest.write(flat, defer=self._window > 0)
-                if deferred:
-                    if not self._open:
-                        self._opened_at = time.monotonic()
-                    self._open += deferred
-                    if len(self._open) >= self.store.settings.job_batch_size:
-                        self._group_wake.set()  # a full job: enqueue it now
+                write = self._ingest.write(flat, deadline, defer=self._window > 0)
             else:  # a store without REDIS_URL: the sync client, in a thread
-                results = await asyncio.to_thread(self.store.ingest, flat)
+                write = _no_deferral(asyncio.to_thread(self.store.ingest, flat, deadline))
+            # a hung connection must not stall every later batch; the deadline keeps a write
+            # still on its way from landing
+            results, deferred = await asyncio.wait_for(write, self.timeout_s)
         except Exception as exc:  # Redis down: every waiting request gets the error
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
             return
+        if deferred:
+            if not self._open:
+                self._opened_at = time.monotonic()
+            self._open += deferred
+            if len(self._open) >= self.store.settings.job_batch_size:
+                self._group_wake.set()  # a full job: enqueue it now
         i = 0
         for items, fut in batch:
             if not fut.done():
@@ -221,6 +244,12 @@ class IngestWriter:
                 await asyncio.to_thread(self.store.record_rejection, reason, n)
             for outcome, n in spans.items():
                 await asyncio.to_thread(self.store.record_otlp_spans, outcome, n)
-        except Exception as exc:  # Redis is down: the request's own 503 line says so
-            log.warning("could not record counts %s %s: %s", dict(pending), dict(spans), exc)
-            log.debug("could not record counts", exc_info=True)
+        except Exception as exc:  # Redis is down: kept for the next try, one line per 10 s
+            self._rejections.update(pending)
+            self._spans.update(spans)
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            self.log.warning("counts", "could not record counts (kept for later): %s", why)
+
+
+async def _no_deferral(write: Awaitable[list[Answer]]) -> tuple[list[Answer], list[str]]:
+    return await write, []

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import httpx
 
+from monitor.measure_table import BY_KEY, MEASURES
 from monitor.preflight import judge_url
 from monitor.settings import Settings
 from monitor.store import Store, ref_of
 
-SUMMARY_MEASURES = ("t", "ndcg", "f_e", "harm", "precision")
+SUMMARY_MEASURES = tuple(m.key for m in MEASURES if m.summary)
 CHUNK = 200
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_GRACE_S = 10.0  # a worker finishes its job in hand (warm shutdown) within this
@@ -180,11 +181,7 @@ def format_table(rows: list[dict]) -> str:
     head = [
         "retriever",
         "events",
-        "T",
-        "nDCG",
-        "F_e",
-        "Harm@K",
-        "P@K",
+        *(BY_KEY[m].name for m in SUMMARY_MEASURES),
         "nDCG 1st wk",
         "nDCG last wk",
     ]

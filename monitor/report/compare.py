@@ -9,23 +9,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from monitor import drift
+from monitor.measure_table import MEASURES as TABLE
 from monitor.measures import BUCKETS
 from monitor.report.gather import Events, Group, Hists, WindowData
 from monitor.store import Histogram
 
-# The measures the report compares, with their display names; Harm@K is better when lower.
-MEASURES = ("t", "ndcg", "f_e", "harm", "precision", "hit")
-NAMES = {
-    "t": "T",
-    "ndcg": "nDCG@K",
-    "f_e": "F_e",
-    "harm": "Harm@K",
-    "precision": "P@K",
-    "hit": "Hit@K",
-    "rr": "RR@K",
-    "k_over_np": "K/N̂_p",
-}
-LOWER_IS_BETTER = frozenset({"harm"})
+# The measures the report compares (`report` in the measure table), with their display names.
+# They form one Holm family per report, so adding one makes every verdict slightly stricter.
+MEASURES = tuple(m.key for m in TABLE if m.report)
+# Measured only on some deployments (UDCG needs RAGMON_UTILITY=on): no row when no data.
+OPTIONAL = frozenset(m.key for m in TABLE if m.needs)
+NAMES = {m.key: m.name for m in TABLE}
+LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
@@ -284,6 +279,8 @@ def compare_all(cur: WindowData, base: WindowData) -> Compared:
             coded = codes[g] = Coded.of(eb, ec)
         for m in MEASURES:
             row = compare_measure(coded, cur, base, g, m)
+            if m in OPTIONAL and row.base is None and row.cur is None:
+                continue
             if not vb.events:
                 row.status = "no baseline yet"
                 row.change = None

@@ -9,9 +9,10 @@ from matplotlib.figure import Figure
 
 from monitor.measures import BUCKETS
 from monitor.report.analyze import Report
-from monitor.report.compare import MEASURES, NAMES, Group, Row, group_name
+from monitor.report.compare import MEASURES, NAMES, OPTIONAL, Group, Row, group_name
 
 MAX_OVERLAYS = 6
+_COLS = 3
 _BASE_COLOR, _CUR_COLOR = "#8a8f98", "#d9480f"
 
 
@@ -21,6 +22,16 @@ def _png(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _grid(n: int, row_height: float) -> tuple[Figure, list]:
+    """A figure with `n` panels, three per row (unused cells hidden)."""
+    rows = -(-n // _COLS)
+    fig = Figure(figsize=(12, row_height * rows), layout="constrained")
+    axes = list(fig.subplots(rows, _COLS, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def _short(label: str) -> str:
     """`2026-W47` stays; `2026-11-17..2026-11-23` becomes `11-23`."""
     return label.split("..")[-1][5:] if ".." in label else label
@@ -28,11 +39,14 @@ def _short(label: str) -> str:
 
 def trend_png(report: Report) -> str:
     """Weekly means of each measure per retriever over the last 8 weeks."""
-    fig = Figure(figsize=(12, 6.5), layout="constrained")
-    axes = fig.subplots(2, 3)
+    measured = {
+        m for m, by in report.trend.items() for vs in by.values() if any(v is not None for v in vs)
+    }
+    panels = [m for m in MEASURES if m in measured or m not in OPTIONAL]
+    fig, axes = _grid(len(panels), 3.25)
     x = list(range(len(report.trend_labels)))
     ticks = [_short(lbl) for lbl in report.trend_labels]
-    for ax, m in zip(axes.flat, MEASURES, strict=True):
+    for ax, m in zip(axes, panels, strict=False):
         for g, means in report.trend[m].items():
             pts = [(i, v) for i, v in zip(x, means, strict=True) if v is not None]
             if pts:
@@ -40,7 +54,7 @@ def trend_png(report: Report) -> str:
         ax.set_title(NAMES[m])
         ax.set_xticks(x, ticks, rotation=45, fontsize=7)
         ax.grid(alpha=0.3)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+    handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4))
     fig.suptitle("Weekly mean per retriever (7-day blocks ending on the report's last day)")
@@ -75,10 +89,10 @@ def shown_ticks(labels: list[str]) -> list[tuple[int, str]]:
 
 def overlay_png(rows: list[Row], group: Group) -> str:
     """This week's distribution of each measure over the baseline's, on the fixed bins."""
-    fig = Figure(figsize=(12, 6), layout="constrained")
-    axes = fig.subplots(2, 3)
     by = {r.measure: r for r in rows if r.group == group}
-    for ax, m in zip(axes.flat, MEASURES, strict=True):
+    panels = [m for m in MEASURES if m in by or m not in OPTIONAL]
+    fig, axes = _grid(len(panels), 3.0)
+    for ax, m in zip(axes, panels, strict=False):
         row = by.get(m)
         ticks = bins(m, row)
         x = list(range(len(ticks)))
@@ -100,7 +114,7 @@ def overlay_png(rows: list[Row], group: Group) -> str:
         ax.set_xticks(positions, labels, fontsize=7, rotation=rotate, ha=ha)
         ax.set_ylabel("share of events", fontsize=7)
         ax.grid(alpha=0.3, axis="y")
-    handles, labels = axes.flat[1].get_legend_handles_labels()
+    handles, labels = axes[1].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncol=2)
     fig.suptitle(f"{group_name(group)}: this week vs baseline")

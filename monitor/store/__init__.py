@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -25,6 +25,8 @@ from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.ingest import AsyncIngest, group_args, job_chunks, plan_ingest, texts
 from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.sealing import Sealer
+from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
 
 JOB_FUNC = "workers.jobs.process_events"
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
@@ -95,6 +97,8 @@ class Store:
         self._group = client.register_script(scripts.GROUP)
         self._claim = client.register_script(scripts.CLAIM)
         self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS)
+        self.series = SeriesBudget(self)
+        self.sealer = Sealer(settings)
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -131,17 +135,20 @@ class Store:
 
     # ---- ingest -------------------------------------------------------------------------
 
-    def ingest(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
+    def ingest(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[tuple[str, bool]]:
         """Store new events and enqueue their jobs atomically, in one round trip.
 
         Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
-        `items`) answers the stored status with created False. See `monitor.store.ingest`.
+        `items`) answers the stored status with created False. Nothing is written when Redis
+        runs the write past `deadline` (unix seconds; 0: none): it raises instead. See
+        `monitor.store.ingest`.
         """
-        plan = plan_ingest(self, items)
+        plan = plan_ingest(self, items, deadline)
         reply = self._ingest_jobs(keys=plan.keys, args=plan.args) if plan.keys else []
         out, redo = plan.settle(reply)
         if redo:  # rare: a job mixing known and new ids
-            for i, answer in zip(redo, self.ingest_exact([items[i] for i in redo]), strict=True):
+            again = self.ingest_exact([items[i] for i in redo], deadline)
+            for i, answer in zip(redo, again, strict=True):
                 out[i] = answer
         return [o for o in out if o is not None]
 
@@ -155,9 +162,12 @@ class Store:
             self, redis.asyncio.Redis.from_url(url, health_check_interval=30, **options)
         )
 
-    def ingest_exact(self, items: Sequence[IngestItem]) -> list[tuple[str, bool]]:
+    def ingest_exact(
+        self, items: Sequence[IngestItem], deadline: float = 0.0
+    ) -> list[tuple[str, bool]]:
         """`ingest` in two steps (read the statuses, then write events and jobs of the new ids in
-        one transaction): the path for jobs that would mix known and new ids."""
+        one transaction): the path for jobs that would mix known and new ids. Past `deadline`
+        no event is created (a job enqueued with them finds no event and does nothing)."""
         existing = self.statuses([it.ref for it in items])
         out: list[tuple[str, bool] | None] = [None] * len(items)
         new: dict[str, int] = {}
@@ -171,7 +181,7 @@ class Store:
                 new[it.ref] = i
         if new:
             fresh = [items[i] for i in new.values()]
-            argv: list[str | float] = [self.result_ttl_s]
+            argv: list[str | float] = [self.result_ttl_s, deadline]
             for it in fresh:
                 argv += [it.payload, "sampled_out" if it.sampled_out else "queued", time.time()]
             to_judge = [it.ref for it in fresh if not it.sampled_out]
@@ -288,7 +298,7 @@ class Store:
             if status is None or payload is None:
                 out.append(None)
                 continue
-            event = json.loads(payload)
+            event = json.loads(self.sealer.open(payload))
             event["_status"] = status.decode()
             event["_received_at"] = float(rt)
             out.append(event)
@@ -306,6 +316,7 @@ class Store:
 
         `judge` is the judge model that graded it (kept in the per-day record for the report).
         """
+        s = self.settings
         measures = result["measures"]
         labels = result["labels"]
         series = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
@@ -325,7 +336,7 @@ class Store:
             json.dumps(result, separators=(",", ":")),
             self.result_ttl_s,
             series,
-            self.settings.max_series,
+            json.dumps({"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}),
             compact,
             DAY_EVENTS_KEEP,
             stripped_payload or "",
@@ -346,13 +357,18 @@ class Store:
             self.keys.series,
             self.keys.day_events(day),
             self.keys.failed,
+            self.keys.series_per_app,
         ]
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=keys, args=argv, client=pipe)
             for key in keys[2:7:2]:  # day hist, day counters, day events
                 pipe.expire(key, DAY_TTL_S)
-            done = pipe.execute()[0]
-        return bool(done)
+            if s.series_idle_days > 0:
+                pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
+            replies = pipe.execute()
+        if s.series_idle_days > 0 and replies[-1]:  # this process sweeps for the fleet
+            self.series.free_idle(now)
+        return bool(replies[0])
 
     def fail(self, ref: str, reason: str, message: str) -> bool:
         """Mark a queued event failed with a reason; False if it was not queued."""
@@ -372,17 +388,17 @@ class Store:
         status, result, payload = self.client.hmget(self.keys.event(ref), "s", "r", "p")
         if status is None:
             return None
-        status = status.decode()
+        status = _text(status)
         if result is not None:
             out = json.loads(result)
             out["status"] = status
             if "labels" not in out and payload is not None:  # a failed event's result
-                event = json.loads(payload)
+                event = json.loads(self.sealer.open(payload))
                 out["k"], out["labels"] = event["k"], event["labels"]
             return out
         out = {"event_id": event_id, "status": status}
         if payload is not None:
-            event = json.loads(payload)
+            event = json.loads(self.sealer.open(payload))
             out["k"] = event["k"]
             out["labels"] = event["labels"]
         return out
@@ -398,7 +414,8 @@ class Store:
 
     def failed_refs(self, limit: int = 100_000) -> list[str]:
         """The `event_ref`s of failed events, oldest failure first."""
-        return [x.decode() for x in self.client.zrange(self.keys.failed, 0, limit - 1)]
+        refs = cast(list[bytes], self.client.zrange(self.keys.failed, 0, limit - 1))
+        return [x.decode() for x in refs]
 
     def requeue(self, refs: Iterable[str]) -> int:
         """Put failed events back on the queue (status queued); returns how many."""
@@ -438,7 +455,7 @@ class Store:
 
     def counters(self, day: str | None = None) -> dict[str, float]:
         key = self.keys.day_counters(day) if day else self.keys.counters
-        return {k.decode(): _num(v) for k, v in self.client.hgetall(key).items()}
+        return {_text(k): _num(v) for k, v in self.client.hgetall(key).items()}
 
     def histograms(
         self, bounds: dict[str, Sequence[float]], day: str | None = None
@@ -447,7 +464,7 @@ class Store:
         raw = self.client.hgetall(self.keys.day_hist(day) if day else self.keys.hist)
         acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
         for k, v in raw.items():
-            *head, part = k.decode().split(SEP)
+            *head, part = _text(k).split(SEP)
             name, labels = head[0], tuple(head[1:])
             if name not in bounds:
                 continue
@@ -479,16 +496,30 @@ class Store:
         self, model: str, prompt_version: str, query: str, texts: Sequence[str]
     ) -> list[int | None]:
         """Grades cached for (model, prompt version, query, text); None where not cached."""
+        raw = self._cached(model, prompt_version, query, texts)
+        return [int(v) if v is not None else None for v in raw]
+
+    def cached_p(
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+    ) -> list[float | None]:
+        """Cached p(NO-RESPONSE) of the utility probe, like `cached_grades`."""
+        raw = self._cached(model, prompt_version, query, texts)
+        return [float(v) if v is not None else None for v in raw]
+
+    def _cached(
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+    ) -> list[bytes | None]:
         if not texts:
             return []
         qh = query_hash(query)
         keys = [self.keys.judgment(model, prompt_version, qh, text_hash(t)) for t in texts]
-        return [int(v) if v is not None else None for v in self.client.mget(keys)]
+        return list(self.client.mget(keys))  # type: ignore[arg-type]
 
     def cache_grades(
-        self, model: str, prompt_version: str, query: str, graded: Sequence[tuple[str, int]]
+        self, model: str, prompt_version: str, query: str, graded: Sequence[tuple[str, float]]
     ) -> None:
-        """Remember grades of (text, grade) pairs for the cache TTL (0 days: no caching)."""
+        """Remember grades (or probe p's) of (text, value) pairs for the cache TTL (0 days: no
+        caching); the prompt version keeps the two apart."""
         ttl = int(self.settings.cache_ttl_days * 86400)
         if ttl <= 0 or not graded:
             return
@@ -541,8 +572,13 @@ def day_record(
     }
 
 
-def _num(raw: bytes) -> float:
-    text = raw.decode()
+def _text(raw: bytes | str) -> str:
+    """A value read from Redis: bytes from ragmon's clients (no decode_responses)."""
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _num(raw: bytes | str) -> float:
+    text = _text(raw)
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
 

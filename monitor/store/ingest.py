@@ -71,9 +71,11 @@ class IngestPlan:
         return out, redo
 
 
-def plan_ingest(store: Store, items: Sequence[IngestItem], defer: bool = False) -> IngestPlan:
+def plan_ingest(
+    store: Store, items: Sequence[IngestItem], deadline: float = 0.0, defer: bool = False
+) -> IngestPlan:
     """Group the new ids into jobs of RAGMON_JOB_BATCH_SIZE; sampled-out ones get no job.
-
+    Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing.
     With `defer`, the last job, when not full, is left to the grouping window."""
     plan = IngestPlan(items)
     first: dict[str, int] = {}
@@ -99,7 +101,7 @@ def plan_ingest(store: Store, items: Sequence[IngestItem], defer: bool = False) 
             groups.append((chunk, store.job_commands(refs)))
     if sampled:
         groups.append((sampled, []))
-    plan.args.append(store.result_ttl_s)
+    plan.args += [store.result_ttl_s, deadline]
     for chunk, _ in groups:
         for i in chunk:
             it = items[i]
@@ -126,20 +128,21 @@ class AsyncIngest:
         self._group = client.register_script(scripts.GROUP)
         self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS)
 
-    async def __call__(self, items: Sequence[IngestItem]) -> list[Answer]:
-        """Store items durably; `(status, created)` per item. Raises on Redis errors."""
-        return (await self.write(items))[0]
+    async def __call__(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[Answer]:
+        """Store items durably; `(status, created)` per item. Raises on Redis errors, and
+        without writing anything when Redis runs the write past `deadline`."""
+        return (await self.write(items, deadline))[0]
 
     async def write(
-        self, items: Sequence[IngestItem], defer: bool = False
+        self, items: Sequence[IngestItem], deadline: float = 0.0, defer: bool = False
     ) -> tuple[list[Answer], list[str]]:
-        """Store items durably: `(status, created)` per item, and the refs left to the grouping
-        window (only with `defer`). Raises on Redis errors."""
-        plan = plan_ingest(self.store, items, defer)
+        """`__call__`, and the refs left to the grouping window (only with `defer`)."""
+        plan = plan_ingest(self.store, items, deadline, defer)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         out, redo = plan.settle(reply)
         if redo:  # rare: a job mixing known and new ids
-            again = await asyncio.to_thread(self.store.ingest_exact, [items[i] for i in redo])
+            redone = [items[i] for i in redo]
+            again = await asyncio.to_thread(self.store.ingest_exact, redone, deadline)
             for i, answer in zip(redo, again, strict=True):
                 out[i] = answer
         return [o for o in out if o is not None], plan.created_deferred(out)

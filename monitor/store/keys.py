@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SEP = "|"
-OTHER_SERIES = SEP.join(["other"] * 4)
+OTHER = "other"
+OTHER_SERIES = SEP.join([OTHER] * 4)
 
 
 def event_ref(app: str, event_id: str) -> str:
@@ -46,8 +47,19 @@ class Keys:
 
     @property
     def series(self) -> str:
-        """Set of known `app|index|retriever|segment` series (the cardinality cap)."""
-        return f"{self.prefix}:series"
+        """Sorted set of the admitted `app|index|retriever|segment` series by the time one of
+        their events was last recorded (the series budget; idle ones are freed)."""
+        return f"{self.prefix}:series:seen"
+
+    @property
+    def series_per_app(self) -> str:
+        """Hash app → how many admitted series it holds (the per-app budget)."""
+        return f"{self.prefix}:series:apps"
+
+    @property
+    def series_sweep(self) -> str:
+        """Present while a sweep of idle series was done recently (one per hour per fleet)."""
+        return f"{self.prefix}:series:sweep"
 
     @property
     def failed(self) -> str:

@@ -1,15 +1,25 @@
 """Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice."""
 
 # Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
-# KEYS: event keys, then the counters hash (last). ARGV: ttl, then per event: payload, status,
-# received_at.
+# KEYS: event keys, then the counters hash (last). ARGV: ttl, deadline, then per event: payload,
+# status, received_at.
+# The deadline (unix seconds, 0: none) is when the API stops waiting and answers 503: a write
+# that reaches Redis later (a stalled Redis catching up) is refused whole, so a client that
+# retries after the 503 is never counted twice.
 _CREATE = """
 local n = #KEYS - 1
 local counters = KEYS[#KEYS]
 local ttl = tonumber(ARGV[1])
+local deadline = tonumber(ARGV[2])
+if deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) + tonumber(t[2]) / 1e6 > deadline then
+    return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+  end
+end
 local out = {}
 local function create(i)
-  local base = 2 + (i - 1) * 3
+  local base = 3 + (i - 1) * 3
   local status = ARGV[base + 1]
   if status == 'sampled_out' then
     redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
@@ -39,8 +49,10 @@ return out
 )
 
 # Mark one event done and record its observations, once.
-# KEYS: event, hist, day hist, counters, day counters, series set, day events, failed zset
-# ARGV: result JSON, ttl, series, max_series, day-events JSON, day-events keep, payload or '',
+# KEYS: event, hist, day hist, counters, day counters, series zset, day events, failed zset,
+#       series-per-app hash
+# ARGV: result JSON, ttl, series, budget JSON {total, per_app, now}, day-events JSON,
+#       day-events keep, payload or '',
 #       lag seconds, lag bucket index, k, event ref, n_obs, then n_obs triples
 #       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
 #       for the variance the alerts need) and the count,
@@ -50,11 +62,21 @@ FINISH = """
 local st = redis.call('HGET', KEYS[1], 's')
 if st ~= 'queued' and st ~= 'failed' then return 0 end
 local series = ARGV[3]
-if redis.call('SISMEMBER', KEYS[6], series) == 0 then
-  if redis.call('SCARD', KEYS[6]) < tonumber(ARGV[4]) then
-    redis.call('SADD', KEYS[6], series)
+local budget = cjson.decode(ARGV[4])
+if redis.call('ZSCORE', KEYS[6], series) then
+  redis.call('ZADD', KEYS[6], budget.now, series)
+else
+  -- a new series: admitted while both the fleet's and its app's budgets have room; else
+  -- folded into `app|other|other|other` (an app that has series) or all-`other`
+  local app = string.match(series, '^[^|]*')
+  local held = tonumber(redis.call('HGET', KEYS[9], app) or '0')
+  if held < budget.per_app and redis.call('ZCARD', KEYS[6]) < budget.total then
+    redis.call('ZADD', KEYS[6], budget.now, series)
+    redis.call('HINCRBY', KEYS[9], app, 1)
   else
-    series = 'other|other|other|other'
+    if held == 0 then app = 'other' end
+    series = app .. '|other|other|other'
+    redis.call('HINCRBY', KEYS[4], 'series_folded|' .. app, 1)
   end
 end
 redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
@@ -101,9 +123,9 @@ return 1
 
 # Create events and enqueue their RQ jobs in one round trip, only for events that are new.
 # KEYS: event keys, then the counters hash (last).
-# ARGV: ttl, then per event (KEYS order): payload, status, received_at; then groups covering
-#   the events in KEYS order, each: event count, command count, then per command its argument
-#   count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
+# ARGV: ttl, deadline, then per event (KEYS order): payload, status, received_at; then groups
+#   covering the events in KEYS order, each: event count, command count, then per command its
+#   argument count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
 # A group with commands (a job) is all or nothing: all its events new -> create them and run
 # its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
 # takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
@@ -117,7 +139,7 @@ local function stored(i)
   return -1
 end
 local i = 1
-local g = 2 + 3 * n
+local g = 3 + 3 * n
 while i <= n do
   local n_ev = tonumber(ARGV[g])
   local n_cmds = tonumber(ARGV[g + 1])
@@ -156,6 +178,28 @@ end
 return out
 """
 )
+
+# Free admitted series: their budget slots and their lifetime histogram fields.
+# KEYS: series zset, series-per-app hash, lifetime hist. ARGV: n, then n fields of a series
+# without its labels (`retrieval_ndcg|b0`, `retrieval_ndcg|sum` ...), then the series.
+# Returns how many were freed.
+FREE_SERIES = """
+local n = tonumber(ARGV[1])
+local freed = 0
+for s = n + 2, #ARGV do
+  local series = ARGV[s]
+  if redis.call('ZREM', KEYS[1], series) == 1 then
+    freed = freed + 1
+    local app = string.match(series, '^[^|]*')
+    if redis.call('HINCRBY', KEYS[2], app, -1) <= 0 then redis.call('HDEL', KEYS[2], app) end
+    for i = 2, n + 1 do
+      local head, tail = string.match(ARGV[i], '^([^|]*)(|.*)$')
+      redis.call('HDEL', KEYS[3], head .. '|' .. series .. tail)
+    end
+  end
+end
+return freed
+"""
 
 # Turn events waiting in the grouping window into one RQ job, once (`Store.group`).
 # KEYS: the ungrouped zset. ARGV: n, the n event refs, then the job's commands (argument count,

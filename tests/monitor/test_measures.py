@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from monitor.measure_table import BY_KEY
 from monitor.measures import (
     BUCKETS,
     HISTOGRAM_MEASURES,
@@ -16,6 +17,7 @@ from monitor.measures import (
     MeasureParams,
     compute,
 )
+from tests.monitor.test_measures_llm import reference_llm
 
 PRIMER = [0, 3, 0, 1, 0, 2, 0, 0, 3, 0]
 LINEAR = MeasureParams(ndcg_gain="linear")
@@ -268,6 +270,11 @@ def test_all_unjudged_counts_nothing_as_relevant() -> None:
         "f": 0.0,
         "recall": 0.0,
         "judged_at_k": 0.0,
+        "udcg": None,
+        "ra_nwg": None,
+        "n_recall4": None,
+        "precision4": 0.0,
+        "n_recall5": None,
     }
 
 
@@ -417,6 +424,7 @@ def reference(
         denom = p.f_alpha * k + (1 - p.f_alpha) * n
         out["f"] = n_p / denom if denom else 0.0
         out["recall"] = n_p / n if n else None
+    out.update(reference_llm(grades, k, p, None))  # UDCG, RA-nWG...: test_measures_llm.py
     return out
 
 
@@ -480,6 +488,9 @@ def test_bounds(
     assert out["hit"] in (0.0, 1.0)
     if out["k_over_np"] is not None:
         assert 0.5 <= out["k_over_np"] <= k  # 1 <= N̂_p <= 2K
+    for key, value in out.items():  # the range the measure table states
+        if value is not None:
+            assert BY_KEY[key].lo <= value <= BY_KEY[key].hi, (key, value)
 
 
 @given(events(), params_st)

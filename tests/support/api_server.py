@@ -9,6 +9,7 @@ import httpx
 import uvicorn
 
 from monitor.api import create_app
+from monitor.api.guard import uvicorn_config
 from monitor.settings import Settings
 from tests.support.redis_server import free_port
 
@@ -19,7 +20,9 @@ class ApiServer:
         self.port = free_port()
         self.app = create_app(settings)
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+            uvicorn_config(
+                self.app, settings, host="127.0.0.1", port=self.port, log_level="warning"
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.client = httpx.Client(base_url=self.url, timeout=30)

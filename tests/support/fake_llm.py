@@ -2,7 +2,11 @@
 
 Tests script its answers (`FakeLLM.script(Reply...)`); when the script is empty it grades by a
 deterministic rule: the offline lexical judge's grade of each delimited passage. It records
-every request (arrival time, headers, JSON body) for assertions.
+every request (arrival time, headers, JSON body) and its answer for assertions.
+
+Logprobs: a request with `logprobs` gets them (`FakeLLM(logprobs=False)` plays a server that
+ignores the option). `Reply.top({...})` scripts the first position's top logprobs; the utility
+probe's prompt (it names NO-RESPONSE) otherwise gets `default_top(query, passage)`.
 
 As a process, for benchmarks and manual runs::
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import re
 import socket
 import threading
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from monitor.measures import UMBRELA_TO_UTILITY
 from workers.judges.lexical import lexical_grades
 
 # How the judge's prompt delimits untrusted text (workers/judges/prompt.py):
@@ -45,6 +51,12 @@ class Reply:
     delay: float = 0.0
     error_body: dict | None = None
     finish_reason: str = "stop"
+    top: dict[str, float] | None = None  # first position's top logprobs, token -> logprob
+
+    @classmethod
+    def logprobs(cls, top: dict[str, float], content: str | None = None) -> Reply:
+        """An answer whose first token has these top logprobs (content: the likeliest)."""
+        return cls("content", content=content or max(top, key=top.__getitem__), top=top)
 
     @classmethod
     def text(cls, content: str, delay: float = 0.0) -> Reply:
@@ -82,6 +94,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict
+    answer: dict | None = None  # the JSON answered (None: an error, a drop)
 
     @property
     def prompt(self) -> str:
@@ -98,6 +111,9 @@ class FakeLLM:
     fence: bool = False  # wrap default answers without a schema in ```json fences
     api_key: str | None = None  # when set, any other bearer key gets OpenAI's 401
     models: frozenset[str] | None = None  # when set, any other model gets OpenAI's 404
+    # False: a server that never returns logprobs; a predicate on the request body decides
+    # per request (some events without UDCG, deterministically).
+    logprobs: bool | Callable[[dict], bool] = True
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests the server held at once
@@ -164,11 +180,43 @@ def default_content(body: dict) -> str:
     query = q.group(2) if q else ""
     found = _PASSAGE.findall(prompt)
     grades = lexical_grades(query, [text for _, _, text in found]) if found else []
+    if "integer 1, 2, 3, 4 or 5" in prompt:  # RAGMON_JUDGE_SCALE=utility5
+        grades = [UMBRELA_TO_UTILITY[g] for g in grades]
     schema = _schema(body)
     props = (schema or {}).get("properties", {})
     if "grade" in props or (schema is None and len(found) <= 1):
         return json.dumps({"grade": grades[0] if grades else 0})
     return json.dumps({pid: g for (_, pid, _), g in zip(found, grades, strict=True)})
+
+
+# The default rule's p(NO-RESPONSE) by lexical grade: the LLM abstains on an unrelated passage
+# (0), answers from a related one that does not answer (1, a distractor) and from relevant ones.
+# Grade 3 lists no abstain token at all: the probe then uses its bound.
+DEFAULT_TOP: dict[int, dict[str, float]] = {
+    0: {"NO": math.log(0.85), "The": math.log(0.1), "It": math.log(0.03)},
+    1: {"The": math.log(0.7), "NO": math.log(0.2), "It": math.log(0.05)},
+    2: {"The": math.log(0.6), "NO": math.log(0.3), "A": math.log(0.08)},
+    3: {"The": math.log(0.9), "A": math.log(0.06), "It": math.log(0.01)},
+}
+
+
+def is_utility_prompt(body: dict) -> bool:
+    return bool(body.get("logprobs")) and "NO-RESPONSE" in _prompt(body)
+
+
+def default_top(query: str, passage: str) -> dict[str, float]:
+    """The default rule's first-position top logprobs for a utility probe."""
+    return DEFAULT_TOP[lexical_grades(query, [passage])[0]]
+
+
+def _prompt(body: dict) -> str:
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+
+
+def _utility_top(body: dict) -> dict[str, float]:
+    prompt = _prompt(body)
+    q, found = _QUERY.search(prompt), _PASSAGE.findall(prompt)
+    return default_top(q.group(2) if q else "", found[0][2] if found else "")
 
 
 def _schema(body: dict) -> dict | None:
@@ -183,8 +231,16 @@ def _tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
-def completion(body: dict, content: str | None, refusal: str | None, finish: str) -> dict:
-    """A chat.completion object with usage (and logprobs when asked)."""
+def completion(
+    body: dict,
+    content: str | None,
+    refusal: str | None,
+    finish: str,
+    top: dict[str, float] | None = None,
+    logprobs: bool = True,
+) -> dict:
+    """A chat.completion object with usage (and logprobs when asked and `logprobs`); `top`
+    gives the first position's top logprobs."""
     prompt = "".join(str(m.get("content") or "") for m in body.get("messages", []))
     out_tokens = _tokens(content or refusal or "")
     choice: dict[str, Any] = {
@@ -193,19 +249,23 @@ def completion(body: dict, content: str | None, refusal: str | None, finish: str
         "message": {"role": "assistant", "content": content, "refusal": refusal},
         "logprobs": None,
     }
-    if body.get("logprobs") and content:
+    if body.get("logprobs") and content and logprobs:
         top_n = int(body.get("top_logprobs") or 0)
+        positions = [{ch: -0.01} for ch in content]
+        if top is not None:
+            positions[0] = top
         choice["logprobs"] = {
             "content": [
                 {
-                    "token": ch,
-                    "logprob": -0.01,
-                    "bytes": list(ch.encode()),
-                    "top_logprobs": [{"token": ch, "logprob": -0.01, "bytes": list(ch.encode())}][
-                        :top_n
-                    ],
+                    "token": max(alts, key=alts.__getitem__),
+                    "logprob": max(alts.values()),
+                    "bytes": list(max(alts, key=alts.__getitem__).encode()),
+                    "top_logprobs": [
+                        {"token": t, "logprob": lp, "bytes": list(t.encode())}
+                        for t, lp in sorted(alts.items(), key=lambda x: -x[1])
+                    ][:top_n],
                 }
-                for ch in content
+                for alts in positions
             ],
             "refusal": None,
         }
@@ -231,6 +291,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     fake: FakeLLM
+    _rec: Recorded
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -245,6 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         rec = Recorded(
             time.time(), self.path, {k.lower(): v for k, v in self.headers.items()}, body
         )
+        self._rec = rec
         reply = self.fake._next(rec)
         try:
             self._answer(body, reply)
@@ -283,14 +345,22 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(400, {"error": err})
         if reply.kind == "refusal":
             return self._json(200, completion(body, None, reply.content, "stop"))
+        lp = self.fake.logprobs(body) if callable(self.fake.logprobs) else self.fake.logprobs
         if reply.kind in ("content", "empty"):
-            return self._json(200, completion(body, reply.content, None, reply.finish_reason))
+            answer = completion(body, reply.content, None, reply.finish_reason, reply.top, lp)
+            return self._json(200, answer)
+        if is_utility_prompt(body):
+            top = _utility_top(body)
+            first = max(top, key=top.__getitem__)
+            return self._json(200, completion(body, first, None, "length", top, lp))
         content = default_content(body)
         if self.fake.fence and not body.get("response_format"):
             content = f"```json\n{content}\n```"
-        self._json(200, completion(body, content, None, "stop"))
+        self._json(200, completion(body, content, None, "stop", logprobs=lp))
 
     def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        if status == 200:
+            self._rec.answer = payload
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)

@@ -24,7 +24,7 @@ import openai
 
 from monitor.retry import retry_after_s
 from monitor.store.judging import JudgeState
-from workers.judges import prompt
+from workers.judges import prompt, utility
 from workers.judges.base import JudgeError
 from workers.limits import Budget, RateLimiter, utc_today
 
@@ -71,13 +71,15 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
 
 
 class OpenAIJudge:
-    """Grades passages 0-3 with a chat model (pointwise, or listwise with RAGMON_JUDGE_MODE)."""
+    """Grades passages with a chat model (pointwise, or listwise with RAGMON_JUDGE_MODE), 0-3,
+    or 1-5 with RAGMON_JUDGE_SCALE=utility5 (`grading` maps those back to 0-3)."""
 
     def __init__(self, settings: Settings, store: Store | None = None) -> None:
         self.settings = settings
         self.model = settings.judge_model
         self.mode = settings.judge_mode
-        self.prompt_version = f"{prompt.PROMPT_VERSION}-{self.mode}"
+        self.scale = prompt.SCALES[settings.judge_scale]
+        self.prompt_version = f"{self.scale.version}-{self.mode}"
         self._store = store
         self._state = JudgeState(store.client, store.keys) if store is not None else None
         self._limiter = (
@@ -110,12 +112,7 @@ class OpenAIJudge:
         """One grade per `(passage_id, text)`; raises `JudgeError` (see module docstring)."""
         if not passages:
             return []
-        if self._budget is not None and self._budget.exhausted():
-            raise JudgeError(
-                "budget_exhausted",
-                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
-                "the event is stored, re-judge it later with `ragmon requeue-failed`",
-            )
+        self._check_budget()
         texts = [text for _, text in passages]
         if self.mode == "listwise":
             chunks = [texts[i : i + LISTWISE_MAX] for i in range(0, len(texts), LISTWISE_MAX)]
@@ -134,6 +131,41 @@ class OpenAIJudge:
         # a lasting failure decides the event's fate; otherwise the job is retried later
         raise next((e for e in judge_errors if not e.retryable), judge_errors[0])
 
+    async def no_response_p(self, query: str, text: str) -> utility.Reading | None:
+        """The utility probe: p(NO-RESPONSE) of one passage from one 1-token answer's top
+        logprobs (workers/judges/utility.py); None when the endpoint returned no logprobs or
+        refused the option (HTTP 400 naming it).
+
+        Same limiter, retries, accounting and budget as grading; counted as outcome `ok` or
+        `no_logprobs`."""
+        self._check_budget()
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.settings.judge_concurrency)
+        options = {"max_tokens": 1, "logprobs": True, "top_logprobs": utility.TOP_LOGPROBS}
+        async with self._semaphore:
+            try:
+                reply, usage, latency = await self._call(
+                    utility.messages(query, text), None, None, options
+                )
+            except JudgeError as exc:
+                if exc.reason == "client_error" and "logprob" in str(exc).lower():
+                    return None  # the server refuses the option: no logprobs here
+                raise
+        logprobs = getattr(reply, "logprobs", None)
+        first = (getattr(logprobs, "content", None) or [None])[0]
+        top = [(t.token, t.logprob) for t in getattr(first, "top_logprobs", None) or ()]
+        reading = utility.read_p(top)
+        self._record("ok" if reading is not None else "no_logprobs", latency, usage)
+        return reading
+
+    def _check_budget(self) -> None:
+        if self._budget is not None and self._budget.exhausted():
+            raise JudgeError(
+                "budget_exhausted",
+                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
+                "the event is stored, re-judge it later with `ragmon requeue-failed`",
+            )
+
     def _keep_partial(self, query: str, texts: Sequence[str], results: Sequence[object]) -> None:
         """Cache the grades of an event that did get them, so a retry pays only for the rest."""
         if self._store is None:
@@ -151,19 +183,21 @@ class OpenAIJudge:
     # ---- one prompt, with the repair attempt ----------------------------------------------------
 
     async def _pointwise(self, query: str, text: str) -> int:
+        scale = self.scale
         return await self._ask(
-            prompt.pointwise_messages(query, text),
-            prompt.pointwise_format(),
-            prompt.parse_pointwise,
+            prompt.pointwise_messages(query, text, scale),
+            prompt.pointwise_format(scale),
+            lambda content: prompt.parse_pointwise(content, scale),
             n=None,
         )
 
     async def _listwise(self, query: str, texts: Sequence[str]) -> list[int]:
         n = len(texts)
+        scale = self.scale
         return await self._ask(
-            prompt.listwise_messages(query, texts),
-            prompt.listwise_format(n),
-            lambda content: prompt.parse_listwise(content, n),
+            prompt.listwise_messages(query, texts, scale),
+            prompt.listwise_format(n, scale),
+            lambda content: prompt.parse_listwise(content, n, scale),
             n=n,
         )
 
@@ -204,7 +238,7 @@ class OpenAIJudge:
                     messages = [
                         *messages,
                         {"role": "assistant", "content": content},
-                        prompt.repair_message(error, n),
+                        prompt.repair_message(error, n, self.scale),
                     ]
             raise JudgeError(outcome, f"{outcome} answer after one repair attempt: {error}")
 
@@ -221,7 +255,11 @@ class OpenAIJudge:
         return self._client
 
     async def _call(
-        self, messages: list[dict[str, str]], response_format: dict, n: int | None
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict | None,
+        n: int | None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[Any, Any, float]:
         """One completion (a choice, its usage, its latency), retrying passing failures.
 
@@ -233,10 +271,11 @@ class OpenAIJudge:
         while True:
             ticket = await self._limiter.acquire(est) if self._limiter is not None else None
             kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
-            if self.structured:
+            if self.structured and response_format is not None:
                 kwargs["response_format"] = response_format
             if self.temperature is not None:
                 kwargs["temperature"] = self.temperature
+            kwargs.update(options or {})
             started = time.perf_counter()
             try:
                 resp = await self._client_for_loop().chat.completions.create(**kwargs)
