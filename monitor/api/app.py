@@ -196,7 +196,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             items.append(
                 IngestItem(
                     ev.event_id,
-                    ev.model_dump_json(exclude_none=True),
+                    store.sealer.seal(ev.model_dump_json(exclude_none=True)),
                     sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
                     app=ev.labels.app,
                 )

@@ -25,6 +25,7 @@ from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.ingest import AsyncIngest, plan_ingest
 from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.sealing import Sealer
 from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
 
 JOB_FUNC = "workers.jobs.process_events"
@@ -94,6 +95,7 @@ class Store:
         self._finish = client.register_script(scripts.FINISH)
         self._fail = client.register_script(scripts.FAIL)
         self.series = SeriesBudget(self)
+        self.sealer = Sealer(settings)
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -243,7 +245,7 @@ class Store:
             if status is None or payload is None:
                 out.append(None)
                 continue
-            event = json.loads(payload)
+            event = json.loads(self.sealer.open(payload))
             event["_status"] = status.decode()
             event["_received_at"] = float(rt)
             out.append(event)
@@ -338,12 +340,12 @@ class Store:
             out = json.loads(result)
             out["status"] = status
             if "labels" not in out and payload is not None:  # a failed event's result
-                event = json.loads(payload)
+                event = json.loads(self.sealer.open(payload))
                 out["k"], out["labels"] = event["k"], event["labels"]
             return out
         out = {"event_id": event_id, "status": status}
         if payload is not None:
-            event = json.loads(payload)
+            event = json.loads(self.sealer.open(payload))
             out["k"] = event["k"]
             out["labels"] = event["labels"]
         return out

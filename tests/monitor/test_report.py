@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from cryptography.fernet import Fernet
 
 from monitor.api import create_app
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
@@ -200,7 +201,12 @@ def store_events(store: Store, window: Window) -> list[dict]:
 @pytest.mark.slow
 def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
     s = Settings.from_env(
-        {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_STORE_TEXT": "false"},
+        {
+            "REDIS_URL": redis_url,
+            "RAGMON_JUDGE": "lexical",
+            "RAGMON_STORE_TEXT": "false",
+            "RAGMON_TEXT_KEYS": Fernet.generate_key().decode(),
+        },
         dotenv=None,
     )
     for live in start_live(s):
