@@ -129,6 +129,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
         ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
         ("RAGMON_METRICS_REFRESH_S", "0", "metrics_refresh_s", 0.0),
+        ("RAGMON_GROUP_WINDOW_S", "0.5", "group_window_s", 0.5),
         ("RAGMON_METRICS_PROCESS", "false", "metrics_process", False),
         ("RAGMON_HEADER_TIMEOUT_S", "3", "header_timeout_s", 3.0),
         ("RAGMON_BODY_TIMEOUT_S", "30", "body_timeout_s", 30.0),
