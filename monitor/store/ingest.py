@@ -72,7 +72,7 @@ def plan_ingest(store: Store, items: Sequence[IngestItem], deadline: float = 0.0
         (sampled if it.sampled_out else judged).append(i)
     size = store.settings.job_batch_size
     groups: list[tuple[list[int], list[tuple]]] = [
-        (chunk, store.job_commands([items[i].ref for i in chunk]))
+        (chunk, store.jobs.commands([items[i].ref for i in chunk]))
         for chunk in (judged[j : j + size] for j in range(0, len(judged), size))
     ]
     if sampled:
