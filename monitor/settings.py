@@ -312,6 +312,12 @@ class Settings:
         default=4096,
         metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": _number(10, 1_000_000, int)},
     )
+    metrics_refresh_s: float = field(
+        default=10.0, metadata={"env": "RAGMON_METRICS_REFRESH_S", "parse": _number(0.0, 3600)}
+    )
+    metrics_process: bool = field(
+        default=True, metadata={"env": "RAGMON_METRICS_PROCESS", "parse": _bool}
+    )
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )

@@ -98,7 +98,7 @@ def plan_ingest(
             wait = [x for ref in refs for x in (now, ref)]
             groups.append((chunk, [("ZADD", store.keys.ungrouped, *wait)]))
         else:
-            groups.append((chunk, store.job_commands(refs)))
+            groups.append((chunk, store.jobs.commands(refs)))
     if sampled:
         groups.append((sampled, []))
     plan.args += [store.result_ttl_s, deadline]
@@ -183,7 +183,7 @@ def job_chunks(store: Store, refs: Sequence[str]) -> list[list[str]]:
 def group_args(store: Store, refs: Sequence[str]) -> list[Any]:
     """`scripts.GROUP`'s arguments: the refs, then the commands of their one RQ job."""
     args: list[Any] = [len(refs), *refs]
-    for command in store.job_commands(refs):
+    for command in store.jobs.commands(refs):
         args += [len(command), *command]
     return args
 

@@ -125,7 +125,7 @@ return 1
 # KEYS: event keys, then the counters hash (last).
 # ARGV: ttl, deadline, then per event (KEYS order): payload, status, received_at; then groups
 #   covering the events in KEYS order, each: event count, command count, then per command its
-#   argument count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
+#   argument count and arguments (the RQ job's writes, recorded by `rq_jobs.Jobs.commands`).
 # A group with commands (a job) is all or nothing: all its events new -> create them and run
 # its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
 # takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
