@@ -323,7 +323,7 @@ class Settings:
     )
     #: Seconds an API process lets single events gather into one RQ job (0: a job per write).
     group_window_s: float = field(
-        default=1.0, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": _number(0.0, 60.0)}
+        default=0.5, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": _number(0.0, 60.0)}
     )
     alert_margin_ndcg: float = field(
         default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": _number(0.0, 1.0)}

@@ -22,7 +22,7 @@ log = logging.getLogger("ragmon.worker")
 
 CLAIM_LEASE_S = 30.0  # a dead work horse's claimed events are regrouped after this
 CLAIM_POLL_S = 0.1  # how often a running job looks for events that just arrived
-GREEDY_MAX_S = 600.0  # then the job stops taking more and ends (RQ's job timeout is 3600 s)
+GREEDY_MAX_S = 60.0  # then the job takes no more and ends: a warm shutdown waits for it
 
 
 class RetryLater(Exception):
