@@ -19,6 +19,7 @@ from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits,
     MAX_PASSAGES,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
+    event_id_problem,
 )
 from monitor.measure_table import MEASURES
 
@@ -95,6 +96,9 @@ class RetrievalEvent(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RetrievalEvent:
+        problem = event_id_problem(self.event_id) if self.event_id is not None else None
+        if problem:
+            raise ValueError(problem)
         if len(self.passages) < self.k:
             raise ValueError(
                 f"passages: need at least k={self.k} passages, got {len(self.passages)}"

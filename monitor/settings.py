@@ -312,12 +312,18 @@ class Settings:
         default=4096,
         metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": _number(10, 1_000_000, int)},
     )
+    metrics_refresh_s: float = field(
+        default=10.0, metadata={"env": "RAGMON_METRICS_REFRESH_S", "parse": _number(0.0, 3600)}
+    )
+    metrics_process: bool = field(
+        default=True, metadata={"env": "RAGMON_METRICS_PROCESS", "parse": _bool}
+    )
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
     )
     #: Seconds an API process lets single events gather into one RQ job (0: a job per write).
     group_window_s: float = field(
-        default=1.0, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": _number(0.0, 60.0)}
+        default=0.5, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": _number(0.0, 60.0)}
     )
     alert_margin_ndcg: float = field(
         default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": _number(0.0, 1.0)}

@@ -99,12 +99,14 @@ def work_cpu(worker: Proc, at_start: float, at_ready: float) -> float:
     return children_cpu() - at_start - at_ready
 
 
-def steady_rate(done_at: list[float]) -> float:
-    """Judged passages/s between 10% and 90% of the events done."""
+def steady_rate(done_at: list[float], start: float) -> float:
+    """Judged passages/s between 10% and 90% of the events done (from `start` to the last one
+    when those were done together: a run too short to tell)."""
     n = len(done_at)
     lo, hi = done_at[int(0.1 * (n - 1))], done_at[int(0.9 * (n - 1))]
-    span = (int(0.9 * (n - 1)) - int(0.1 * (n - 1))) * JUDGED_PER_EVENT
-    return span / (hi - lo) if hi > lo else 0.0
+    if hi > lo:
+        return (int(0.9 * (n - 1)) - int(0.1 * (n - 1))) * JUDGED_PER_EVENT / (hi - lo)
+    return n * JUDGED_PER_EVENT / max(1e-9, done_at[-1] - start)
 
 
 def ready_worker(redis_url: str, env: dict[str, str]) -> tuple[Proc, float, float]:
@@ -129,6 +131,7 @@ def batched(llm_env: dict[str, str], pairs: list, n: int) -> Run:
     with redis_server() as rs:
         store = Store.connect(Settings.from_env(ragmon_env(rs.url, **llm_env), dotenv=None))
         worker, at_start, at_ready = ready_worker(rs.url, llm_env)
+        start = time.perf_counter()
         enqueue(store, n, pairs)
         done_at: list[float] = []
         deadline = time.perf_counter() + 900
@@ -140,7 +143,7 @@ def batched(llm_env: dict[str, str], pairs: list, n: int) -> Run:
             time.sleep(0.02)
         cpu = work_cpu(worker, at_start, at_ready)
         store.client.close()
-    return Run("batched", 0.0, n, steady_rate(done_at), cpu, [])
+    return Run("batched", 0.0, n, steady_rate(done_at, start), cpu, [])
 
 
 async def post_and_watch(
@@ -190,7 +193,8 @@ def trickle(llm_env: dict[str, str], template: str, rate: float, seconds: float)
     if len(counted) < len(accepted):
         raise TimeoutError(f"{rate}/s: {len(counted)}/{len(accepted)} events counted")
     fresh = [c - a for a, c in zip(accepted, counted, strict=False)]
-    return Run(f"{rate:g}/s", rate, len(accepted), steady_rate(counted), cpu, fresh)
+    rate_done = steady_rate(counted, accepted[0])
+    return Run(f"{rate:g}/s", rate, len(accepted), rate_done, cpu, fresh)
 
 
 def main(argv: list[str] | None = None) -> int:

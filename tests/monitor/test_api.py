@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
 
 import pytest
 
@@ -241,3 +242,22 @@ def test_without_a_grouping_window_each_write_gets_its_job(make_api):
         assert api.client.post("/v1/retrievals", json=make_event(seed=seed)).status_code == 202
     assert api.store.queue_depth() == 3
     assert api.store.client.zcard(api.store.keys.ungrouped) == 0
+
+
+@pytest.mark.parametrize("event_id", ["a/b", "/lead", "trail/", "a//b", "a/../b", "a?b#c", "ü"])
+def test_an_event_id_with_slashes_or_url_characters_reads_back(api, event_id):
+    ev = make_event(seed=3)
+    ev["event_id"] = event_id
+    assert api.client.post("/v1/retrievals", json=ev).status_code == 202
+    path = "/v1/retrievals/" + quote(event_id, safe="")
+    got = api.client.get(path, params={"app": ev["labels"]["app"]})
+    assert got.status_code == 200 and got.json()["event_id"] == event_id
+
+
+@pytest.mark.parametrize("event_id", [".", "..", "a\nb", "a\x00"])
+def test_an_event_id_that_no_url_can_name_is_refused(api, event_id):
+    ev = make_event(seed=4)
+    ev["event_id"] = event_id
+    r = api.client.post("/v1/retrievals", json=ev)
+    assert r.status_code == 422
+    assert "event_id" in str(r.json()["detail"])

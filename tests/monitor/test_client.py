@@ -616,3 +616,11 @@ def test_real_api_wrong_key_is_rejected_not_retried(ragmon_api) -> None:
     monitor.close()
     stats = monitor.stats()
     assert stats["rejected"] == 1 and stats["sent"] == 0 and stats["retries"] == 0
+
+
+@pytest.mark.parametrize("event_id", [".", "..", "a\tb"])
+def test_the_sdk_refuses_an_event_id_no_url_can_name(event_id):
+    args = {"query": "q", "passages": [("a", "t")], "k": 1, "timestamp": time.time()}
+    with pytest.raises(InvalidEvent, match="event_id"):
+        build_event(**args, event_id=event_id)
+    assert build_event(**args, event_id="tenant/42")["event_id"] == "tenant/42"

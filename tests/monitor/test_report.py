@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import os
 import random
 import threading
 import time
@@ -246,12 +247,20 @@ def test_keeps_last_n_and_posts_webhook(live: Live, tmp_path: Path) -> None:
         report_keep=2,
         report_webhook=f"http://127.0.0.1:{hook.server_address[1]}/hook",
     )
+    # a user's own files that happen to look like reports are never touched
+    theirs = [tmp_path / "report-final.html", tmp_path / "report-q3.md"]
+    for p in theirs:
+        p.write_text("mine")
+        os.utime(p, (0, 0))  # older than any report
     try:
         for back in (2, 1, 0):
             assert run_report(report_args(tmp_path, end - timedelta(days=back)), s) == 0
             time.sleep(0.05)  # distinct modification times
     finally:
         hook.shutdown()
+    assert all(p.read_text() == "mine" for p in theirs)
+    for p in theirs:
+        p.unlink()
     dated = {p.name for p in tmp_path.glob("report-*.html")}
     assert len(dated) == 2 and len(list(tmp_path.glob("report-*.md"))) == 2
     # the newest two runs are kept (their label is `START_END`, or `YYYY-Www` for an ISO week)

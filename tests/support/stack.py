@@ -24,6 +24,7 @@ class Stack:
             **os.environ,
             "REDIS_URL": redis_url,
             "RAGMON_JUDGE": "lexical",
+            "RAGMON_METRICS_REFRESH_S": "0",  # tests read /metrics right after a change
             **(env or {}),
         }
         self.n_workers = workers
