@@ -105,7 +105,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
 
 
 class Claims:
-    """Events a running job took from the grouping window (`Store.claim`), under a lease.
+    """Events a running job took from the grouping window (`Grouping.claim`), under a lease.
 
     A job keeps taking the events that arrive while it runs, so single events share one
     event loop, one HTTP client and one fork instead of costing a job each. Safety: a claimed
@@ -122,7 +122,7 @@ class Claims:
     def take(self, room: int) -> list[dict]:
         if room <= 0:
             return []
-        refs = self.store.claim(room, CLAIM_LEASE_S)
+        refs = self.store.grouping.claim(room, CLAIM_LEASE_S)
         if not refs:
             return []
         out = []
@@ -131,7 +131,7 @@ class Claims:
                 self.held.add(ref)
                 out.append(e)
             else:
-                self.store.release_claims([ref])  # done meanwhile, or expired
+                self.store.grouping.release([ref])  # done meanwhile, or expired
         return out
 
     def settle(self, event: dict, outcome: object) -> bool:
@@ -143,19 +143,19 @@ class Claims:
             self.store.fail(ref, outcome.reason, str(outcome))
         elif isinstance(outcome, BaseException):
             log.warning("event %s given back for an RQ retry: %s", ref, outcome)
-            self.store.release_claims([ref], retry=True)
+            self.store.grouping.release([ref], retry=True)
             return False
-        self.store.release_claims([ref])
+        self.store.grouping.release([ref])
         return True
 
     def renew(self) -> None:
         if self.held and time.monotonic() - self.renewed_at > CLAIM_LEASE_S / 3:
             self.renewed_at = time.monotonic()
-            self.store.renew_claims(list(self.held), CLAIM_LEASE_S)
+            self.store.grouping.renew(list(self.held), CLAIM_LEASE_S)
 
     def give_back(self) -> None:
         if self.held:
-            self.store.release_claims(list(self.held), retry=True)
+            self.store.grouping.release(list(self.held), retry=True)
             self.held.clear()
 
 

@@ -57,7 +57,7 @@ class RagmonWorker(Worker):
         """RQ's loop; `--burst` first turns every event of the grouping window into a job, so
         that "drain what is waiting" includes them."""
         if burst and self.store is not None:
-            self.store.sweep_ungrouped(0)
+            self.store.grouping.sweep(0)
         return bool(super().work(burst, *args, **kwargs))
 
     def run_maintenance_tasks(self) -> None:
@@ -67,7 +67,7 @@ class RagmonWorker(Worker):
         if self.store is None:
             return
         try:
-            n = self.store.sweep_ungrouped(SWEEP_AGE_S)
+            n = self.store.grouping.sweep(SWEEP_AGE_S)
         except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
             log.warning("grouping sweep failed: %s", exc)
             return

@@ -24,7 +24,8 @@ from monitor.catalog import LAG_BUCKETS
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
 from monitor.settings import Settings
 from monitor.store import scripts
-from monitor.store.ingest import AsyncIngest, group_args, job_chunks, plan_ingest, texts
+from monitor.store.grouping import Grouping
+from monitor.store.ingest import AsyncIngest, plan_ingest
 from monitor.store.keys import SEP, Keys, event_ref, split_ref
 from monitor.store.rq_jobs import Jobs
 from monitor.store.sealing import Sealer
@@ -93,10 +94,8 @@ class Store:
         self.jobs = Jobs(client, settings.queue_name, settings.job_batch_size)
         self._finish = client.register_script(scripts.FINISH)
         self._fail = client.register_script(scripts.FAIL)
-        self._group = client.register_script(scripts.GROUP)
-        self._claim = client.register_script(scripts.CLAIM)
-        self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS)
         self.series = SeriesBudget(self)
+        self.grouping = Grouping(self)
         self.sealer = Sealer(settings)
 
     @classmethod
@@ -194,56 +193,6 @@ class Store:
                 st = "sampled_out" if it.sampled_out else "queued"
                 out[new[it.ref]] = (st, bool(c))
         return [o for o in out if o is not None]
-
-    def group(self, refs: Sequence[str]) -> int:
-        """Enqueue the RQ jobs of events waiting in the grouping window, each event once: refs
-        another process grouped meanwhile are left out. Returns how many this call grouped."""
-        done = 0
-        for chunk in job_chunks(self, refs):
-            while chunk:
-                reply = self._group(keys=[self.keys.ungrouped], args=group_args(self, chunk))
-                if reply == 1:
-                    done += len(chunk)
-                    break
-                chunk = texts(reply)  # some were grouped by another process: the rest
-        return done
-
-    def claim(self, n: int, lease_s: float) -> list[str]:
-        """Take up to `n` events waiting in the grouping window into the running job, leased for
-        `lease_s` (renew with `renew_claims`, end with `release_claims`)."""
-        return texts(self._claim(keys=[self.keys.ungrouped, self.keys.claimed],
-                                 args=[n, time.time() + lease_s]))  # fmt: skip
-
-    def renew_claims(self, refs: Sequence[str], lease_s: float) -> None:
-        if refs:
-            end = time.time() + lease_s
-            self.client.zadd(self.keys.claimed, dict.fromkeys(refs, end), xx=True)
-
-    def release_claims(self, refs: Sequence[str], retry: bool = False) -> None:
-        """The job is done with these claims; `retry`: give them back, to be grouped into an
-        RQ job at the next sweep (RQ's retries then apply)."""
-        if not refs:
-            return
-        if retry:
-            self.client.zadd(self.keys.claimed, dict.fromkeys(refs, 0), xx=True)
-        else:
-            self.client.zrem(self.keys.claimed, *refs)
-
-    def sweep_ungrouped(self, age_s: float, limit: int = 10_000) -> int:
-        """Group the events that waited more than `age_s` in the window (their API process
-        died between the write and the grouping) or whose claim's lease ended (their work
-        horse died); returns how many."""
-        self.expire_claims()
-        raw = self.client.zrangebyscore(
-            self.keys.ungrouped, "-inf", time.time() - age_s, start=0, num=limit
-        )
-        return self.group(texts(raw)) if raw else 0
-
-    def expire_claims(self) -> int:
-        """Claims whose lease ended go back to the window, first in line for the sweep."""
-        return int(
-            self._expired_claims(keys=[self.keys.claimed, self.keys.ungrouped], args=[time.time()])
-        )
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
         """The stored status of each event by `event_ref` (None when unknown or expired)."""

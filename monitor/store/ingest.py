@@ -13,7 +13,7 @@ enqueued; its events are stored with their refs in `Keys.ungrouped` instead (sam
 call), and the API process later turns them into one job with the events of later writes
 (`scripts.GROUP`, all or nothing). Single events posted one by one then share jobs as batches
 do, instead of costing a work horse each. A process that dies holding refs leaves them in the
-zset, where `Store.sweep_ungrouped` (API writers and workers' maintenance) finds them.
+zset, where `Grouping.sweep` (API writers and workers' maintenance) finds them.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class AsyncIngest:
         return [o for o in out if o is not None], plan.created_deferred(out)
 
     async def group(self, refs: Sequence[str]) -> int:
-        """`Store.group` on redis.asyncio."""
+        """`Grouping.group` on redis.asyncio."""
         done = 0
         for chunk in job_chunks(self.store, refs):
             while chunk:

@@ -201,7 +201,7 @@ end
 return freed
 """
 
-# Turn events waiting in the grouping window into one RQ job, once (`Store.group`).
+# Turn events waiting in the grouping window into one RQ job, once (`Store.grouping.group`).
 # KEYS: the ungrouped zset. ARGV: n, the n event refs, then the job's commands (argument count,
 # arguments; recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them
 # and run the commands, return 1. Otherwise do nothing and return the refs still waiting (a
@@ -223,7 +223,7 @@ end
 return 1
 """
 
-# A running job takes events waiting in the grouping window (`Store.claim`): they leave the
+# A running job takes events waiting in the grouping window (`Store.grouping.claim`): they leave the
 # ungrouped zset for the claimed one, scored by the lease's end. KEYS: ungrouped, claimed.
 # ARGV: how many at most, lease end (epoch s). Returns the claimed refs, oldest first.
 CLAIM = """

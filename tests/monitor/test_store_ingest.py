@@ -147,17 +147,17 @@ def test_grouping_enqueues_each_waiting_event_once(store: Store) -> None:
     write_deferred(store, [item("b")])
     write_deferred(store, [item("c")])
     assert jobs(store) == [] and ungrouped(store) == refs("a", "b", "c")
-    assert store.group(refs("a", "b", "c")) == 3
+    assert store.grouping.group(refs("a", "b", "c")) == 3
     assert jobs(store) == [["a", "b"], ["c"]] and ungrouped(store) == []
-    assert store.group(refs("a", "b", "c")) == 0  # a retried group call, or a late sweep
+    assert store.grouping.group(refs("a", "b", "c")) == 0  # a retried group call, or a late sweep
     assert jobs(store) == [["a", "b"], ["c"]]
 
 
 def test_a_group_partly_taken_by_another_process_enqueues_only_the_rest(store: Store) -> None:
     write_deferred(store, [item("a")])
     write_deferred(store, [item("b")])
-    assert store.group(refs("a")) == 1  # e.g. a sweep got there first
-    assert store.group(refs("a", "b")) == 1
+    assert store.grouping.group(refs("a")) == 1  # e.g. a sweep got there first
+    assert store.grouping.group(refs("a", "b")) == 1
     assert jobs(store) == [["a"], ["b"]] and ungrouped(store) == []
 
 
@@ -165,9 +165,9 @@ def test_sweep_groups_only_events_older_than_the_age(store: Store) -> None:
     write_deferred(store, [item("old")])
     store.client.zadd(store.keys.ungrouped, {"default|old": 1.0})  # its writer died long ago
     write_deferred(store, [item("new")])
-    assert store.sweep_ungrouped(age_s=60) == 1
+    assert store.grouping.sweep(age_s=60) == 1
     assert jobs(store) == [["old"]] and ungrouped(store) == refs("new")
-    assert store.sweep_ungrouped(age_s=60) == 0
+    assert store.grouping.sweep(age_s=60) == 0
 
 
 def claimed(store: Store) -> dict[str, float]:
@@ -179,22 +179,22 @@ def claimed(store: Store) -> dict[str, float]:
 def test_a_running_job_claims_waiting_events_which_no_group_then_takes(store: Store) -> None:
     for i in "abc":
         write_deferred(store, [item(i)])
-    assert store.claim(2, lease_s=30) == refs("a", "b")
+    assert store.grouping.claim(2, lease_s=30) == refs("a", "b")
     assert ungrouped(store) == refs("c") and sorted(claimed(store)) == refs("a", "b")
-    assert store.group(refs("a", "b", "c")) == 1  # the API's window closes: only c is left
+    assert store.grouping.group(refs("a", "b", "c")) == 1  # the API's window closes: only c is left
     assert jobs(store) == [["c"]]
-    store.release_claims(refs("a"))
+    store.grouping.release(refs("a"))
     assert list(claimed(store)) == refs("b")
 
 
 def test_claims_of_a_dead_horse_and_given_back_ones_are_swept_into_jobs(store: Store) -> None:
     for i in "abc":
         write_deferred(store, [item(i)])
-    store.claim(3, lease_s=30)
+    store.grouping.claim(3, lease_s=30)
     store.client.zadd(store.keys.claimed, {"default|a": 1.0})  # its lease ended long ago
-    store.release_claims(refs("b"), retry=True)  # a passing judge failure: RQ retries it
-    store.renew_claims(refs("c"), lease_s=30)
-    assert store.sweep_ungrouped(age_s=60) == 2
+    store.grouping.release(refs("b"), retry=True)  # a passing judge failure: RQ retries it
+    store.grouping.renew(refs("c"), lease_s=30)
+    assert store.grouping.sweep(age_s=60) == 2
     assert sorted(sum(jobs(store), [])) == ["a", "b"] and list(claimed(store)) == refs("c")
-    store.renew_claims(refs("a"), lease_s=30)  # a late renewal does not bring a claim back
+    store.grouping.renew(refs("a"), lease_s=30)  # a late renewal does not bring a claim back
     assert list(claimed(store)) == refs("c")
