@@ -1,5 +1,5 @@
 """`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
-metrics.
+text-key, metrics.
 
 Each command is a function that takes its options as plain values and the one `Settings`;
 what goes wrong in a way the user can fix ends the command with one line on stderr.
@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.set_defaults(run=cmd_series, redis=True)
 
+    t = command("text-key", help="print a new key for RAGMON_TEXT_KEYS")
+    t.set_defaults(run=cmd_text_key, redis=False)
+
     m = command("metrics", help="print the metrics catalog")
     m.add_argument("--markdown", action="store_true", help="as the README's table")
     m.set_defaults(run=cmd_metrics, redis=False)
@@ -209,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(exc, file=sys.stderr)
         return exc.code
+    except SettingsError as exc:  # a setting that only a component checks (e.g. the text keys)
+        print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `ragmon metrics | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -449,6 +455,13 @@ def _age(seconds: float) -> str:
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.0f} h ago"
     return f"{seconds / 86400:.0f} d ago"
+
+
+def cmd_text_key(args: argparse.Namespace, settings: Settings) -> int:
+    from monitor.store.sealing import new_key
+
+    print(new_key())
+    return 0
 
 
 def cmd_metrics(args: argparse.Namespace, settings: Settings) -> int:

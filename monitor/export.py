@@ -17,6 +17,7 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from monitor import catalog
 from monitor.store import Histogram, Store
@@ -49,19 +50,50 @@ def _histogram_family(m: catalog.Metric, series: dict[tuple[str, ...], Histogram
     return fam
 
 
-class RagmonCollector:
-    """Builds every ragmon metric family from the store at collection time."""
+def _series_histogram_text(m: catalog.Metric, series: dict[tuple[str, ...], Histogram]) -> str:
+    """`_histogram_family` written straight as exposition text: at 500 series the quality
+    histograms are ~100k lines, and building them as prometheus_client samples took most of
+    a scrape's second (docs/performance.md). Label values are label-pattern checked at ingest,
+    so they need no escaping."""
+    help_text = m.help.replace("\\", "\\\\").replace("\n", "\\n")
+    out = [f"# HELP {m.name} {help_text}\n# TYPE {m.name} histogram\n"]
+    les = [f'le="{_le(b)}"' for b in m.buckets]
+    for labels, h in sorted(series.items()):
+        if len(labels) != len(m.labels):
+            continue
+        names = ",".join(f'{k}="{v}"' for k, v in zip(m.labels, labels, strict=True))
+        running = 0
+        for le, n in zip(les, h.buckets, strict=False):
+            running += n
+            out.append(f"{m.name}_bucket{{{names},{le}}} {floatToGoString(running)}\n")
+        count = floatToGoString(h.count)
+        out.append(f'{m.name}_bucket{{{names},le="+Inf"}} {count}\n')
+        out.append(f"{m.name}_count{{{names}}} {count}\n{m.name}_sum{{{names}}} ")
+        out.append(f"{floatToGoString(h.sum)}\n")
+    return "".join(out)
 
-    def __init__(self, store: Store) -> None:
+
+def _per_series(m: catalog.Metric) -> bool:
+    return m.type == "histogram" and m.labels == catalog.SERIES_LABELS
+
+
+class RagmonCollector:
+    """Builds every ragmon metric family from the store at collection time; with `series`
+    False it leaves out the per-series histograms, which `metrics_text` writes itself."""
+
+    def __init__(self, store: Store, series: bool = True) -> None:
         self.store = store
+        self.series = series
+        self.hists: dict[str, dict[tuple[str, ...], Histogram]] = {}
 
     def collect(self) -> Iterator[Metric]:
         counters = self.store.counters()
         hist_metrics = [m for m in catalog.ALL if m.type == "histogram"]
-        hists = self.store.histograms({m.key: m.buckets for m in hist_metrics})
+        self.hists = hists = self.store.histograms({m.key: m.buckets for m in hist_metrics})
         for m in catalog.ALL:
             if m.type == "histogram":
-                yield _histogram_family(m, hists.get(m.key, {}))
+                if self.series or not _per_series(m):
+                    yield _histogram_family(m, hists.get(m.key, {}))
             elif m.of:
                 fam = CounterMetricFamily(m.name, m.help, labels=list(m.labels))
                 for labels, h in sorted(hists.get(m.of, {}).items()):
@@ -122,7 +154,8 @@ class RagmonCollector:
 
 
 def make_registry(store: Store) -> CollectorRegistry:
-    """A registry with only ragmon's collector (no process metrics of the API process)."""
+    """A registry with only ragmon's collector, every family built by prometheus_client: the
+    reference `metrics_text` is tested against."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RagmonCollector(store))
     return registry
@@ -130,3 +163,18 @@ def make_registry(store: Store) -> CollectorRegistry:
 
 def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
+
+
+def metrics_text(store: Store) -> bytes:
+    """What /metrics serves: the same samples as `render(make_registry(store))`, ~4x faster
+    (the per-series histograms written directly, the rest by prometheus_client)."""
+    collector = RagmonCollector(store, series=False)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    head = generate_latest(registry)
+    tail = "".join(
+        _series_histogram_text(m, collector.hists.get(m.key, {}))
+        for m in catalog.ALL
+        if _per_series(m)
+    )
+    return head + tail.encode()

@@ -24,6 +24,18 @@ MAX_METADATA_BYTES = 4096  # as compact JSON
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 
 
+def event_id_problem(event_id: str) -> str | None:
+    """Why an event id could not be read back with `GET /v1/retrievals/{id}`, or None.
+
+    Any other id is readable once percent-encoded in the path (`/` too): only `.` and `..`
+    are rewritten by every HTTP client (dot segments), and control characters break logs."""
+    if event_id in (".", ".."):
+        return "event_id: '.' and '..' cannot be read back in a URL path"
+    if any(ord(c) < 32 or ord(c) == 127 for c in event_id):
+        return "event_id: control characters are not allowed"
+    return None
+
+
 def default_k(passages: int) -> int:
     """`k` when the app does not say: every passage it got went into the prompt (1 to MAX_K)."""
     return min(max(passages, 1), MAX_K)

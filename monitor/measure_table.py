@@ -178,6 +178,15 @@ MEASURES: tuple[Measure, ...] = (
         "utility scale).",
         unit="percentunit", calibrate=True,
     ),
+    Measure(
+        "n_recall5", "N-Recall5@K", 0.0, 1.0, "higher", _DALLAIRE,
+        "N-Recall5@K: share of the pool's grade-5 (1-5 scale) passages the top K holds, out of "
+        "at most K.",
+        buckets=_UNIT,
+        panel="Share of the passages that answer the query clearly, among those judged, that "
+        "made it into the prompt (at most K counted).",
+        unit="percentunit", calibrate=True,
+    ),
 )  # fmt: skip
 
 BY_KEY: dict[str, Measure] = {m.key: m for m in MEASURES}

@@ -15,8 +15,8 @@ the worked example):
 - UDCG: Trappolini, Cuconasu et al., "Redefining Retrieval Evaluation in the Era of LLMs"
   (arXiv 2510.21440), eq. 2 and the training-free eq. 4 with gamma = 1/3; needs each top-K
   passage's p(NO-RESPONSE) from the utility probe (`udcg`).
-- RA-nWG@K, N-Recall4+@K, Precision4+@K: Dallaire, "Practical RAG Evaluation: A Rarity-Aware
-  Set-Based Metric" (arXiv 2511.09545), section 2.4, on the 1-5 utility scale (`ra_nwg`).
+- RA-nWG@K, N-Recall4+@K, Precision4+@K, N-Recall5@K: Dallaire, "Practical RAG Evaluation: A
+  Rarity-Aware Set-Based Metric" (arXiv 2511.09545), section 2.4, on the 1-5 utility scale.
 
 Unjudged passages (grade `None`, e.g. the judge failed on one passage or the budget ran out)
 follow trec_eval's convention: they count as non-relevant (in n_n, gain 0) and never as
@@ -42,6 +42,7 @@ __all__ = [
     "MeasureParams",
     "compute",
     "n_recall4",
+    "n_recall5",
     "precision4",
     "ra_nwg",
     "rarity_weights",
@@ -208,10 +209,16 @@ def compute(
         "ra_nwg": None,
         "n_recall4": None,
         "precision4": None,
+        "n_recall5": None,
     }
     if p_no_response is not None:
-        top_p = p_no_response[:shown]
-        if shown and len(top_p) == shown and all(p is not None for p in top_p):
+        if len(p_no_response) != len(grades):
+            raise ValueError(
+                f"need one p(NO-RESPONSE) (or None) per passage, got {len(p_no_response)} "
+                f"for {len(grades)}"
+            )
+        top_p = p_no_response[:shown]  # the context: the top K, or all if fewer were sent
+        if shown and all(p is not None for p in top_p):
             top_rel = [g is not None and g >= rel for g in grades[:shown]]
             out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma, k)  # type: ignore[arg-type]
     if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)
@@ -221,6 +228,7 @@ def compute(
     else:
         pool, top = _counts5(_checked_utility(utility, len(grades)), k)
     out["ra_nwg"], out["n_recall4"], out["precision4"] = _set_utility(pool, top, k, params.ra_alpha)
+    out["n_recall5"] = _n_recall5(pool, top, k)
     if len(grades) >= 2 * k:
         below = grades[k : 2 * k]  # ranks K+1..2K; the top K's share is n_p
         np_hat = n_p
@@ -346,6 +354,16 @@ def _set_utility(
         good_top / min(k, good_pool) if good_pool else None,
         good_top / k,
     )
+
+
+def _n_recall5(pool: Sequence[int], top: Sequence[int], k: int) -> float | None:
+    return top[5] / min(k, pool[5]) if pool[5] else None
+
+
+def n_recall5(utility: Sequence[int | None], k: int) -> float | None:
+    """N-Recall5@K: grade-5 passages in the top K over min(K, grade-5 in the pool)
+    (Dallaire 2.4); None (NA) when the pool holds none."""
+    return _n_recall5(*_counts5(utility, k), k)
 
 
 def _counts5(utility: Sequence[int | None], k: int) -> tuple[list[int], list[int]]:

@@ -19,8 +19,12 @@ def describe(
     payload: dict | None,
     received_at: float | None,
     error: str | None = None,
+    show_text: bool = True,
 ) -> dict[str, Any]:
-    """Merge the stored result (grades, measures), the stored event and its receipt time."""
+    """Merge the stored result (grades, measures), the stored event and its receipt time.
+
+    With `show_text` False (RAGMON_STORE_TEXT=false) no query or passage text is answered,
+    even while the event still holds it (sealed) for the judge."""
     out: dict[str, Any] = {"event_id": event_id, "status": status}
     if result is not None:
         out.update(result)
@@ -30,7 +34,7 @@ def describe(
     out.setdefault("k", payload.get("k"))
     out.setdefault("labels", payload.get("labels"))
     query = payload.get("query")
-    if isinstance(query, str):  # a dict {"sha": ...} when text storage is off
+    if show_text and isinstance(query, str):  # a dict {"sha": ...} once stripped
         out["query"] = query
     ts = payload.get("timestamp")
     if ts is None and received_at is not None:
@@ -52,7 +56,7 @@ def describe(
             "grade_source": sources[i] if i < len(sources) else None,
             "duplicate_of": dups[i] if i < len(dups) else None,
         }
-        if isinstance(p.get("text"), str):
+        if show_text and isinstance(p.get("text"), str):
             row["text"] = p["text"]
         passages.append(row)
     out["passages"] = passages

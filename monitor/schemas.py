@@ -23,6 +23,7 @@ from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     MAX_TRACE_ID_CHARS,
+    event_id_problem,
 )
 from monitor.measure_table import MEASURES
 
@@ -110,6 +111,9 @@ class RetrievalEvent(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RetrievalEvent:
+        problem = event_id_problem(self.event_id) if self.event_id is not None else None
+        if problem:
+            raise ValueError(problem)
         if self.metadata is not None:
             if len(self.metadata) > MAX_METADATA_KEYS:
                 raise ValueError(f"metadata: at most {MAX_METADATA_KEYS} keys")

@@ -7,6 +7,7 @@ variable, so the process stops before it serves anything.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -105,6 +106,34 @@ def read_keys_file(path: str | Path) -> tuple[str, ...]:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
     lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
     keys = _api_keys(",".join(line for line in lines if line))
+    if not keys:
+        raise ValueError(f"{path} holds no keys")
+    return keys
+
+
+def _text_keys(raw: str) -> tuple[str, ...]:
+    keys = tuple(part.strip() for part in raw.replace("\n", ",").split(",") if part.strip())
+    for key in keys:
+        try:
+            ok = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                "each key must be a Fernet key (32 bytes, url-safe base64): make one with "
+                "ragmon text-key"
+            )
+    return keys
+
+
+def read_text_keys_file(path: str | Path) -> tuple[str, ...]:
+    """Text keys from a file shared by the API and the workers: one per line, newest first,
+    `#` comments ignored."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    keys = _text_keys(",".join(line.split("#", 1)[0].strip() for line in text.splitlines()))
     if not keys:
         raise ValueError(f"{path} holds no keys")
     return keys
@@ -257,6 +286,12 @@ class Settings:
         default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": _number(0.0, 3650)}
     )
     store_text: bool = field(default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": _bool})
+    text_keys: tuple[str, ...] = field(
+        default=(), metadata={"env": "RAGMON_TEXT_KEYS", "parse": _text_keys, "secret": True}
+    )
+    text_keys_file: str | None = field(
+        default=None, metadata={"env": "RAGMON_TEXT_KEYS_FILE", "parse": _text}
+    )
     queue_limit: int = field(
         default=100_000, metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": _number(1, None, int)}
     )
@@ -277,8 +312,18 @@ class Settings:
         default=4096,
         metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": _number(10, 1_000_000, int)},
     )
+    metrics_refresh_s: float = field(
+        default=10.0, metadata={"env": "RAGMON_METRICS_REFRESH_S", "parse": _number(0.0, 3600)}
+    )
+    metrics_process: bool = field(
+        default=True, metadata={"env": "RAGMON_METRICS_PROCESS", "parse": _bool}
+    )
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
+    )
+    #: Seconds an API process lets single events gather into one RQ job (0: a job per write).
+    group_window_s: float = field(
+        default=0.5, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": _number(0.0, 60.0)}
     )
     alert_margin_ndcg: float = field(
         default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": _number(0.0, 1.0)}
@@ -350,6 +395,12 @@ class Settings:
             except ValueError as exc:
                 raise SettingsError(f"RAGMON_API_KEYS_FILE: {exc}") from None
             values["api_keys"] = (*values.get("api_keys", ()), *extra)
+        if values.get("text_keys_file"):  # its keys follow RAGMON_TEXT_KEYS'
+            try:
+                more = read_text_keys_file(values["text_keys_file"])
+            except ValueError as exc:
+                raise SettingsError(f"RAGMON_TEXT_KEYS_FILE: {exc}") from None
+            values["text_keys"] = (*values.get("text_keys", ()), *more)
         return cls(**values)
 
     def measure_params(self) -> MeasureParams:

@@ -1,7 +1,7 @@
 """Builders of Grafana dashboard JSON (panels, variables, layout) for ragmon's dashboards.
 
 The dashboards themselves are in grafana_quality.py and grafana_operations.py; edit there,
-then run `python scripts/build_grafana.py`.
+then run `python scripts/regenerate.py`.
 """
 
 from __future__ import annotations

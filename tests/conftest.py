@@ -36,7 +36,8 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
     """Settings for a test: a fresh Redis, the lexical judge, no .env file."""
-    return Settings.from_env({"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical"}, dotenv=None)
+    env = {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_METRICS_REFRESH_S": "0"}
+    return Settings.from_env(env, dotenv=None)
 
 
 @pytest.fixture(scope="session")

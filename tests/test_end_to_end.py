@@ -105,3 +105,42 @@ def test_promtool_check_metrics_passes(stack):
         [promtool, "check", "metrics"], input=stack.metrics(), capture_output=True, text=True
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_one_apps_key_cannot_take_another_apps_series(redis_url):
+    """Over HTTP with real workers: appA's key sends 300 junk `index` values (per-app budget
+    100); appB's key then brings three new retrievers, which keep their own names."""
+    from tests.support.stack import Stack
+
+    key_a, key_b = "a" * 24, "b" * 24
+    env = {"RAGMON_API_KEYS": f"{key_a}:appA,{key_b}:appB", "RAGMON_MAX_SERIES_PER_APP": "100"}
+    stack = Stack(redis_url, workers=2, env=env).start()
+    try:
+        grades = [3, 0, 1, 0, 2, 0, 0, 0, 0, 0]
+        junk = [
+            make_event(grades=grades, labels={"app": "appA", "index": f"j{i}"}, seed=i)
+            for i in range(300)
+        ]
+        stack.client.headers["authorization"] = f"Bearer {key_a}"
+        stack.post(junk)
+        stack.wait_done([e["event_id"] for e in junk], timeout=180, app="appA")
+        mine = [
+            make_event(grades=grades, labels={"app": "appB", "retriever": r}, seed=900 + j)
+            for j, r in enumerate(("bm25", "dense", "hybrid"))
+        ]
+        stack.client.headers["authorization"] = f"Bearer {key_b}"
+        stack.post(mine)
+        stack.wait_done([e["event_id"] for e in mine], app="appB")
+        text = stack.metrics()
+        for r in ("bm25", "dense", "hybrid"):
+            assert (
+                sample_value(text, "ragmon_retrieval_ndcg_count", {"app": "appB", "retriever": r})
+                == 1
+            )
+        assert (
+            sample_value(text, "ragmon_retrieval_ndcg_count", {"app": "appA", "index": "other"})
+            == 200
+        )
+        assert sample_value(text, "ragmon_series_folded_total", {"app": "appA"}) == 200
+    finally:
+        stack.stop()

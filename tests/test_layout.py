@@ -5,6 +5,9 @@
    them, never the reverse.
 2. Nothing is built at import time in `monitor/` and `workers/`: no module-level Settings,
    app, Redis client, queue or metrics registry (tests could not configure them otherwise).
+3. The SDK (`monitor/client`) imports nothing of the server.
+4. The store imports no worker code and names it only in its RQ adapter, the one user of RQ's
+   internals.
 """
 
 from __future__ import annotations
@@ -350,3 +353,37 @@ def test_importing_the_sdk_loads_no_server_package() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]", result.stdout
+
+
+# --- 4. the store never names worker code; RQ's internals stay in one adapter ------------------
+
+RQ_ADAPTER = "monitor/store/rq_jobs.py"
+
+
+def test_the_store_never_imports_or_names_worker_code() -> None:
+    """Only the RQ adapter spells the job functions' dotted names (RQ imports them by name)."""
+    bad = []
+    for path in python_files("monitor", "store"):
+        tree = parse(path)
+        bad += [
+            f"{rel(path)}:{lineno}: import {module}"
+            for lineno, module in imported_modules(tree)
+            if module == "workers" or module.startswith("workers.")
+        ]
+        if rel(path) != RQ_ADAPTER:
+            bad += [
+                f"{rel(path)}:{node.lineno}: {node.value!r}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("workers.")
+            ]
+    assert not bad, bad
+
+
+def test_rq_internals_are_used_only_by_the_adapter() -> None:
+    """Pipeline internals recorded for the ingest script (`command_stack`) appear nowhere else."""
+    users = sorted(
+        rel(p) for p in package_files() if "command_stack" in p.read_text(encoding="utf-8")
+    )
+    assert users == [RQ_ADAPTER]

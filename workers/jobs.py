@@ -1,10 +1,14 @@
-"""The RQ job: judge a small batch of events, compute their measures, record each once."""
+"""The RQ job: judge a small batch of events, compute their measures, record each once.
+
+While it runs, the job also takes the events that arrive meanwhile (`Claims`)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import time
+from asyncio import FIRST_COMPLETED
 from typing import Any
 
 from monitor.measures import MeasureParams, compute
@@ -15,6 +19,10 @@ from workers.grading import grade_event, on_both_scales, probe_event
 from workers.judges.base import Judge, JudgeError
 
 log = logging.getLogger("ragmon.worker")
+
+CLAIM_LEASE_S = 30.0  # a dead work horse's claimed events are regrouped after this
+CLAIM_POLL_S = 0.1  # how often a running job looks for events that just arrived
+GREEDY_MAX_S = 60.0  # then the job takes no more and ends: a warm shutdown waits for it
 
 
 class RetryLater(Exception):
@@ -34,22 +42,47 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
     events = [
         e for e in store.load_events(refs) if e is not None and e["_status"] in ("queued", "failed")
     ]
-    counts = {"done": 0, "failed": 0, "skipped": len(refs) - len(events), "retry": 0}
-    if not events:
+    counts = {"done": 0, "failed": 0, "skipped": len(refs) - len(events), "retry": 0, "claimed": 0}
+    greedy = ctx.settings.group_window_s > 0
+    if not events and not greedy:
         return counts
     judge = ctx.make_judge()
     params = ctx.settings.measure_params()
+    tasks: dict[asyncio.Future, dict] = {}
+    outcomes: list[tuple[dict, object]] = []
+    claims = Claims(store)
     try:
-        outcomes = await asyncio.gather(
-            *(_one(ctx, store, judge, params, e) for e in events), return_exceptions=True
-        )
+        for e in events:
+            tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e))] = e
+        until = time.monotonic() + GREEDY_MAX_S
+        while True:
+            if greedy and time.monotonic() < until:
+                for e in claims.take(ctx.settings.job_batch_size - len(tasks)):
+                    tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e))] = e
+            if not tasks:
+                break
+            finished, _ = await asyncio.wait(
+                tasks, timeout=CLAIM_POLL_S if greedy else None, return_when=FIRST_COMPLETED
+            )
+            for task in finished:
+                event = tasks.pop(task)
+                outcome = task.exception() or task.result()
+                if ref_of(event) in claims.held:
+                    greedy = claims.settle(event, outcome) and greedy
+                    counts["claimed"] += 1
+                else:
+                    outcomes.append((event, outcome))
+                if isinstance(outcome, JudgeError) and outcome.retryable:
+                    greedy = False  # the judge is failing for now: take no more
+            claims.renew()
     finally:
         close = getattr(judge, "aclose", None)
         if close is not None:
             await close()
+        claims.give_back()  # only on an error of the job itself: a sweep regroups them
     retry_reasons = []
     lasting: dict[str, str] = {}
-    for event, outcome in zip(events, outcomes, strict=True):
+    for event, outcome in outcomes:
         if isinstance(outcome, JudgeError) and outcome.retryable:
             counts["retry"] += 1
             retry_reasons.append(outcome.reason)
@@ -60,7 +93,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
         elif isinstance(outcome, BaseException):
             raise outcome
         else:
-            counts[outcome] += 1
+            counts[str(outcome)] += 1
     if lasting:  # say it in the log too, not only in GET: a bad key fails every event
         log.warning(
             "%d events failed for good (%s); `ragmon requeue-failed` once it is fixed",
@@ -70,6 +103,61 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
     if retry_reasons:
         raise RetryLater(f"{counts['retry']} events to retry: {sorted(set(retry_reasons))}")
     return counts
+
+
+class Claims:
+    """Events a running job took from the grouping window (`Grouping.claim`), under a lease.
+
+    A job keeps taking the events that arrive while it runs, so single events share one
+    event loop, one HTTP client and one fork instead of costing a job each. Safety: a claimed
+    event's lease is renewed while it is judged; if the work horse dies, the lease ends and a
+    sweep puts it into an RQ job. A passing judge failure gives it back the same way, so RQ's
+    retries (and their schedule) apply to it as to any event.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.held: set[str] = set()
+        self.renewed_at = time.monotonic()
+
+    def take(self, room: int) -> list[dict]:
+        if room <= 0:
+            return []
+        refs = self.store.grouping.claim(room, CLAIM_LEASE_S)
+        if not refs:
+            return []
+        out = []
+        for ref, e in zip(refs, self.store.load_events(refs), strict=True):
+            if e is not None and e["_status"] in ("queued", "failed"):
+                self.held.add(ref)
+                out.append(e)
+            else:
+                self.store.grouping.release([ref])  # done meanwhile, or expired
+        return out
+
+    def settle(self, event: dict, outcome: object) -> bool:
+        """Record a claimed event's outcome; False when the judge is failing for now (the job
+        then stops taking more)."""
+        ref = ref_of(event)
+        self.held.discard(ref)
+        if isinstance(outcome, JudgeError) and not outcome.retryable:
+            self.store.fail(ref, outcome.reason, str(outcome))
+        elif isinstance(outcome, BaseException):
+            log.warning("event %s given back for an RQ retry: %s", ref, outcome)
+            self.store.grouping.release([ref], retry=True)
+            return False
+        self.store.grouping.release([ref])
+        return True
+
+    def renew(self) -> None:
+        if self.held and time.monotonic() - self.renewed_at > CLAIM_LEASE_S / 3:
+            self.renewed_at = time.monotonic()
+            self.store.grouping.renew(list(self.held), CLAIM_LEASE_S)
+
+    def give_back(self) -> None:
+        if self.held:
+            self.store.grouping.release(list(self.held), retry=True)
+            self.held.clear()
 
 
 async def _one(

@@ -18,6 +18,7 @@ from rq.job_lifecycle import call_exception_handlers
 from monitor.preflight import describe, judge_url, wait_for_redis
 from monitor.settings import Settings
 from monitor.store import Store
+from monitor.store.ingest import SWEEP_AGE_S
 from workers.context import build_context, set_context
 
 log = logging.getLogger("ragmon.worker")
@@ -50,6 +51,28 @@ class RagmonWorker(Worker):
     """RQ's worker; a failed job is logged in one line naming what to check."""
 
     judge_endpoint = ""
+    store: Store | None = None
+
+    def work(self, burst: bool = False, *args: Any, **kwargs: Any) -> bool:
+        """RQ's loop; `--burst` first turns every event of the grouping window into a job, so
+        that "drain what is waiting" includes them."""
+        if burst and self.store is not None:
+            self.store.grouping.sweep(0)
+        return bool(super().work(burst, *args, **kwargs))
+
+    def run_maintenance_tasks(self) -> None:
+        """RQ's maintenance, then the grouping sweep: events whose API process died inside the
+        grouping window (RAGMON_GROUP_WINDOW_S) get their RQ job here."""
+        super().run_maintenance_tasks()
+        if self.store is None:
+            return
+        try:
+            n = self.store.grouping.sweep(SWEEP_AGE_S)
+        except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
+            log.warning("grouping sweep failed: %s", exc)
+            return
+        if n:
+            log.info("enqueued %d events left in the grouping window by a stopped API", n)
 
     def handle_exception(self, job: Any, *exc_info: Any) -> None:
         exc = exc_info[1]
@@ -95,6 +118,7 @@ def make_worker(
         # the wait to the maintenance interval.
         worker_ttl=maintenance_interval + 15,
     )
+    worker.store = ctx.store
     if settings.judge == "openai":
         worker.judge_endpoint = judge_url(settings)
     return worker

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import logging
 import re
 import uuid
@@ -17,10 +18,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
-from monitor import export
 from monitor.api import otlp
 from monitor.api.auth import KeyRing, Principal
 from monitor.api.ingest import IngestWriter, sampled_in
+from monitor.api.metrics import MetricsText
 from monitor.schemas import (
     LABEL_PATTERN,
     Accepted,
@@ -79,7 +80,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     writer = IngestWriter(store)
     keys = KeyRing(settings.api_keys)
     metrics_keys = KeyRing(settings.metrics_api_keys)
-    registry = export.make_registry(store)
+    metrics_text = MetricsText(settings, store)
     span_map = otlp.SpanMap.from_settings(settings)
 
     @asynccontextmanager
@@ -95,6 +96,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         await writer.start()
         yield
         await writer.stop()
+        metrics_text.close()
         gc.set_threshold(*thresholds)
         gc.unfreeze()
 
@@ -196,7 +198,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             items.append(
                 IngestItem(
                     ev.event_id,
-                    ev.model_dump_json(exclude_none=True),
+                    store.sealer.seal(ev.model_dump_json(exclude_none=True)),
                     sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
                     app=ev.labels.app,
                 )
@@ -385,10 +387,13 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                 headers={"WWW-Authenticate": "Bearer"},
             )
         try:
-            body = await asyncio.to_thread(export.render, registry)
+            body = await metrics_text.body()
         except Exception as exc:
             return JSONResponse({"detail": f"event store unavailable: {exc}"}, 503)
-        return Response(body, media_type=PROMETHEUS_TEXT)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+            return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
+        return Response(await asyncio.to_thread(gzip.decompress, body), media_type=PROMETHEUS_TEXT)
 
     def openapi() -> dict:
         if app.openapi_schema is None:

@@ -13,6 +13,7 @@ sends a request, and a health check always gets through.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from typing import Any
 
@@ -20,6 +21,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from monitor.api.logs import KindFilter
 from monitor.settings import Settings
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
@@ -124,5 +126,9 @@ def guarded_protocol(settings: Settings) -> type[GuardedH11Protocol]:
 
 def uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
     """The API's uvicorn configuration: the guarded protocol, no access log (a line per
-    request), and the connection cap below the process's file-descriptor limit."""
-    return uvicorn.Config(app, http=guarded_protocol(settings), access_log=False, **options)
+    request), uvicorn's own warnings limited per kind (`KindFilter`)."""
+    config = uvicorn.Config(app, http=guarded_protocol(settings), access_log=False, **options)
+    server_log = logging.getLogger("uvicorn.error")  # configured by Config: filter it after
+    if not any(isinstance(f, KindFilter) for f in server_log.filters):
+        server_log.addFilter(KindFilter())
+    return config

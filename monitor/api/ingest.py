@@ -5,6 +5,14 @@ drains everything pending into a single ingest call (`Store.async_ingest`: one L
 on redis.asyncio, so the event loop never blocks on Redis and pays no thread hop), and the
 write cost is paid per batch, not per request. While one batch is in flight the next one
 gathers, so batches grow with the load.
+
+Grouping window: events that arrive one by one would each become a 1-event RQ job (a work
+horse, an event loop and an HTTP client for 20 judge calls: a worker then judges ~45
+passages/s instead of ~230). So a write's last, partial job is left open (its events are
+stored and their refs kept in `Keys.ungrouped`, atomically) and the writer enqueues it once it
+is full or `RAGMON_GROUP_WINDOW_S` has passed since its first event; while jobs already wait
+in the RQ queue, no worker is free anyway, so the group keeps filling for up to BUSY_WINDOW_S.
+The writer also sweeps refs older than SWEEP_AGE_S into jobs: those of a dead API process.
 """
 
 from __future__ import annotations
@@ -15,10 +23,11 @@ import hashlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable
 
 from monitor.api.logs import KindLimiter
 from monitor.store import IngestItem, Store
-from monitor.store.ingest import AsyncIngest
+from monitor.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, Answer, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
@@ -26,6 +35,7 @@ MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
 LINGER_S = 0.002
 LINGER_BELOW = 8  # events in the previous write
 DEPTH_REFRESH_S = 0.5
+SWEEP_EVERY_S = 5.0
 # The write's deadline in Redis comes this much before the API stops waiting: Redis refuses a
 # write it runs later, so no write the API answered 503 for can land, with clocks up to this far
 # apart (NTP keeps them within milliseconds).
@@ -52,24 +62,33 @@ class IngestWriter:
         self.log = KindLimiter(log)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
+        self._grouper: asyncio.Task | None = None
+        self._group_wake = asyncio.Event()
         self._rejections: Counter[str] = Counter()
         self._spans: Counter[str] = Counter()  # /v1/traces spans by outcome
         self._depth = 0
         self._depth_at = 0.0
         self._ingest: AsyncIngest | None = None
         self._last_write = 0
+        self._window = store.settings.group_window_s
+        self._open: list[str] = []  # refs this process left to the grouping window
+        self._opened_at = 0.0  # monotonic time of the first of them
+        self._swept_at = 0.0
 
     async def start(self) -> None:
         self._ingest = self.store.async_ingest()
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="ragmon-ingest-writer")
+        self._grouper = asyncio.create_task(self._group_loop(), name="ragmon-ingest-grouper")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._grouper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._flush_rejections()
+        await self._close_group()
         if self._ingest is not None:
             await self._ingest.aclose()
             self._ingest = None
@@ -134,23 +153,81 @@ class IngestWriter:
                 if batch:
                     await self._write(batch, deadline)
 
+    def _next_tick(self) -> float:
+        """Wake up for the open group's deadline (checked again if jobs are waiting)."""
+        if not self._open:
+            return 1.0
+        left = self._opened_at + self._window - time.monotonic()
+        return min(1.0, left) if left > 0.005 else 0.1
+
+    async def _group_loop(self) -> None:
+        """Its own task: a slow Redis call here never holds up the writes (and their 202s)."""
+        self._group_wake = asyncio.Event()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._group_wake.wait(), timeout=self._next_tick())
+            self._group_wake.clear()
+            try:
+                await self._grouping()
+            except Exception as exc:  # noqa: BLE001 - Redis down: the refs are safe in Redis
+                log.debug("grouping failed: %s", exc)
+
+    async def _grouping(self) -> None:
+        """Close the open group when due; now and then, sweep refs nobody grouped."""
+        now = time.monotonic()
+        if self._open:
+            size = self.store.settings.job_batch_size
+            age = now - self._opened_at
+            due = len(self._open) >= size or age >= BUSY_WINDOW_S
+            if not due and age >= self._window:
+                due = await self.queue_depth() == 0
+            if due:
+                await self._close_group()
+        if self._ingest is not None and now - self._swept_at >= SWEEP_EVERY_S:
+            self._swept_at = now
+            try:
+                stale = await self._ingest.stale(SWEEP_AGE_S)
+                if stale:
+                    n = await self._ingest.group(stale)
+                    log.info("grouped %d events left waiting by a stopped API process", n)
+            except Exception as exc:  # Redis down: the next sweep tries again
+                log.debug("grouping sweep failed: %s", exc)
+
+    async def _close_group(self) -> None:
+        if not self._open or self._ingest is None:
+            return
+        refs, self._open = self._open, []
+        try:
+            await self._ingest.group(refs)
+        except Exception as exc:  # they stay in Redis; a sweep turns them into jobs later
+            log.warning("could not enqueue %d grouped events (%s); retrying", len(refs), exc)
+            self._open = refs + self._open
+            self._opened_at = time.monotonic() - self._window + 1.0  # again in a second
+
     async def _write(
         self, batch: list[tuple[list[IngestItem], asyncio.Future]], deadline: float
     ) -> None:
         flat = [it for items, _ in batch for it in items]
+        deferred: list[str] = []
         try:
             if self._ingest is not None:
-                write = self._ingest(flat, deadline)
+                write = self._ingest.write(flat, deadline, defer=self._window > 0)
             else:  # a store without REDIS_URL: the sync client, in a thread
-                write = asyncio.to_thread(self.store.ingest, flat, deadline)
+                write = _no_deferral(asyncio.to_thread(self.store.ingest, flat, deadline))
             # a hung connection must not stall every later batch; the deadline keeps a write
             # still on its way from landing
-            results = await asyncio.wait_for(write, self.timeout_s)
+            results, deferred = await asyncio.wait_for(write, self.timeout_s)
         except Exception as exc:  # Redis down: every waiting request gets the error
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
             return
+        if deferred:
+            if not self._open:
+                self._opened_at = time.monotonic()
+            self._open += deferred
+            if len(self._open) >= self.store.settings.job_batch_size:
+                self._group_wake.set()  # a full job: enqueue it now
         i = 0
         for items, fut in batch:
             if not fut.done():
@@ -172,3 +249,7 @@ class IngestWriter:
             self._spans.update(spans)
             why = " ".join(str(exc).split()) or type(exc).__name__
             self.log.warning("counts", "could not record counts (kept for later): %s", why)
+
+
+async def _no_deferral(write: Awaitable[list[Answer]]) -> tuple[list[Answer], list[str]]:
+    return await write, []

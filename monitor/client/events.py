@@ -35,6 +35,7 @@ from monitor.limits import (
     MAX_PASSAGES,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
+    event_id_problem,
 )
 
 MAX_FUTURE_S = MAX_CLOCK_SKEW.total_seconds()
@@ -65,6 +66,8 @@ def build_event(
         event_id = new_event_id()
     elif not isinstance(event_id, str) or not 1 <= len(event_id) <= MAX_EVENT_ID_CHARS:
         raise InvalidEvent(f"event_id: must be a string of 1-{MAX_EVENT_ID_CHARS} chars")
+    elif problem := event_id_problem(event_id):
+        raise InvalidEvent(problem)
     event: dict[str, Any] = {
         "event_id": event_id,
         "query": query,

@@ -1,11 +1,11 @@
-"""Writes the demo data files from the knowledge base below: `python -m monitor.demo.build_data`.
+"""The demo data files, from the knowledge base below (`python scripts/regenerate.py` writes them).
 
 The product, "Acme Cloud Backup", and every passage and query were written for ragmon; nothing
 is copied from a real product's documentation. Each topic groups 4-6 passages. A query names the
 passages that answer it (grade 3 exactly, 2 partly); the other passages of its topic are on-topic
 distractors (grade 1) unless the query says otherwise, and everything else is unrelated (0).
 
-Outputs (in `monitor/demo/data/`, committed; rerun after editing this file):
+Outputs (in `monitor/demo/data/`, committed; regenerate after editing this file):
 - `kb.jsonl`: passages `{id, topic, segment, text}`;
 - `queries.jsonl`: `{id, query, segment, grades: {passage_id: grade}}` (grades > 0 only);
 - `events.jsonl`: one HTTP event per query and retriever, top 2K = 10 passages, K = 5;
@@ -576,14 +576,12 @@ def build() -> tuple[list[dict], list[dict]]:
     return kb, queries
 
 
-def _write(path: Path, rows: list[dict]) -> None:
-    with path.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n" for row in rows)
 
 
-def main(out: Path = DATA_DIR) -> None:
-    """Write kb.jsonl, queries.jsonl, events.jsonl and golden.jsonl into `out`."""
+def files() -> dict[str, str]:
+    """kb.jsonl, queries.jsonl, events.jsonl and golden.jsonl: name -> exact text."""
     kb, queries = build()
     texts = {p["id"]: p["text"] for p in kb}
     events: list[dict] = []
@@ -604,12 +602,21 @@ def main(out: Path = DATA_DIR) -> None:
                     ],
                 }
             )
+    return {
+        "kb.jsonl": _jsonl(kb),
+        "queries.jsonl": _jsonl(queries),
+        "events.jsonl": _jsonl(events),
+        "golden.jsonl": _jsonl(golden),
+    }
+
+
+def main(out: Path = DATA_DIR) -> None:
+    """Write the data files into `out` (scripts/regenerate.py writes them with the others)."""
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / "kb.jsonl", kb)
-    _write(out / "queries.jsonl", queries)
-    _write(out / "events.jsonl", events)
-    _write(out / "golden.jsonl", golden)
-    print(f"wrote {len(kb)} passages, {len(queries)} queries, {len(events)} events to {out}")
+    written = files()
+    for name, text in written.items():
+        (out / name).write_text(text, encoding="utf-8")
+    print(f"wrote {', '.join(written)} to {out}")
 
 
 if __name__ == "__main__":

@@ -46,15 +46,22 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def prune(out: Path, keep: int) -> list[Path]:
-    """Keep the newest `keep` dated reports (report-*.html/.md) in `out`; returns removed files."""
-    dated = sorted(out.glob("report-*.html"), key=lambda p: p.stat().st_mtime, reverse=True)
+MANIFEST = ".ragmon-reports"  # the dated reports ragmon wrote in a directory, oldest first
+
+
+def prune(out: Path, stem: str, keep: int) -> list[Path]:
+    """Record `stem` as written and keep the newest `keep` dated reports that ragmon wrote in
+    `out` (listed in its MANIFEST): any other file, whatever its name, is left alone."""
+    manifest = out / MANIFEST
+    stems = manifest.read_text().split() if manifest.exists() else []
+    stems = [s for s in stems if s != stem] + [stem]
     removed = []
-    for html_path in dated[keep:]:
-        for p in (html_path, html_path.with_suffix(".md")):
+    for old in stems[:-keep]:
+        for p in (out / f"{old}.html", out / f"{old}.md"):
             if p.exists():
                 p.unlink()
                 removed.append(p)
+    _write(manifest, "".join(f"{s}\n" for s in stems[-keep:]))
     return removed
 
 
@@ -92,7 +99,7 @@ def write_report(
     _write(dated_html, page)
     _write(out / "report.md", md)
     _write(out / "report.html", page)
-    for p in prune(out, keep):
+    for p in prune(out, stem, keep):
         progress(f"removed old report {p.name}")
     progress(f"wrote {out / 'report.html'} and {out / 'report.md'}")
     return Written(out / "report.md", out / "report.html", dated_html, report)

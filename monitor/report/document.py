@@ -34,20 +34,34 @@ class Doc:
         self.blocks.append(("img", png_b64, alt))
 
 
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
+
+
+def _md(text: str) -> str:
+    """Text for report.md, which also holds untrusted text (queries, ids, labels): outside code
+    spans, `<` `>` `&` become entities and `[` `]` are escaped, so no Markdown viewer renders
+    a tag (`<script>`, `<img onerror>`) or a link (`[x](javascript:...)`) from it; inside a
+    code span everything is shown literally anyway."""
+    parts = _CODE.split(text)  # odd items: code span contents
+    return "".join(
+        f"`{part}`" if i % 2 else part.translate(_MD_ESCAPES) for i, part in enumerate(parts)
+    )
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md(text).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(doc: Doc) -> str:
-    out = [f"# {doc.title}", ""]
+    out = [f"# {_md(doc.title)}", ""]
     for b in doc.blocks:
         kind = b[0]
         if kind == "h":
-            out += ["#" * b[1] + " " + b[2], ""]
+            out += ["#" * b[1] + " " + _md(b[2]), ""]
         elif kind == "p":
-            out += [b[1], ""]
+            out += [_md(b[1]), ""]
         elif kind == "ul":
-            out += [f"- {item}" for item in b[1]] + [""]
+            out += [f"- {_md(item)}" for item in b[1]] + [""]
         elif kind == "table":
             headers, rows = b[1], b[2]
             out.append("| " + " | ".join(_md_cell(h) for h in headers) + " |")
@@ -55,7 +69,7 @@ def to_markdown(doc: Doc) -> str:
             out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
             out.append("")
         elif kind == "img":
-            out += [f"*Plot: {b[2]} (embedded in report.html).*", ""]
+            out += [f"*Plot: {_md(b[2])} (embedded in report.html).*", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -1,6 +1,7 @@
 """All Redis access: events, results, aggregates, the RQ queue. Everything else calls this.
 
-Layout of the keys: `monitor.store.keys`; atomic multi-key changes: `monitor.store.scripts`.
+Layout of the keys: `monitor.store.keys`; atomic multi-key changes: `monitor.store.scripts`;
+how jobs sit in RQ: `monitor.store.rq_jobs`.
 """
 
 from __future__ import annotations
@@ -17,23 +18,23 @@ from typing import Any, cast
 
 import redis
 import redis.asyncio
-from rq import Callback, Queue, Retry
+from rq import Queue
 
 from monitor.catalog import LAG_BUCKETS
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
 from monitor.results import describe
 from monitor.settings import Settings
 from monitor.store import scripts
+from monitor.store.grouping import Grouping
 from monitor.store.ingest import AsyncIngest, plan_ingest
 from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.rq_jobs import Jobs
+from monitor.store.sealing import Sealer
 from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
 
-JOB_FUNC = "workers.jobs.process_events"
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
 DAY_EVENTS_KEEP = 50_000
 QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
-JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
-JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
 CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
 
 
@@ -91,10 +92,12 @@ class Store:
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST)
         self._ingest_jobs = client.register_script(scripts.INGEST_JOBS)
-        self._rq_queue = Queue(settings.queue_name, connection=client)
+        self.jobs = Jobs(client, settings.queue_name, settings.job_batch_size)
         self._finish = client.register_script(scripts.FINISH)
         self._fail = client.register_script(scripts.FAIL)
         self.series = SeriesBudget(self)
+        self.grouping = Grouping(self)
+        self.sealer = Sealer(settings)
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -112,7 +115,7 @@ class Store:
 
     @property
     def queue(self) -> Queue:
-        return Queue(self.settings.queue_name, connection=self.client)
+        return self.jobs.queue
 
     @property
     def result_ttl_s(self) -> int:
@@ -185,36 +188,12 @@ class Store:
                 keys = [self.keys.event(it.ref) for it in fresh] + [self.keys.counters]
                 self._ingest(keys=keys, args=argv, client=pipe)
                 if to_judge:
-                    self._enqueue(to_judge, pipe)
+                    self.jobs.enqueue(to_judge, pipe)
                 created = pipe.execute()[0]
             for it, c in zip(fresh, created, strict=True):
                 st = "sampled_out" if it.sampled_out else "queued"
                 out[new[it.ref]] = (st, bool(c))
         return [o for o in out if o is not None]
-
-    def _job_data(self, refs: Sequence[str]) -> Any:
-        return Queue.prepare_data(
-            JOB_FUNC,
-            args=(list(refs),),
-            timeout=JOB_TIMEOUT_S,
-            result_ttl=60,
-            failure_ttl=30 * 86400,
-            retry=JOB_RETRY,
-            on_failure=Callback("workers.jobs.on_job_failure"),
-            description=f"ragmon: judge {len(refs)} events",
-        )
-
-    def _enqueue(self, refs: Sequence[str], pipe: redis.client.Pipeline) -> None:
-        size = self.settings.job_batch_size
-        datas = [self._job_data(refs[i : i + size]) for i in range(0, len(refs), size)]
-        self._rq_queue.enqueue_many(datas, pipeline=pipe)
-
-    def job_commands(self, refs: Sequence[str]) -> list[tuple]:
-        """The Redis commands RQ's `enqueue_many` issues for one job judging the events `refs`
-        (recorded on a pipeline that is never executed; the ingest script runs them)."""
-        pipe = self.client.pipeline(transaction=False)
-        self._rq_queue.enqueue_many([self._job_data(refs)], pipeline=pipe)
-        return [args for args, _ in pipe.command_stack]
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
         """The stored status of each event by `event_ref` (None when unknown or expired)."""
@@ -244,7 +223,7 @@ class Store:
             if status is None or payload is None:
                 out.append(None)
                 continue
-            event = json.loads(payload)
+            event = json.loads(self.sealer.open(payload))
             event["_status"] = status.decode()
             event["_received_at"] = float(rt)
             out.append(event)
@@ -343,9 +322,10 @@ class Store:
             event_id,
             _text(status),
             json.loads(result) if result is not None else None,
-            json.loads(payload) if payload is not None else None,
+            json.loads(self.sealer.open(payload)) if payload is not None else None,
             float(rt) if rt is not None else None,
             _text(error) if error is not None else None,
+            show_text=self.settings.store_text,
         )
 
     def note_error(self, refs: Sequence[str], error: str) -> None:
@@ -384,7 +364,7 @@ class Store:
             for ref in todo:
                 pipe.hset(self.keys.event(ref), "s", "queued")
                 pipe.zrem(self.keys.failed, ref)
-            self._enqueue(todo, pipe)
+            self.jobs.enqueue(todo, pipe)
             pipe.execute()
         return len(todo)
 
@@ -495,7 +475,7 @@ class Store:
     def retrying_jobs(self) -> int:
         """Jobs RQ holds for a later retry after a passing judge failure (its scheduled
         registry: ragmon schedules nothing else there)."""
-        return int(self._rq_queue.scheduled_job_registry.get_job_count(cleanup=False))
+        return self.jobs.waiting_retry()
 
 
 def day_record(

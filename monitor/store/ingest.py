@@ -7,6 +7,13 @@ writes). A job whose events are partly known already (a retried batch mixed with
 is left untouched by the script and goes through `Store.ingest_exact`, the two-step path.
 `AsyncIngest` runs the same call on redis.asyncio, so the API's event loop never waits for a
 thread hop per batch.
+
+Grouping window (RAGMON_GROUP_WINDOW_S): with `defer`, a write's last, partial job is not
+enqueued; its events are stored with their refs in `Keys.ungrouped` instead (same atomic
+call), and the API process later turns them into one job with the events of later writes
+(`scripts.GROUP`, all or nothing). Single events posted one by one then share jobs as batches
+do, instead of costing a work horse each. A process that dies holding refs leaves them in the
+zset, where `Grouping.sweep` (API writers and workers' maintenance) finds them.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ if TYPE_CHECKING:
     from monitor.store import IngestItem, Store
 
 Answer = tuple[str, bool]
+BUSY_WINDOW_S = 5.0  # how long a group may keep filling while RQ jobs wait for a worker
+SWEEP_AGE_S = BUSY_WINDOW_S + 10.0  # ungrouped refs older than this belong to no live writer
 
 
 def status_of(item: IngestItem) -> str:
@@ -40,6 +49,11 @@ class IngestPlan:
     dups: list[tuple[int, int]] = field(default_factory=list)  # (item, its first occurrence)
     keys: list[str] = field(default_factory=list)
     args: list[Any] = field(default_factory=list)
+    deferred: list[int] = field(default_factory=list)  # items left to the grouping window
+
+    def created_deferred(self, out: Sequence[Answer | None]) -> list[str]:
+        """Refs of the events this write created and left to the grouping window."""
+        return [self.items[i].ref for i in self.deferred if (a := out[i]) is not None and a[1]]
 
     def settle(self, reply: Sequence[Any]) -> tuple[list[Answer | None], list[int]]:
         """Answers per item, and the items the exact path must take (None answers)."""
@@ -57,9 +71,12 @@ class IngestPlan:
         return out, redo
 
 
-def plan_ingest(store: Store, items: Sequence[IngestItem], deadline: float = 0.0) -> IngestPlan:
+def plan_ingest(
+    store: Store, items: Sequence[IngestItem], deadline: float = 0.0, defer: bool = False
+) -> IngestPlan:
     """Group the new ids into jobs of RAGMON_JOB_BATCH_SIZE; sampled-out ones get no job.
-    Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing."""
+    Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing.
+    With `defer`, the last job, when not full, is left to the grouping window."""
     plan = IngestPlan(items)
     first: dict[str, int] = {}
     judged: list[int] = []
@@ -71,13 +88,19 @@ def plan_ingest(store: Store, items: Sequence[IngestItem], deadline: float = 0.0
         first[it.ref] = i
         (sampled if it.sampled_out else judged).append(i)
     size = store.settings.job_batch_size
-    groups: list[tuple[list[int], list[tuple]]] = [
-        (chunk, store.job_commands([items[i].ref for i in chunk]))
-        for chunk in (judged[j : j + size] for j in range(0, len(judged), size))
-    ]
+    now = time.time()
+    chunks = [judged[j : j + size] for j in range(0, len(judged), size)]
+    groups: list[tuple[list[int], list[tuple]]] = []
+    for chunk in chunks:
+        refs = [items[i].ref for i in chunk]
+        if defer and len(chunk) < size:
+            plan.deferred = chunk
+            wait = [x for ref in refs for x in (now, ref)]
+            groups.append((chunk, [("ZADD", store.keys.ungrouped, *wait)]))
+        else:
+            groups.append((chunk, store.jobs.commands(refs)))
     if sampled:
         groups.append((sampled, []))
-    now = time.time()
     plan.args += [store.result_ttl_s, deadline]
     for chunk, _ in groups:
         for i in chunk:
@@ -102,11 +125,19 @@ class AsyncIngest:
         self.store = store
         self.client = client
         self._script = client.register_script(scripts.INGEST_JOBS)
+        self._group = client.register_script(scripts.GROUP)
+        self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS)
 
     async def __call__(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[Answer]:
         """Store items durably; `(status, created)` per item. Raises on Redis errors, and
         without writing anything when Redis runs the write past `deadline`."""
-        plan = plan_ingest(self.store, items, deadline)
+        return (await self.write(items, deadline))[0]
+
+    async def write(
+        self, items: Sequence[IngestItem], deadline: float = 0.0, defer: bool = False
+    ) -> tuple[list[Answer], list[str]]:
+        """`__call__`, and the refs left to the grouping window (only with `defer`)."""
+        plan = plan_ingest(self.store, items, deadline, defer)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         out, redo = plan.settle(reply)
         if redo:  # rare: a job mixing known and new ids
@@ -114,7 +145,49 @@ class AsyncIngest:
             again = await asyncio.to_thread(self.store.ingest_exact, redone, deadline)
             for i, answer in zip(redo, again, strict=True):
                 out[i] = answer
-        return [o for o in out if o is not None]
+        return [o for o in out if o is not None], plan.created_deferred(out)
+
+    async def group(self, refs: Sequence[str]) -> int:
+        """`Grouping.group` on redis.asyncio."""
+        done = 0
+        for chunk in job_chunks(self.store, refs):
+            while chunk:
+                reply = await self._group(
+                    keys=[self.store.keys.ungrouped], args=group_args(self.store, chunk)
+                )
+                if reply == 1:
+                    done += len(chunk)
+                    break
+                chunk = texts(reply)  # some were grouped by another process: the rest
+        return done
+
+    async def stale(self, age_s: float, limit: int = 1000) -> list[str]:
+        """Refs waiting in the grouping window for more than `age_s` (their writer is gone), and
+        claims whose lease ended (their work horse is gone)."""
+        keys = self.store.keys
+        await self._expired_claims(keys=[keys.claimed, keys.ungrouped], args=[time.time()])
+        raw = await self.client.zrangebyscore(
+            self.store.keys.ungrouped, "-inf", time.time() - age_s, start=0, num=limit
+        )
+        return texts(raw)
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def job_chunks(store: Store, refs: Sequence[str]) -> list[list[str]]:
+    size = store.settings.job_batch_size
+    return [list(refs[i : i + size]) for i in range(0, len(refs), size)]
+
+
+def group_args(store: Store, refs: Sequence[str]) -> list[Any]:
+    """`scripts.GROUP`'s arguments: the refs, then the commands of their one RQ job."""
+    args: list[Any] = [len(refs), *refs]
+    for command in store.jobs.commands(refs):
+        args += [len(command), *command]
+    return args
+
+
+def texts(raw: Any) -> list[str]:
+    """Redis replies (bytes) as strings."""
+    return [r.decode() if isinstance(r, bytes) else str(r) for r in raw]

@@ -66,6 +66,18 @@ class Keys:
         """Sorted set of failed event refs by failure time (for `ragmon requeue-failed`)."""
         return f"{self.prefix}:failed"
 
+    @property
+    def ungrouped(self) -> str:
+        """Sorted set of queued event refs waiting in the grouping window for their RQ job, by
+        receipt time (RAGMON_GROUP_WINDOW_S; swept into jobs if their API process died)."""
+        return f"{self.prefix}:ungrouped"
+
+    @property
+    def claimed(self) -> str:
+        """Sorted set of event refs a running job took from `ungrouped`, by lease end (a dead
+        work horse's claims go back to `ungrouped` once their lease ends)."""
+        return f"{self.prefix}:claimed"
+
     def day_hist(self, day: str) -> str:
         """Per-UTC-day histograms of the quality measures (same layout as `hist`)."""
         return f"{self.prefix}:day:{day}:h"

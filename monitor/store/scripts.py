@@ -133,7 +133,7 @@ return 1
 # KEYS: event keys, then the counters hash (last).
 # ARGV: ttl, deadline, then per event (KEYS order): payload, status, received_at; then groups
 #   covering the events in KEYS order, each: event count, command count, then per command its
-#   argument count and arguments (the RQ job's writes, recorded by `Store._job_commands`).
+#   argument count and arguments (the RQ job's writes, recorded by `rq_jobs.Jobs.commands`).
 # A group with commands (a job) is all or nothing: all its events new -> create them and run
 # its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
 # takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
@@ -207,4 +207,50 @@ for s = n + 2, #ARGV do
   end
 end
 return freed
+"""
+
+# Turn events waiting in the grouping window into one RQ job, once (`Store.grouping.group`).
+# KEYS: the ungrouped zset. ARGV: n, the n event refs, then the job's commands (argument count,
+# arguments; recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them
+# and run the commands, return 1. Otherwise do nothing and return the refs still waiting (a
+# sweep or another API process grouped the others): the caller records a job for those.
+GROUP = """
+local n = tonumber(ARGV[1])
+local present = {}
+for i = 2, n + 1 do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then present[#present + 1] = ARGV[i] end
+end
+if #present < n then return present end
+redis.call('ZREM', KEYS[1], unpack(ARGV, 2, n + 1))
+local p = n + 2
+while p <= #ARGV do
+  local nargs = tonumber(ARGV[p])
+  redis.call(unpack(ARGV, p + 1, p + nargs))
+  p = p + 1 + nargs
+end
+return 1
+"""
+
+# A running job takes events waiting in the grouping window (`Store.grouping.claim`): they leave the
+# ungrouped zset for the claimed one, scored by the lease's end. KEYS: ungrouped, claimed.
+# ARGV: how many at most, lease end (epoch s). Returns the claimed refs, oldest first.
+CLAIM = """
+local refs = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+for _, ref in ipairs(refs) do
+  redis.call('ZREM', KEYS[1], ref)
+  redis.call('ZADD', KEYS[2], ARGV[2], ref)
+end
+return refs
+"""
+
+# Claims whose lease ended (their work horse died, or gave them back with score 0) go back
+# to the ungrouped zset with score 0, so the next sweep groups them into an RQ job at once.
+# KEYS: claimed, ungrouped. ARGV: now. Returns how many.
+EXPIRED_CLAIMS = """
+local refs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for _, ref in ipairs(refs) do
+  redis.call('ZREM', KEYS[1], ref)
+  redis.call('ZADD', KEYS[2], 0, ref)
+end
+return #refs
 """

@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     floor = work_floor(pairs)
     with redis_server() as rs:
         r = redis.Redis.from_url(rs.url)
-        api, url = start_ragmon(rs.url)
+        api, url = start_ragmon(rs.url, RAGMON_METRICS_REFRESH_S="0")  # the pipeline, not the cache
         workers = [
             start_worker(rs.url, f"fresh-{uuid.uuid4().hex[:6]}") for _ in range(args.workers)
         ]

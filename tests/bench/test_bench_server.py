@@ -19,9 +19,9 @@ NUM = r"([\d,]+(?:\.\d+)?)"
 pytestmark = pytest.mark.bench
 
 
-def run(name: str, timeout: float = 120) -> str:
+def run(name: str, timeout: float = 120, *extra: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", f"tests.bench.{name}", "--short"],
+        [sys.executable, "-m", f"tests.bench.{name}", "--short", *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -90,3 +90,29 @@ def test_otlp_benchmark_prints_traces_against_the_batch_route() -> None:
         assert cpu_ratio == pytest.approx(cpu / base[2], rel=0.03, abs=0.01)  # printed rounded
     assert number(rf"^server CPU per span, .*: {NUM} us$", out) > 0
     assert number(r"^errors \(non-2xx, socket\): (\d+)$", out) == 0
+
+
+def test_trickle_benchmark_prints_single_events_against_batched() -> None:
+    out = run("bench_trickle", 300, "--latencies", "0.3", "--rates", "10", "--seconds", "3",
+              "--batched-events", "16")  # fmt: skip
+    rows = {}
+    for name in ("batched", "10/s"):
+        row = re.search(rf"^{name}\s+(\d+)\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}", out, re.M)
+        assert row, out
+        rows[name] = [float(g.replace(",", "")) for g in row.groups()]
+    events, rate, ratio, cpu, _ = rows["10/s"]
+    assert events > 0 and rate > 0 and cpu > 0
+    assert ratio == pytest.approx(rate / rows["batched"][1], abs=0.01)
+    assert re.search(r"^targets (met|MISSED)", out, re.M), out
+
+
+def test_metrics_benchmark_prints_each_option_and_the_ratio() -> None:
+    out = run("bench_metrics", 300)
+    assert re.search(rf"^max {NUM} events/s single; half load {NUM} events/s$", out, re.M), out
+    for option in ("inline-every-scrape", "inline-cached", "child-cached"):
+        row = re.search(
+            rf"^{option}\s+scrape {NUM} MB / (\d+) lines: .* = {NUM}x .*errors 0\)$", out, re.M
+        )
+        assert row, out
+        assert float(row.group(1)) > 1 and int(row.group(2)) > 50_000  # 500 series were there
+    assert re.search(r"^targets \(child-cached\): .*: (met|NOT met)$", out, re.M), out

@@ -16,6 +16,7 @@ import uuid
 
 import redis
 
+from monitor.store.sealing import new_key
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack
 
@@ -83,7 +84,11 @@ def make_events(n: int, passages: int, seed: int = 7) -> list[dict]:
 def measure(events: list[dict], store_text: bool) -> tuple[int, int]:
     server = RedisServer().start()
     client = redis.Redis.from_url(server.url)
-    stack = Stack(server.url, workers=2, env={"RAGMON_STORE_TEXT": str(store_text).lower()})
+    stack = Stack(
+        server.url,
+        workers=2,
+        env={"RAGMON_STORE_TEXT": str(store_text).lower(), "RAGMON_TEXT_KEYS": new_key()},
+    )
     try:
         stack.start()
         before = client.info("memory")["used_memory"]

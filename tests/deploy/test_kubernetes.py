@@ -400,21 +400,7 @@ def test_prometheusrule_is_identical_to_the_rule_files(objects):
     rule = find(objects, "PrometheusRule", "ragmon")
     assert rule["spec"]["groups"] == groups, (
         "deploy/kubernetes/prometheusrule.yaml is out of date with deploy/prometheus/rules: "
-        "run `python deploy/kubernetes/sync_prometheusrule.py`"
-    )
-
-
-def test_the_sync_script_reproduces_the_committed_file():
-    rule_files()
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sync", K8S / "sync_prometheusrule.py")
-    assert spec and spec.loader
-    sync = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sync)
-    expected = sync.render(sync.rule_groups())
-    assert (K8S / "prometheusrule.yaml").read_text() == expected, (
-        "run `python deploy/kubernetes/sync_prometheusrule.py`"
+        "run `python scripts/regenerate.py`"
     )
 
 

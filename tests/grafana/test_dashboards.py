@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
-from tests.grafana.queries import PROVISIONING, ROOT, dashboards, panels
+from tests.grafana.queries import PROVISIONING, dashboards, panels
 
 DASHBOARDS = dashboards()
 
@@ -18,16 +15,6 @@ def provisioned_datasource_uid() -> str:
     (ds,) = doc["datasources"]
     assert ds["type"] == "prometheus"
     return ds["uid"]
-
-
-def test_generated_files_are_up_to_date() -> None:
-    """The JSON and the Grafana alerting file are what scripts/build_grafana.py makes now."""
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "build_grafana.py"), "--check"],
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_both_dashboards_exist() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
 
 import pytest
 
@@ -117,8 +119,17 @@ def test_accepted_then_duplicate_answers_stored_status(api):
     got = api.client.get(result_url(event)).json()
     assert got["status"] == "queued" and got["k"] == 5 and got["labels"]["app"] == "test"
     assert got["labels"]["segment"] == "default"
+    wait_grouped(api.store)  # the job waits for company for up to RAGMON_GROUP_WINDOW_S
     assert api.store.queue_depth() == 1
     assert api.store.counters()["events_received"] == 1
+
+
+def wait_grouped(store, timeout: float = 15.0) -> None:
+    """Wait until the API turned the events of its grouping window into RQ jobs."""
+    deadline = time.monotonic() + timeout
+    while store.client.zcard(store.keys.ungrouped):
+        assert time.monotonic() < deadline, "events left in the grouping window"
+        time.sleep(0.05)
 
 
 def test_event_without_id_gets_one(api):
@@ -153,6 +164,7 @@ def test_sampling_is_deterministic_on_the_id(make_api):
     api.store.client.flushall()
     second = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
     assert [r["status"] for r in first] == [r["status"] for r in second]
+    wait_grouped(api.store)
     assert api.store.queue_depth() * api.settings.job_batch_size >= 400 - out
     out_id = next(r["event_id"] for r in first if r["status"] == "sampled_out")
     got = api.client.get(f"/v1/retrievals/{out_id}", params={"app": "test"})
@@ -211,3 +223,40 @@ def test_readyz_when_redis_is_down(make_api, redis_server):
         assert r.status_code == 503 and "retry-after" in r.headers
     finally:
         redis_server.start()
+
+
+def test_single_events_share_a_job_through_the_grouping_window(make_api):
+    api = make_api(RAGMON_GROUP_WINDOW_S="2")
+    for seed in range(3):
+        assert api.client.post("/v1/retrievals", json=make_event(seed=seed)).status_code == 202
+    wait_grouped(api.store)
+    assert api.store.queue_depth() == 1  # one job holds the three events
+    job = api.store.queue.jobs[0]
+    assert sorted(job.args[0]) == sorted(ref(make_event(seed=s)) for s in range(3))
+
+
+def test_without_a_grouping_window_each_write_gets_its_job(make_api):
+    api = make_api(RAGMON_GROUP_WINDOW_S="0")
+    for seed in range(3):
+        assert api.client.post("/v1/retrievals", json=make_event(seed=seed)).status_code == 202
+    assert api.store.queue_depth() == 3
+    assert api.store.client.zcard(api.store.keys.ungrouped) == 0
+
+
+@pytest.mark.parametrize("event_id", ["a/b", "/lead", "trail/", "a//b", "a/../b", "a?b#c", "ü"])
+def test_an_event_id_with_slashes_or_url_characters_reads_back(api, event_id):
+    ev = make_event(seed=3)
+    ev["event_id"] = event_id
+    assert api.client.post("/v1/retrievals", json=ev).status_code == 202
+    path = "/v1/retrievals/" + quote(event_id, safe="")
+    got = api.client.get(path, params={"app": ev["labels"]["app"]})
+    assert got.status_code == 200 and got.json()["event_id"] == event_id
+
+
+@pytest.mark.parametrize("event_id", [".", "..", "a\nb", "a\x00"])
+def test_an_event_id_that_no_url_can_name_is_refused(api, event_id):
+    ev = make_event(seed=4)
+    ev["event_id"] = event_id
+    r = api.client.post("/v1/retrievals", json=ev)
+    assert r.status_code == 422
+    assert "event_id" in str(r.json()["detail"])

@@ -5,6 +5,7 @@ the one that has waited longest for its headers (a health check always gets thro
 from __future__ import annotations
 
 import dataclasses
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -79,3 +80,18 @@ def test_past_the_cap_the_longest_idle_connection_makes_room(settings: Settings)
         for sock in idle:
             sock.close()
         api.stop()
+
+
+def test_a_flood_of_malformed_requests_logs_one_line_per_kind(api: ApiServer) -> None:
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("uvicorn.error").addHandler(handler)
+    try:
+        for _ in range(50):
+            with connect(api) as sock:
+                sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                read_all(sock)
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert lines == ["Invalid HTTP request received."], lines

@@ -131,3 +131,22 @@ def test_serve_with_redis_down_says_so_at_once_and_recovers(tmp_path):
     finally:
         api.stop()
         redis.cleanup()
+
+
+@pytest.mark.parametrize("command", [["requeue-failed"], ["report", "--out", "reports"]])
+def test_text_storage_off_without_a_key_is_one_line(tmp_path, command):
+    env = clean_env(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", RAGMON_STORE_TEXT="false")
+    r = run_ragmon(command, env, cwd=tmp_path)
+    assert r.returncode == 2
+    assert one_line(r.stderr).startswith("ragmon: bad configuration: RAGMON_STORE_TEXT=false")
+
+
+def test_text_key_prints_a_key_that_seals_and_opens(tmp_path):
+    from monitor.settings import Settings
+    from monitor.store.sealing import Sealer
+
+    key = run_ragmon(["text-key"], clean_env(), cwd=tmp_path).stdout.strip()
+    sealer = Sealer(Settings.from_env({"RAGMON_STORE_TEXT": "false", "RAGMON_TEXT_KEYS": key}))
+    sealed = sealer.seal('{"query": "q"}')
+    assert sealed.startswith("fernet:") and "query" not in sealed
+    assert sealer.open(sealed.encode()) == '{"query": "q"}'

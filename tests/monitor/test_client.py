@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import socket
@@ -117,44 +118,59 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
     return False
 
 
-def timed_records(monitor: RetrievalMonitor, n: int) -> list[float]:
-    out = []
+def records(monitor: RetrievalMonitor, n: int) -> None:
     for i in range(n):
-        t0 = time.perf_counter()
         monitor.record(f"query {i}", PASSAGES, 2)
-        out.append(time.perf_counter() - t0)
-    return out
+
+
+@pytest.fixture
+def connect_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of the thread of every connection attempt the SDK makes."""
+    seen: list[str] = []
+    real = http.client.HTTPConnection.connect
+
+    def connect(self: http.client.HTTPConnection) -> None:
+        seen.append(threading.current_thread().name)
+        real(self)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", connect)
+    return seen
+
+
+def close_returns(monitor: RetrievalMonitor, timeout: float) -> bool:
+    """Whether `close(timeout)` returns while a request hangs for an hour (a hang guard: 60 s)."""
+    closer = threading.Thread(target=monitor.close, kwargs={"timeout": timeout}, daemon=True)
+    closer.start()
+    closer.join(60)
+    return not closer.is_alive()
 
 
 # ---- never blocks ---------------------------------------------------------------------------
 
 
-def test_record_does_not_wait_when_the_sidecar_is_down(closed_port: int) -> None:
+def test_record_does_not_wait_when_the_sidecar_is_down(
+    closed_port: int, connect_threads: list[str]
+) -> None:
+    """Records never connect on the app's thread (their speed: tests/bench/bench_record.py)."""
     monitor = RetrievalMonitor(f"http://127.0.0.1:{closed_port}", flush_interval=0.01, backoff=0.05)
-    durations = timed_records(monitor, 2000)
+    records(monitor, 2000)
     assert wait_for(lambda: monitor.stats()["retries"] >= 2)  # the sender really met refusals
-    durations += timed_records(monitor, 2000)
-    assert max(durations) < 0.05, max(durations)  # no connect on the app's thread
-    assert sorted(durations)[len(durations) // 2] < 50e-6
-    t0 = time.monotonic()
-    monitor.close(timeout=0.3)
-    assert time.monotonic() - t0 < 2.0
+    records(monitor, 2000)
+    me = threading.current_thread().name
+    assert len(connect_threads) >= 2 and me not in connect_threads, (me, set(connect_threads))
+    assert close_returns(monitor, 0.3)
     stats = monitor.stats()
     assert stats["recorded"] == 4000 and stats["sent"] == 0 and stats["errors"] == 0
     assert_conserved(stats)
 
 
 def test_record_does_not_wait_when_the_sidecar_never_answers(silent_port: int) -> None:
-    monitor = RetrievalMonitor(f"http://127.0.0.1:{silent_port}", flush_interval=0.01, timeout=30)
+    monitor = RetrievalMonitor(f"http://127.0.0.1:{silent_port}", flush_interval=0.01, timeout=3600)
     monitor.record("first", PASSAGES, 2)
     assert wait_for(lambda: monitor.stats()["in_flight"] == 1)  # sender blocked on the read
-    time.sleep(0.2)
-    durations = timed_records(monitor, 2000)
+    records(monitor, 2000)
     assert monitor.stats()["in_flight"] >= 1  # still blocked: the records did not wait for it
-    assert max(durations) < 0.05, max(durations)
-    t0 = time.monotonic()
-    monitor.close(timeout=0.5)
-    assert time.monotonic() - t0 < 1.5  # close honours its timeout even with a hung request
+    assert close_returns(monitor, 0.5)  # close honours its timeout even with a hung request
     stats = monitor.stats()
     assert stats["sent"] == 0 and stats["dropped_at_close"] == 2000
     assert_conserved(stats)  # the hung request is still in flight
@@ -179,7 +195,7 @@ def test_encoded_outbox_is_bounded_too(closed_port: int) -> None:
     url = f"http://127.0.0.1:{closed_port}"
     monitor = RetrievalMonitor(url, max_buffer=50, encode_interval=0.005, backoff=0.05)
     for _ in range(10):
-        timed_records(monitor, 50)
+        records(monitor, 50)
         time.sleep(0.05)  # the encoder moves them to the outbox, which overflows
     stats = monitor.stats()
     assert stats["buffered"] <= 100 and stats["dropped_buffer_full"] >= 350
@@ -600,3 +616,11 @@ def test_real_api_wrong_key_is_rejected_not_retried(ragmon_api) -> None:
     monitor.close()
     stats = monitor.stats()
     assert stats["rejected"] == 1 and stats["sent"] == 0 and stats["retries"] == 0
+
+
+@pytest.mark.parametrize("event_id", [".", "..", "a\tb"])
+def test_the_sdk_refuses_an_event_id_no_url_can_name(event_id):
+    args = {"query": "q", "passages": [("a", "t")], "k": 1, "timestamp": time.time()}
+    with pytest.raises(InvalidEvent, match="event_id"):
+        build_event(**args, event_id=event_id)
+    assert build_event(**args, event_id="tenant/42")["event_id"] == "tenant/42"

@@ -274,6 +274,7 @@ def test_all_unjudged_counts_nothing_as_relevant() -> None:
         "ra_nwg": None,
         "n_recall4": None,
         "precision4": 0.0,
+        "n_recall5": None,
     }
 
 

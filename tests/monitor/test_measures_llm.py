@@ -13,6 +13,7 @@ from monitor.measures import (
     MeasureParams,
     compute,
     n_recall4,
+    n_recall5,
     precision4,
     ra_nwg,
     rarity_weights,
@@ -48,6 +49,7 @@ def reference_llm(
         "ra_nwg": sum(w[u] for u in top if u is not None) / ideal if ideal else None,
         "n_recall4": good_top / min(k, good_pool) if good_pool else None,
         "precision4": good_top / k,
+        "n_recall5": top.count(5) / min(k, n[5]) if n[5] else None,
     }
     if p_no is not None and all(p is not None for p in p_no[:k]):
         s = 0.0
@@ -107,6 +109,11 @@ def test_compute_udcg_uses_relevant_grade_and_top_k_only() -> None:
     assert out1["udcg"] == pytest.approx(sigmoid((0.8 + 0.6 + 0.4 - 1.0 / 3) / 4))
 
 
+def test_compute_rejects_p_of_the_wrong_length() -> None:
+    with pytest.raises(ValueError, match="one p"):
+        compute([3, 0, 1], 2, p_no_response=[0.1, 0.2])
+
+
 def test_compute_udcg_is_null_without_p() -> None:
     assert compute([3, 0], 2)["udcg"] is None
     assert compute([3, 0], 2, p_no_response=[0.1, None])["udcg"] is None
@@ -162,6 +169,9 @@ def test_ra_nwg_hand_worked() -> None:
     assert precision4(ranked, 3) == pytest.approx(2 / 3)
     assert n_recall4(ranked, 10) == 1.0
     assert precision4(ranked, 10) == 0.5
+    # N-Recall5@K: the one grade 5 is at rank 3: 0 at K = 2, 1/min(3, 1) = 1 at K = 3.
+    assert n_recall5(ranked, 2) == 0.0 and n_recall5(ranked, 3) == 1.0
+    assert n_recall5([4, 3, 1], 2) is None  # no grade 5 in the pool: NA
 
 
 def test_a_grade_3_can_outweigh_a_grade_4() -> None:
@@ -268,7 +278,7 @@ def test_mapped_counts_equal_the_explicit_map(
     grades, _, k = event
     got = compute(grades, k, params)
     want = compute(grades, k, params, utility=utility_grades(grades))
-    for key in ("ra_nwg", "n_recall4", "precision4"):
+    for key in ("ra_nwg", "n_recall4", "precision4", "n_recall5"):
         assert got[key] == want[key], key
 
 
@@ -286,7 +296,7 @@ def test_ra_nwg_family_bounds(
 ) -> None:
     grades, _, k = event
     out = compute(grades, k, params)
-    for key in ("ra_nwg", "n_recall4", "precision4"):
+    for key in ("ra_nwg", "n_recall4", "precision4", "n_recall5"):
         if out[key] is not None:
             assert 0.0 <= out[key] <= 1.0 + 1e-12, key  # type: ignore[operator]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import os
 import random
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from cryptography.fernet import Fernet
 
 from monitor.api import create_app
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
@@ -200,7 +202,12 @@ def store_events(store: Store, window: Window) -> list[dict]:
 @pytest.mark.slow
 def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
     s = Settings.from_env(
-        {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_STORE_TEXT": "false"},
+        {
+            "REDIS_URL": redis_url,
+            "RAGMON_JUDGE": "lexical",
+            "RAGMON_STORE_TEXT": "false",
+            "RAGMON_TEXT_KEYS": Fernet.generate_key().decode(),
+        },
         dotenv=None,
     )
     for live in start_live(s):
@@ -240,12 +247,20 @@ def test_keeps_last_n_and_posts_webhook(live: Live, tmp_path: Path) -> None:
         report_keep=2,
         report_webhook=f"http://127.0.0.1:{hook.server_address[1]}/hook",
     )
+    # a user's own files that happen to look like reports are never touched
+    theirs = [tmp_path / "report-final.html", tmp_path / "report-q3.md"]
+    for p in theirs:
+        p.write_text("mine")
+        os.utime(p, (0, 0))  # older than any report
     try:
         for back in (2, 1, 0):
             assert run_report(report_args(tmp_path, end - timedelta(days=back)), s) == 0
             time.sleep(0.05)  # distinct modification times
     finally:
         hook.shutdown()
+    assert all(p.read_text() == "mine" for p in theirs)
+    for p in theirs:
+        p.unlink()
     dated = {p.name for p in tmp_path.glob("report-*.html")}
     assert len(dated) == 2 and len(list(tmp_path.glob("report-*.md"))) == 2
     # the newest two runs are kept (their label is `START_END`, or `YYYY-Www` for an ISO week)

@@ -201,3 +201,27 @@ def test_mix_shift_is_named_and_not_a_regression() -> None:
     assert re.fullmatch(words, mix.moved_words())
     md = to_markdown(build(report, {}))
     assert "mix shift" in md and "segment mix moved" in summary_line(report)
+
+
+def test_markdown_renders_no_untrusted_tag_or_link() -> None:
+    """report.md holds queries and ids from the traffic: a Markdown viewer must show them, not
+    run them."""
+    hostile = [
+        "<script>alert(1)</script>",
+        "<img src=x onerror=alert(1)>",
+        "[click me](javascript:alert(1))",
+        "<javascript:alert(1)>",
+    ]
+    doc = Doc("<b>title</b>")
+    for text in hostile:
+        doc.p(f"query: {text}")
+    doc.ul(hostile)
+    doc.table(["q"], [[t] for t in hostile])
+    doc.p("a `<kept literally> in code` span")
+    md = to_markdown(doc)
+    for bad in ("<script", "<img", "<javascript:", "<b>"):
+        assert bad not in md, bad
+    assert not re.search(r"(?<!\\)\]\(javascript:", md)  # a link needs an unescaped ](
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "\\[click me\\](javascript:alert(1))" in md
+    assert "`<kept literally> in code`" in md

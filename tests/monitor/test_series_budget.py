@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.export import make_registry, render
+from monitor.export import metrics_text
 from monitor.measures import compute
 from monitor.settings import Settings
 from monitor.store import Store
@@ -51,7 +51,7 @@ def labels(app: str, index: str, retriever: str = "bm25") -> dict[str, str]:
 
 def ndcg_apps(store: Store) -> dict[tuple[str, str], float]:
     """(app, index) → ndcg count on /metrics, summed over retrievers and segments."""
-    text = render(make_registry(store)).decode()
+    text = metrics_text(store).decode()
     out = {}
     for fam in text_string_to_metric_families(text):
         if fam.name == "ragmon_retrieval_ndcg":
@@ -63,7 +63,7 @@ def ndcg_apps(store: Store) -> dict[tuple[str, str], float]:
 
 
 def folded(store: Store) -> dict[str, float]:
-    text = render(make_registry(store)).decode()
+    text = metrics_text(store).decode()
     for fam in text_string_to_metric_families(text):
         if fam.name == "ragmon_series_folded":
             return {s.labels["app"]: s.value for s in fam.samples if s.name.endswith("_total")}
@@ -78,7 +78,7 @@ def test_one_apps_junk_labels_never_take_another_apps_series(store: Store) -> No
 
     series = ndcg_apps(store)
     assert series[("appB", "kb")] == 3  # appB's three new retrievers under their own names
-    text = render(make_registry(store)).decode()
+    text = metrics_text(store).decode()
     for ret in ("bm25", "dense", "hybrid"):
         assert f'app="appB",index="kb",retriever="{ret}"' in text
     assert sum(1 for app, index in series if app == "appA" and index != "other") == 100

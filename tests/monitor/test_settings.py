@@ -121,12 +121,16 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
         ("RAGMON_STORE_TEXT", "false", "store_text", False),
         ("RAGMON_STORE_TEXT", "Yes", "store_text", True),
+        ("RAGMON_TEXT_KEYS", " " + "A" * 43 + "= ,", "text_keys", ("A" * 43 + "=",)),
         ("RAGMON_UTILITY", "on", "utility", True),
         ("RAGMON_JUDGE_SCALE", " Utility5 ", "judge_scale", "utility5"),
         ("RAGMON_QUEUE_LIMIT", "10", "queue_limit", 10),
         ("RAGMON_MAX_BODY_BYTES", "1048576", "max_body_bytes", 1_048_576),
         ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
         ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
+        ("RAGMON_METRICS_REFRESH_S", "0", "metrics_refresh_s", 0.0),
+        ("RAGMON_GROUP_WINDOW_S", "0.5", "group_window_s", 0.5),
+        ("RAGMON_METRICS_PROCESS", "false", "metrics_process", False),
         ("RAGMON_HEADER_TIMEOUT_S", "3", "header_timeout_s", 3.0),
         ("RAGMON_BODY_TIMEOUT_S", "30", "body_timeout_s", 30.0),
         ("RAGMON_MAX_CONNECTIONS", "100", "max_connections", 100),
@@ -171,8 +175,9 @@ def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expect
 
 def test_every_variable_has_a_parse_case() -> None:
     covered = {case[0] for case in test_each_variable_is_parsed.pytestmark[0].args[1]}
-    # RAGMON_PRICES and RAGMON_API_KEYS_FILE have their own tests below.
-    assert covered >= set(env_variables()) - {"RAGMON_PRICES", "RAGMON_API_KEYS_FILE"}
+    # RAGMON_PRICES and the *_FILE variables have their own tests.
+    own = {"RAGMON_PRICES", "RAGMON_API_KEYS_FILE", "RAGMON_TEXT_KEYS_FILE"}
+    assert covered >= set(env_variables()) - own
 
 
 def test_prices_merge_with_the_defaults() -> None:
@@ -276,6 +281,7 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_RESULT_TTL_DAYS", "0", r"must be in \[0\.01, 3650\]"),
         ("RAGMON_CACHE_TTL_DAYS", "-1", r"must be in \[0\.0, 3650\]"),
         ("RAGMON_STORE_TEXT", "maybe", "must be true or false"),
+        ("RAGMON_TEXT_KEYS", "short", "must be a Fernet key"),
         ("RAGMON_UTILITY", "sometimes", "must be true or false"),
         ("RAGMON_JUDGE_SCALE", "1-10", "must be one of umbrela, utility5"),
         ("RAGMON_QUEUE_LIMIT", "0", r"must be in \[1, inf\]"),
@@ -399,3 +405,14 @@ def test_read_dotenv_quotes_and_comments(tmp_path: Path) -> None:
         "E": "",
         "F": "spaced",
     }
+
+
+def test_text_keys_file_adds_keys_after_the_variables(tmp_path: Path) -> None:
+    first, second = "A" * 43 + "=", "B" * 43 + "="
+    path = tmp_path / "text.keys"
+    path.write_text(f"# the old key, still opening what it sealed\n{second}\n")
+    s = load({"RAGMON_TEXT_KEYS": first, "RAGMON_TEXT_KEYS_FILE": str(path)})
+    assert s.text_keys == (first, second)
+    path.write_text("# none\n")
+    with pytest.raises(SettingsError, match="RAGMON_TEXT_KEYS_FILE: .* holds no keys"):
+        load({"RAGMON_TEXT_KEYS_FILE": str(path)})

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.export import make_registry, render
+from monitor.export import metrics_text
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, compute
 from monitor.settings import Settings
 from monitor.store import QUERY_KEY_CHARS, Store, query_hash
@@ -68,7 +68,7 @@ def test_sum_of_squares_is_recorded_once_and_exported(store: Store) -> None:
             assert h.count == 2 and h.sum == pytest.approx(sum(values))
             assert h.sum_squares == pytest.approx(sum(v * v for v in values), rel=1e-15)
 
-    text = render(make_registry(store)).decode()
+    text = metrics_text(store).decode()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     t_values = [o["t"] for o in observed]
     assert any(v < 0 for v in t_values)  # T's sum can fall; its square sum cannot

@@ -110,3 +110,91 @@ def test_the_same_id_in_two_apps_is_two_events(store: Store) -> None:
         ("queued", True),
         ("queued", False),
     ]
+
+
+# ---- the grouping window ------------------------------------------------------------------
+
+
+def write_deferred(store: Store, items: list[IngestItem]) -> tuple[list, list[str]]:
+    async def run() -> tuple[list, list[str]]:
+        ingest = store.async_ingest()
+        assert ingest is not None
+        try:
+            return await ingest.write(items, defer=True)
+        finally:
+            await ingest.aclose()
+
+    return asyncio.run(run())
+
+
+def ungrouped(store: Store) -> list[str]:
+    return sorted(r.decode() for r in store.client.zrange(store.keys.ungrouped, 0, -1))
+
+
+def test_deferred_writes_keep_full_jobs_and_leave_the_rest_to_the_window(store: Store) -> None:
+    answers, deferred = write_deferred(store, [item("a"), item("b"), item("c")])
+    assert answers == [("queued", True)] * 3
+    assert jobs(store) == [["a", "b"]]  # a full job is enqueued at once
+    assert deferred == refs("c") and ungrouped(store) == refs("c")
+    assert write_deferred(store, [item("c")]) == ([("queued", False)], [])  # a retried POST
+    assert write_deferred(store, [item("d")]) == ([("queued", True)], refs("d"))
+    assert ungrouped(store) == refs("c", "d") and jobs(store) == [["a", "b"]]
+    assert store.statuses(refs("c", "d")) == ["queued", "queued"]
+
+
+def test_grouping_enqueues_each_waiting_event_once(store: Store) -> None:
+    write_deferred(store, [item("a")])
+    write_deferred(store, [item("b")])
+    write_deferred(store, [item("c")])
+    assert jobs(store) == [] and ungrouped(store) == refs("a", "b", "c")
+    assert store.grouping.group(refs("a", "b", "c")) == 3
+    assert jobs(store) == [["a", "b"], ["c"]] and ungrouped(store) == []
+    assert store.grouping.group(refs("a", "b", "c")) == 0  # a retried group call, or a late sweep
+    assert jobs(store) == [["a", "b"], ["c"]]
+
+
+def test_a_group_partly_taken_by_another_process_enqueues_only_the_rest(store: Store) -> None:
+    write_deferred(store, [item("a")])
+    write_deferred(store, [item("b")])
+    assert store.grouping.group(refs("a")) == 1  # e.g. a sweep got there first
+    assert store.grouping.group(refs("a", "b")) == 1
+    assert jobs(store) == [["a"], ["b"]] and ungrouped(store) == []
+
+
+def test_sweep_groups_only_events_older_than_the_age(store: Store) -> None:
+    write_deferred(store, [item("old")])
+    store.client.zadd(store.keys.ungrouped, {"default|old": 1.0})  # its writer died long ago
+    write_deferred(store, [item("new")])
+    assert store.grouping.sweep(age_s=60) == 1
+    assert jobs(store) == [["old"]] and ungrouped(store) == refs("new")
+    assert store.grouping.sweep(age_s=60) == 0
+
+
+def claimed(store: Store) -> dict[str, float]:
+    return {
+        r.decode(): s for r, s in store.client.zrange(store.keys.claimed, 0, -1, withscores=True)
+    }
+
+
+def test_a_running_job_claims_waiting_events_which_no_group_then_takes(store: Store) -> None:
+    for i in "abc":
+        write_deferred(store, [item(i)])
+    assert store.grouping.claim(2, lease_s=30) == refs("a", "b")
+    assert ungrouped(store) == refs("c") and sorted(claimed(store)) == refs("a", "b")
+    assert store.grouping.group(refs("a", "b", "c")) == 1  # the API's window closes: only c is left
+    assert jobs(store) == [["c"]]
+    store.grouping.release(refs("a"))
+    assert list(claimed(store)) == refs("b")
+
+
+def test_claims_of_a_dead_horse_and_given_back_ones_are_swept_into_jobs(store: Store) -> None:
+    for i in "abc":
+        write_deferred(store, [item(i)])
+    store.grouping.claim(3, lease_s=30)
+    store.client.zadd(store.keys.claimed, {"default|a": 1.0})  # its lease ended long ago
+    store.grouping.release(refs("b"), retry=True)  # a passing judge failure: RQ retries it
+    store.grouping.renew(refs("c"), lease_s=30)
+    assert store.grouping.sweep(age_s=60) == 2
+    assert sorted(sum(jobs(store), [])) == ["a", "b"] and list(claimed(store)) == refs("c")
+    store.grouping.renew(refs("a"), lease_s=30)  # a late renewal does not bring a claim back
+    assert list(claimed(store)) == refs("c")

@@ -55,7 +55,8 @@ def events(n: int, seed0: int, passages: int = 4, k: int = 2, app: str = "rel") 
 
 
 class Sender(threading.Thread):
-    """Posts events in batches; retries on 503, 5xx and connection errors until accepted.
+    """Posts events in batches (or one per request: `batch=1`, on /v1/retrievals); retries on
+    503, 5xx and connection errors until accepted.
 
     A retried batch reuses its event ids, so an event stored just before a failure answers
     200 (duplicate) on the retry instead of being stored twice.
@@ -84,13 +85,17 @@ class Sender(threading.Thread):
                 deadline = time.monotonic() + self.give_up
                 while True:
                     try:
-                        r = client.post("/v1/retrievals/batch", json={"events": chunk})
+                        if self.batch == 1:
+                            r = client.post("/v1/retrievals", json=chunk[0])
+                        else:
+                            r = client.post("/v1/retrievals/batch", json={"events": chunk})
                     except httpx.TransportError as exc:
                         r, why = None, type(exc).__name__
                     else:
                         why = str(r.status_code)
                     if r is not None and r.status_code < 300:
-                        for res in r.json()["results"]:
+                        answer = r.json()
+                        for res in answer["results"] if self.batch > 1 else [answer]:
                             if res["status"] in ("queued", "done", "failed"):
                                 self.accepted.add(res["event_id"])
                         break

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from cryptography.fernet import Fernet
 
 from monitor.store import text_hash
 from tests.reliability.conftest import llm_env
@@ -23,6 +24,8 @@ DAY = 86400
 DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 QUERY_MARK = "zanzibar-query-secret"
 PASSAGE_MARK = "quokka-passage-secret"
+
+TEXT_KEY = Fernet.generate_key().decode()  # shared by the test API and its workers
 
 
 def secret_event(event_id: str) -> dict:
@@ -69,10 +72,10 @@ def holding(redis_url: str, *marks: str) -> list[str]:
     return [k for k, v in everything_in(redis_url).items() if any(m.encode() in v for m in marks)]
 
 
-def test_text_is_in_redis_until_judged(make_api, redis_url):
-    """The contrast that shows the scanner works: a queued event keeps its text (the worker
-    needs it), with the result TTL already set at ingest."""
-    api = make_api(RAGMON_STORE_TEXT="false", RAGMON_RESULT_TTL_DAYS="2")
+def test_text_is_in_redis_until_judged_only_when_stored(make_api, redis_url):
+    """The contrast that shows the scanner works: with text storage on, a queued event keeps
+    its text in clear (the worker needs it), with the result TTL already set at ingest."""
+    api = make_api(RAGMON_RESULT_TTL_DAYS="2")
     assert api.client.post("/v1/retrievals", json=secret_event("q-1")).status_code == 202
     assert holding(redis_url, QUERY_MARK) == ["ragmon:ev:privacy|q-1"]
     assert holding(redis_url, PASSAGE_MARK) == ["ragmon:ev:privacy|q-1"]
@@ -80,11 +83,24 @@ def test_text_is_in_redis_until_judged(make_api, redis_url):
     assert 2 * DAY - 60 <= ttl <= 2 * DAY
 
 
+def test_text_waiting_for_the_judge_is_sealed_when_not_stored(make_api, redis_url):
+    """RAGMON_STORE_TEXT=false: the queued event's text is in Redis only encrypted, and the
+    API still reads its labels back."""
+    api = make_api(RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=TEXT_KEY)
+    assert api.client.post("/v1/retrievals", json=secret_event("q-2")).status_code == 202
+    assert holding(redis_url, QUERY_MARK, PASSAGE_MARK) == []
+    raw = redis.Redis.from_url(redis_url).hget("ragmon:ev:privacy|q-2", "p")
+    assert raw.startswith(b"fernet:")
+    got = api.client.get("/v1/retrievals/q-2", params={"app": "privacy"}).json()
+    assert got["status"] == "queued" and got["labels"]["app"] == "privacy"
+
+
 @pytest.mark.slow
 def test_store_text_false_keeps_only_hashes_and_the_cache_hits(redis_url, fake_llm):
     env = llm_env(
         fake_llm,
         RAGMON_STORE_TEXT="false",
+        RAGMON_TEXT_KEYS=TEXT_KEY,
         RAGMON_RESULT_TTL_DAYS="2",
         RAGMON_CACHE_TTL_DAYS="1",
     )
@@ -195,3 +211,43 @@ def test_requeue_forgets_failed_ids_whose_event_expired(api, redis_url):
     assert client.hget("ragmon:ev:test|kept", "s") == b"queued"
     assert not client.exists("ragmon:ev:test|expired")
     client.close()
+
+
+def test_no_text_reaches_the_aof_or_an_rdb_dump(aof_redis):
+    """RAGMON_STORE_TEXT=false, 1,000 events judged on a Redis with AOF: neither the AOF (every
+    write since start, before any rewrite) nor an uncompressed RDB dump holds any query or
+    passage text; the labels, which are not secret, are there (the grep sees clear text)."""
+    n = 1000
+    env = {"RAGMON_STORE_TEXT": "false", "RAGMON_TEXT_KEYS": TEXT_KEY}
+    stack = Stack(aof_redis.url, workers=2, env=env).start()
+    texts = []
+    try:
+        evs = []
+        for i in range(n):
+            ev = make_event(n=4, k=2, seed=i, labels={"app": "atrest", "retriever": "r"})
+            ev["event_id"] = f"r{i}"
+            ev["query"] = f"secretq{i:04d} how to reset"
+            for j, p in enumerate(ev["passages"]):
+                p["text"] = f"secretp{i:04d}x{j} reset it from the account page"
+            texts += [ev["query"], *(p["text"] for p in ev["passages"])]
+            evs.append(ev)
+        for i in range(0, n, 100):
+            stack.post(evs[i : i + 100])
+        ids = [e["event_id"] for e in evs]
+        assert set(wait_status(stack, ids, timeout=300, app="atrest").values()) == {"done"}
+    finally:
+        stack.stop()
+    client = redis.Redis.from_url(aof_redis.url)
+    client.config_set("rdbcompression", "no")
+    client.save()
+    client.close()
+    files = [p for p in aof_redis.dir.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".rdb" for p in files) and any(".aof" in p.name for p in files)
+    blob = b"".join(p.read_bytes() for p in files)
+    assert b"atrest" in blob
+    found = [t for t in texts if t.encode() in blob]
+    print(
+        f"\n{n} events, {len(texts)} texts; {len(blob)} bytes of AOF + RDB; in clear: {len(found)}"
+    )
+    assert found == []
+    assert b"secretq" not in blob and b"secretp" not in blob

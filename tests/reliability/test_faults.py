@@ -6,6 +6,7 @@ accepted == done == counted. Run with `-s` (or see the summary) for the figures.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from tests.support.redis_server import free_port
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.slow
+SUFFIX = {False: "", True: ", single-event POSTs"}
 
 
 def _observed_once(redis_url: str, n: int) -> None:
@@ -53,7 +55,13 @@ def _observed_once(redis_url: str, n: int) -> None:
     assert day_lists == n, f"{day_lists} per-day entries for {n} events"
 
 
-def test_sigkill_worker_mid_job(redis_url):
+# Each fault on batched traffic (the SDK) and on single events posted one by one (an HTTP hook
+# under steady traffic: the API's grouping window puts them into shared jobs).
+TRAFFIC = pytest.mark.parametrize("single", [False, True], ids=["batches", "single-events"])
+
+
+@TRAFFIC
+def test_sigkill_worker_mid_job(redis_url, single):
     """A worker and its work horse die by SIGKILL while judging; RQ's abandoned-job cleanup
     (execution heartbeat TTL: monitoring interval + 60 s) retries the job on another worker."""
     fake = FakeLLM(latency=3.0).start()
@@ -62,8 +70,8 @@ def test_sigkill_worker_mid_job(redis_url):
         victim = stack.add_worker(["--job-monitoring-interval", "2"])
         stack.add_worker(["--job-monitoring-interval", "2"])
         evs = events(16, seed0=1000)
-        tally = Tally("SIGKILL a worker mid-job", sent=len(evs))
-        tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs))
+        tally = Tally(f"SIGKILL a worker mid-job{SUFFIX[single]}", sent=len(evs))
+        tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs, single))
         # wait until the victim is inside a job
         conn = redis.Redis.from_url(redis_url)
         name = worker_name(victim.pid)
@@ -110,13 +118,19 @@ def test_sigkill_worker_mid_job(redis_url):
         fake.stop()
 
 
-def test_redis_restart_while_events_flow(aof_redis):
+@TRAFFIC
+def test_redis_restart_while_events_flow(aof_redis, single):
     """Redis dies (SIGKILL) and comes back from its AOF while a sender posts events; the sender
     retries 503s; every accepted event is judged and counted once."""
     stack = Stack(aof_redis.url, workers=2).start()
     try:
         evs = events(600, seed0=5000)
-        sender = Sender(stack.url, evs, batch=10, pause=0.05)  # ~6 s of traffic
+        # ~6 s of traffic either way
+        sender = (
+            Sender(stack.url, evs, batch=1, pause=0.005)
+            if single
+            else Sender(stack.url, evs, batch=10, pause=0.05)
+        )
         sender.start()
         time.sleep(1.5)
         aof_redis.stop(kill=True)
@@ -125,7 +139,7 @@ def test_redis_restart_while_events_flow(aof_redis):
         assert sender.is_alive(), "the traffic ended before the outage"
         sender.join(180)
         assert not sender.is_alive() and not sender.errors, sender.errors
-        tally = Tally("Redis SIGKILL + restart (AOF)", sent=len(sender.sent))
+        tally = Tally(f"Redis SIGKILL + restart (AOF){SUFFIX[single]}", sent=len(sender.sent))
         tally.accepted = len(sender.accepted)
         st = wait_status(stack, sender.accepted, timeout=150)
         tally.done = sum(s == "done" for s in st.values())
@@ -140,7 +154,8 @@ def test_redis_restart_while_events_flow(aof_redis):
         stack.stop()
 
 
-def test_llm_down_then_back(redis_url):
+@TRAFFIC
+def test_llm_down_then_back(redis_url, single):
     """The LLM server is down ~30 s: jobs fail with a retryable JudgeError, RQ reschedules them
     (Retry intervals 10 s, 30 s via the workers' scheduler); nothing fails; all drain after."""
     port = free_port()
@@ -154,8 +169,8 @@ def test_llm_down_then_back(redis_url):
         fake.stop()
         down_at = time.monotonic()
         backlog = events(12, seed0=9100)
-        tally = Tally("LLM down ~30 s", sent=len(warm) + len(backlog))
-        answers = stack.post(backlog)
+        tally = Tally(f"LLM down ~30 s{SUFFIX[single]}", sent=len(warm) + len(backlog))
+        answers = stack.post(backlog, single)
         assert all(a["status"] == "queued" for a in answers)  # the API does not need the LLM
         scheduled_seen = 0
         conn = redis.Redis.from_url(redis_url)
@@ -188,6 +203,36 @@ def test_llm_down_then_back(redis_url):
     finally:
         stack.stop()
         fake.stop()
+
+
+def test_api_killed_inside_the_grouping_window(redis_url):
+    """The API answers 202 to single events, then dies (SIGKILL) before it enqueued their job:
+    the events wait in `ragmon:ungrouped`, a worker's maintenance sweep enqueues them once."""
+    stack = Stack(redis_url, workers=0, env={"RAGMON_GROUP_WINDOW_S": "60"}).start()
+    try:
+        evs = events(6, seed0=8000)
+        tally = Tally("API SIGKILL inside the grouping window", sent=len(evs))
+        tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs, single=True))
+        assert stack.api is not None
+        os.killpg(stack.api.pid, signal.SIGKILL)
+        stack.api.wait(10)
+        conn = redis.Redis.from_url(redis_url)
+        assert conn.zcard("ragmon:ungrouped") == len(evs)  # stored, no job yet
+        assert conn.llen("rq:queue:ragmon") == 0
+        stack.add_worker()  # its maintenance (every 5 s) sweeps refs older than SWEEP_AGE_S
+        st = wait_status(stack, [e["event_id"] for e in evs], timeout=90)
+        tally.done = sum(s == "done" for s in st.values())
+        tally.failed = sum(s == "failed" for s in st.values())
+        assert conn.zcard("ragmon:ungrouped") == 0
+        stack.start()  # an API again, for /metrics
+        tally.counted = labeled(stack)
+        tally.notes.append("grouped by a worker's sweep")
+        tally.record()
+        assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
+        _observed_once(redis_url, len(evs))
+        conn.close()
+    finally:
+        stack.stop()
 
 
 def test_llm_answers_garbage_then_requeue(redis_url, fake_llm):

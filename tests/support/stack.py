@@ -24,6 +24,7 @@ class Stack:
             **os.environ,
             "REDIS_URL": redis_url,
             "RAGMON_JUDGE": "lexical",
+            "RAGMON_METRICS_REFRESH_S": "0",  # tests read /metrics right after a change
             **(env or {}),
         }
         self.n_workers = workers
@@ -63,9 +64,16 @@ class Stack:
         self.workers.append(proc)
         return proc
 
-    def post(self, events: list[dict]) -> list[dict]:
-        """POST events through the batch endpoint; returns the per-event answers."""
+    def post(self, events: list[dict], single: bool = False) -> list[dict]:
+        """POST events through the batch endpoint (or one request each, as the HTTP hook of
+        steady traffic sends them); returns the per-event answers."""
         out = []
+        if single:
+            for event in events:
+                r = self.client.post("/v1/retrievals", json=event)
+                r.raise_for_status()
+                out.append(r.json())
+            return out
         for i in range(0, len(events), 500):
             r = self.client.post("/v1/retrievals/batch", json={"events": events[i : i + 500]})
             r.raise_for_status()

@@ -118,12 +118,9 @@ def test_passages_of_one_event_are_judged_concurrently_under_the_semaphore(redis
     with FakeLLM(latency=0.3) as fake:
         s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="4")
         passages = [(f"p{i}", f"flea text number {i}") for i in range(8)]
-        t0 = time.perf_counter()
         run_grade(s, passages=passages)
-        elapsed = time.perf_counter() - t0
         assert len(fake.chat_requests()) == 8
-        assert fake.max_in_flight == 4
-    assert 0.55 < elapsed < 1.5  # two rounds of 0.3 s, not eight
+        assert fake.max_in_flight == 4  # concurrent, and never more than the semaphore
 
 
 def test_listwise_one_call_per_event_one_grade_per_id(redis_url, fake):
@@ -207,7 +204,7 @@ def test_429_honours_retry_after(redis_url, fake):
     fake.script(Reply.error(429, retry_after=1))
     assert run_grade(s, passages=PASSAGES[:1]) == [2]
     first, second = fake.chat_requests()
-    assert 1.0 <= second.at - first.at < 1.5
+    assert second.at - first.at >= 1.0  # a lower bound: no sleep ends early
     assert outcomes(s) == {"rate_limited": 1, "ok": 1}
 
 
@@ -222,9 +219,8 @@ def test_429_after_the_last_retry_is_retryable(redis_url, fake):
 def test_long_retry_after_gives_the_job_back_at_once(redis_url, fake):
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="5")
     fake.script(Reply.error(429, retry_after=3600))
-    t0 = time.perf_counter()
-    err = grade_error(s)
-    assert err.retryable and time.perf_counter() - t0 < 2
+    err = grade_error(s)  # waiting the hour instead would hit pytest's timeout
+    assert err.retryable
     assert len(fake.chat_requests()) == 1
 
 

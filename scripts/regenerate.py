@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Regenerate every generated file of ragmon from its single source; `--check` lists stale ones.
+
+| generated | source |
+| --- | --- |
+| `grafana/dashboards/*.json` | `scripts/grafana_quality.py`, `grafana_operations.py` |
+| `grafana/provisioning/alerting/ragmon-alerts.yml` | `deploy/prometheus/rules/*.yml` |
+| `grafana/provisioning/datasources/ragmon.yml` | `DATASOURCE_UID` in `grafana_panels.py` |
+| `deploy/kubernetes/prometheusrule.yaml` | `deploy/prometheus/rules/*.yml` |
+| `monitor/demo/data/*.jsonl` | `monitor/demo/build_data.py` |
+| the metrics table in `README.md` | `monitor/catalog.py` (and `monitor/measure_table.py`) |
+
+Run it after editing any source; `tests/test_generated.py` runs `--check`, which exits 1 naming
+every stale file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import build_grafana  # noqa: E402
+import prometheusrule  # noqa: E402
+
+from monitor import catalog  # noqa: E402
+from monitor.demo import build_data  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMETHEUS_RULE = ROOT / "deploy" / "kubernetes" / "prometheusrule.yaml"
+README = ROOT / "README.md"
+TABLE_HEAD = "| metric | type | labels | meaning |"
+
+
+def with_metrics_table(readme: str) -> str:
+    """`readme` with the table that starts at `TABLE_HEAD` replaced by the catalog's."""
+    lines = readme.split("\n")
+    start = lines.index(TABLE_HEAD)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join([*lines[:start], catalog.markdown_table(), *lines[end:]])
+
+
+def rendered() -> dict[Path, str]:
+    """Every generated file and its exact content."""
+    files = build_grafana.rendered()
+    files[PROMETHEUS_RULE] = prometheusrule.render(build_grafana.load_rule_groups())
+    files |= {build_data.DATA_DIR / name: text for name, text in build_data.files().items()}
+    files[README] = with_metrics_table(README.read_text(encoding="utf-8"))
+    return files
+
+
+def stale(files: dict[Path, str]) -> list[Path]:
+    return [
+        path
+        for path, text in files.items()
+        if not path.is_file() or path.read_text(encoding="utf-8") != text
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a file is out of date")
+    args = parser.parse_args(argv)
+    files = rendered()
+    old = stale(files)
+    if args.check:
+        if old:
+            print(
+                "out of date (run python scripts/regenerate.py):",
+                *(p.relative_to(ROOT) for p in old),
+                sep="\n  ",
+            )
+            return 1
+        return 0
+    for path in old:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files[path], encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+    print(f"{len(files) - len(old)} of {len(files)} generated files were already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

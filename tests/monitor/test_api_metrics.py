@@ -1,0 +1,68 @@
+"""/metrics off the ingest path: rendered in a child process, shared by concurrent scrapers and
+kept for RAGMON_METRICS_REFRESH_S."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from concurrent.futures import ThreadPoolExecutor
+
+from monitor.settings import Settings
+from tests.support.api_server import ApiServer
+
+
+def count(text: str) -> float:
+    for line in text.splitlines():
+        if line.startswith("ragmon_events_rejected_total{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_scrapes_share_a_rendering_from_a_child_process(settings: Settings) -> None:
+    api = ApiServer(dataclasses.replace(settings, metrics_refresh_s=3600)).start()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            bodies = list(pool.map(lambda _: api.client.get("/metrics").text, range(4)))
+        assert len(set(bodies)) == 1 and "ragmon_queue_depth" in bodies[0]
+        assert multiprocessing.active_children()  # the renderer
+        api.store.record_rejection("invalid", 5)
+        assert count(api.client.get("/metrics").text) == count(bodies[0])  # kept for an hour
+    finally:
+        api.stop()
+
+
+def test_refresh_zero_renders_every_scrape(settings: Settings) -> None:
+    api = ApiServer(dataclasses.replace(settings, metrics_refresh_s=0)).start()
+    try:
+        before = count(api.client.get("/metrics").text)
+        api.store.record_rejection("invalid", 5)
+        assert count(api.client.get("/metrics").text) == before + 5
+    finally:
+        api.stop()
+
+
+def test_the_fast_text_has_the_reference_samples(settings: Settings) -> None:
+    """`metrics_text` writes the per-series histograms itself: every sample equals the one
+    prometheus_client builds (T's negative bounds and its _sum/_count included)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from monitor.export import make_registry, metrics_text, render
+    from monitor.store import Store
+    from tests.monitor.test_series_budget import labels, record
+
+    store = Store.connect(settings)
+    for i in range(30):
+        record(store, i, labels(f"app{i % 3}", f"idx{i % 7}", f"r{i % 2}"))
+    store.record_rejection("invalid", 2)
+
+    def samples(text: bytes) -> list:
+        families = text_string_to_metric_families(text.decode())
+        return sorted(
+            (s.name, sorted(s.labels.items()), s.value) for f in families for s in f.samples
+        )
+
+    fast, reference = samples(metrics_text(store)), samples(render(make_registry(store)))
+    assert fast == reference
+    assert any(name == "ragmon_retrieval_t_sum" for name, _, _ in fast)
+    assert len(fast) > 1000
+    store.client.close()
