@@ -22,6 +22,7 @@ from rq import Queue
 
 from monitor.catalog import LAG_BUCKETS
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.results import describe
 from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.grouping import Grouping
@@ -235,10 +236,13 @@ class Store:
         grades: Sequence[int | None],
         stripped_payload: str | None = None,
         judge: str | None = None,
+        series_counts: dict[str, int] | None = None,
     ) -> bool:
         """Store an event's result and its observations atomically; False if already done.
 
         `judge` is the judge model that graded it (kept in the per-day record for the report).
+        `series_counts` adds to per-series counters once with it: `name` or `name|reason`
+        becomes the field `name|app|index|retriever|segment[|reason]`.
         """
         s = self.settings
         measures = result["measures"]
@@ -268,6 +272,7 @@ class Store:
             bucket_index(LAG_BUCKETS, lag),
             event["k"],
             ref_of(event),
+            json.dumps(sorted((series_counts or {}).items())),
             n_obs,
             *obs,
             *[g for g in grades if g is not None],
@@ -309,23 +314,27 @@ class Store:
         """What `GET /v1/retrievals/{id}` answers for `app`'s event, or None when that app has
         no such event (another app's event of the same id is never read)."""
         ref = event_ref(app, event_id)
-        status, result, payload = self.client.hmget(self.keys.event(ref), "s", "r", "p")
+        fields = self.client.hmget(self.keys.event(ref), "s", "r", "p", "rt", "e")
+        status, result, payload, rt, error = fields
         if status is None:
             return None
-        status = _text(status)
-        if result is not None:
-            out = json.loads(result)
-            out["status"] = status
-            if "labels" not in out and payload is not None:  # a failed event's result
-                event = json.loads(self.sealer.open(payload))
-                out["k"], out["labels"] = event["k"], event["labels"]
-            return out
-        out = {"event_id": event_id, "status": status}
-        if payload is not None:
-            event = json.loads(self.sealer.open(payload))
-            out["k"] = event["k"]
-            out["labels"] = event["labels"]
-        return out
+        return describe(
+            event_id,
+            _text(status),
+            json.loads(result) if result is not None else None,
+            json.loads(self.sealer.open(payload)) if payload is not None else None,
+            float(rt) if rt is not None else None,
+            _text(error) if error is not None else None,
+            show_text=self.settings.store_text,
+        )
+
+    def note_error(self, refs: Sequence[str], error: str) -> None:
+        """Keep the last judge error of events whose job waits for a retry (GET shows it while
+        they are queued; a later finish or fail answers with its own result)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for ref in refs:
+                pipe.hset(self.keys.event(ref), "e", error[:500])
+            pipe.execute()
 
     def results(self, refs: Sequence[str]) -> list[dict | None]:
         """The stored results (grades, measures) of many events by `event_ref`, in one round

@@ -448,8 +448,21 @@ def test_same_event_twice_makes_one_set_of_llm_calls(api, fake):
     assert f'ragmon_judge_requests_total{{model="{MODEL}",outcome="ok"}} 4.0' in metrics
 
 
-def test_refusal_marks_the_event_failed_with_its_reason(api, fake):
-    fake.script(Reply.refusal())
+def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
+    fake.script(Reply.refusal())  # the first passage asked; the others get grades
+    res = _post_and_work(api, _event())
+    assert res["status"] == "done", res
+    assert res["unjudged"] == {"refused": 1}
+    assert sum(p["grade"] is None for p in res["passages"]) == 1
+    assert 0 < res["judged_at_k"] <= 1 and res["measures"]["judged_at_k"] == res["judged_at_k"]
+    metrics = api.client.get("/metrics").text
+    labels = 'app="test",index="default",reason="refused",retriever="bm25",segment="default"'
+    assert f"ragmon_passages_unjudged_total{{{labels}}} 1.0" in metrics
+    assert "ragmon_events_failed_total{" not in metrics  # no event failed
+
+
+def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):
+    fake.script(*[Reply.refusal()] * len(_event()["passages"]))
     res = _post_and_work(api, _event())
     assert res["status"] == "failed" and res["error"].startswith("refused")
     metrics = api.client.get("/metrics").text
