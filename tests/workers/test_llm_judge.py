@@ -19,12 +19,12 @@ from monitor.export import RagmonCollector
 from monitor.settings import Settings
 from monitor.store import Store
 from monitor.store.judging import JudgeState
+from monitor.store.keys import utc_today
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM, Reply
 from workers.judges import JudgeError, prompt
 from workers.judges.lexical import lexical_grades
 from workers.judges.llm import OpenAIJudge, price_of, retry_after_s
-from workers.limits import utc_today
 from workers.worker import make_worker
 
 MODEL = "gpt-4o-mini"

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import openai
 
 from monitor.retry import retry_after_s
-from monitor.store.judging import JudgeState
+from monitor.store.judging import Budget, JudgeState
+from monitor.store.keys import utc_today
 from workers.judges import prompt, utility
 from workers.judges.base import JudgeError, PartialGrades
-from workers.limits import Budget, RateLimiter, utc_today
+from workers.limits import RateLimiter
 
 if TYPE_CHECKING:
     from monitor.settings import Settings
