@@ -9,8 +9,9 @@
 
 The query comes from `on_retriever_start`, the ranked documents from `on_retriever_end`. Run
 metadata (`retriever.with_config(metadata={"retriever": "bm25", "k": 4})`) may set the labels
-and `k`; without `k`, every document returned counts as in the prompt. The handler only calls
-`RetrievalMonitor.record()`, which never blocks and never raises.
+and `k`; without `k`, every document returned counts as in the prompt. The event's `trace_id`
+is the retriever run's `run_id` (as LangSmith shows it), unless run metadata sets `trace_id`.
+The handler only calls `RetrievalMonitor.record()`, which never blocks and never raises.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class RagmonCallbackHandler(BaseCallbackHandler):
             labels=self.labels,
             context=metadata,
             timestamp=at,
+            trace_id=run_id,
         )
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

@@ -10,7 +10,9 @@
 Every `BaseRetriever.retrieve()` (alone or inside a query engine) emits a `RetrievalEndEvent`
 with the query and the ranked nodes: one event each. `instrument_tags({"retriever": "bm25"})`
 around a call may set the labels and `k`; without `k`, every node returned counts as in the
-prompt. The handler only calls `RetrievalMonitor.record()`, which never blocks and never raises.
+prompt. The event's `trace_id` is the retrieval's instrumentation `span_id`, unless the
+tags set `trace_id`. The handler only calls `RetrievalMonitor.record()`, which never blocks
+and never raises.
 """
 
 from __future__ import annotations
@@ -53,4 +55,5 @@ class RagmonEventHandler(BaseEventHandler):
             labels=self.labels,
             context=event.tags,
             timestamp=event.timestamp,
+            trace_id=event.span_id,
         )

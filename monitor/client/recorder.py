@@ -1,11 +1,13 @@
 """The Python SDK: record retrievals from a RAG app without ever touching its request latency.
 
 `RetrievalMonitor.record()` puts a tuple of references on a bounded in-memory buffer and
-returns: well under a microsecond of work on the app's thread, with no I/O, no serialisation
-and no uuid. Two daemon threads do the rest:
+returns the event's id: well under a microsecond of work on the app's thread, with no I/O and
+no serialisation (the id is a per-process random prefix and a counter, not a fresh uuid4).
+Two daemon threads do the rest:
 
 - the *encoder* drains that buffer every 250 ms, builds wire events (normalises passages, makes
-  `event_id`s, validates what the server would reject anyway) and writes them as JSON into the
+  repairs what can be repaired, refuses what the server would reject anyway) and writes them
+  as JSON into the
   outbox's batch buffers; the app's objects are released at once, and bytes are invisible to
   the garbage collector, so a slow or down sidecar does not turn buffered events into long GC
   pauses in the app;
@@ -17,7 +19,9 @@ every socket call; no single step copies or encodes more than one event or one s
 
 Whatever happens to the sidecar (slow, down, rejecting), the app only loses monitoring data,
 and every loss is counted in `stats()`: at any moment `recorded` = `sent` + `invalid` +
-`rejected` + the `dropped_*` counters + `buffered` + `in_flight`.
+`rejected` + the `dropped_*` counters + `buffered` + `in_flight`; `invalid` is the sum of the
+`invalid_<reason>` counters, and each repair made so that an event could be sent is counted
+under its own name (`events.FIXES`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import http.client
+import itertools
 import logging
 import os
 import random
@@ -37,7 +42,14 @@ from datetime import datetime
 from typing import Any
 
 from monitor.client.connection import Connection, Response
-from monitor.client.events import build_event, decode, encode_event
+from monitor.client.events import (
+    FIXES,
+    INVALID_REASONS,
+    InvalidEvent,
+    build_event,
+    decode,
+    encode_event,
+)
 from monitor.client.outbox import Batch, Outbox
 from monitor.limits import MAX_BATCH
 from monitor.retry import retry_after_s
@@ -51,6 +63,7 @@ DEFAULT_BATCH = MAX_BATCH
 DEFAULT_FLUSH_INTERVAL_S = 1.0
 DEFAULT_ENCODE_INTERVAL_S = 0.25
 ENCODE_AT = 256  # record() wakes the encoder early when this many events wait
+ID_POOL = 4 * ENCODE_AT  # event ids made ahead by the encoder for record() to take
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RETRIES = 8
 DEFAULT_BACKOFF_S = 0.5
@@ -76,11 +89,13 @@ _COUNTERS = (
     "dropped_closed",  # record() after close()
     "dropped_send_failed",  # gave up after max_retries
     "dropped_at_close",  # still unsent when close() timed out
-    "invalid",  # failed client-side validation, never sent
+    "invalid",  # failed client-side validation, never sent (sum of the invalid_<reason>)
     "rejected",  # answered 4xx (not 429) by the server
     "retries",  # HTTP attempts repeated after an error, 429 or 5xx
     "batches",  # batches the server accepted
     "errors",  # exceptions swallowed inside record() or the threads
+    *(f"invalid_{reason}" for reason in INVALID_REASONS),
+    *FIXES,
 )
 
 
@@ -149,6 +164,14 @@ class RetrievalMonitor:
         self._encoded = 0  # ... of which settled: in the outbox or invalid (under _out_lock)
         self._sending = 0  # taken out of the outbox, not yet settled
         self._n = dict.fromkeys(_COUNTERS, 0)
+        # Event ids: a uuid4-shaped random prefix per process (a forked child draws its own)
+        # and a counter from a random start. The encoder keeps a pool of them made ahead, so
+        # record() only pops one (~30 ns; making one costs ~200 ns, str(uuid4()) ~1 us).
+        h = os.urandom(16).hex()
+        prefix = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-"
+        counter = itertools.count(int(h[20:], 16) >> 1)  # 47 bits: 12 hex digits for ages
+        self._ids = map((prefix + "%012x").__mod__, counter)
+        self._id_pool: list[str] = []  # list.pop() and extend() are atomic: no lock
 
     # ---- the app's side -------------------------------------------------------------------
 
@@ -161,19 +184,40 @@ class RetrievalMonitor:
         event_id: str | None = None,
         timestamp: datetime | str | float | None = None,
         relevant_total: int | None = None,
-    ) -> None:
-        """Buffer one retrieval (ranked passages, best first) and return at once; never raises.
+        *,
+        trace_id: str | None = None,
+        metadata: Mapping[str, str | int | float | bool] | None = None,
+    ) -> str | None:
+        """Buffer one retrieval (ranked passages, best first) and return its event id at once
+        (None if it was not buffered: after `close()`); never raises.
 
         `passages`: dicts `{"id", "text", "score"?, "grade"?}`, `(id, text[, score])` tuples,
-        LangChain documents (or `(document, score)` pairs) or LlamaIndex nodes. Don't mutate
-        the passage objects afterwards: the encoder thread reads them within ~250 ms.
+        strings, LangChain documents (or `(document, score)` pairs) or LlamaIndex nodes; fewer
+        than `k`, or none, is recorded as it is. `trace_id`: the app's trace or request id,
+        returned by `GET /v1/retrievals/{id}`. Don't mutate the passage objects afterwards: the
+        encoder thread reads them within ~250 ms.
         """
         try:
             if self._closed:
                 self._n["dropped_closed"] += 1
-                return
+                return None
             ts = time.time() if timestamp is None else timestamp
-            item = (query, list(passages), k, labels, event_id, ts, relevant_total)
+            if event_id is None:
+                try:
+                    event_id = self._id_pool.pop()
+                except IndexError:  # the pool ran dry (a burst): make one here
+                    event_id = next(self._ids)
+            item = (
+                query,
+                list(passages) if passages is not None else [],
+                k,
+                labels,
+                event_id,
+                ts,
+                relevant_total,
+                trace_id,
+                metadata,
+            )
             with self._lock:
                 if len(self._buf) == self._maxlen:
                     self._n["dropped_buffer_full"] += 1
@@ -183,13 +227,15 @@ class RetrievalMonitor:
                 self._start()
             elif len(self._buf) >= ENCODE_AT and not self._wake_encoder.is_set():
                 self._wake_encoder.set()
+            return event_id
         except Exception:
             self._n["errors"] += 1
             self._warn("record", "record() failed; the event was dropped", exc_info=True)
+            return None
 
-    async def arecord(self, *args: Any, **kwargs: Any) -> None:
+    async def arecord(self, *args: Any, **kwargs: Any) -> str | None:
         """`record()` for code that prefers to await; it does not wait for anything either."""
-        self.record(*args, **kwargs)
+        return self.record(*args, **kwargs)
 
     def stats(self) -> dict[str, int]:
         """Counters since start (or since fork in a child), plus `buffered` and `in_flight`."""
@@ -285,6 +331,9 @@ class RetrievalMonitor:
         the GIL is given back after every ENCODE_SLICE_S of work.
         """
         slice_start = time.perf_counter()
+        pool = self._id_pool
+        if len(pool) < ID_POOL // 2:
+            pool.extend(itertools.islice(self._ids, ID_POOL - len(pool)))
         while True:
             with self._lock:  # record() never waits on the outbox's lock
                 n = min(len(self._buf), ENCODE_CHUNK)
@@ -294,15 +343,24 @@ class RetrievalMonitor:
                 self._encoding = n
             for item in items:
                 data: bytes | None = None
+                fixes: dict[str, int] = {}
+                reason = "unreadable"
                 try:
-                    data = encode_event(self._event(*item))
+                    event = self._event(item, fixes)
+                    reason = "encoding"
+                    data = encode_event(event)
                 except Exception as exc:
+                    if isinstance(exc, InvalidEvent):
+                        reason = exc.reason
                     with contextlib.suppress(Exception):  # even str(exc) may raise
-                        self._warn("invalid", f"invalid event not sent: {exc}")
+                        self._warn(f"invalid-{reason}", f"invalid event not sent: {exc}")
                 with self._out_lock:
                     self._encoded += 1
+                    for name, n in fixes.items():
+                        self._n[name] += n
                     if data is None:
                         self._n["invalid"] += 1
+                        self._n[f"invalid_{reason}"] += 1
                     else:
                         self._n["dropped_buffer_full"] += self._out.add(data)
                 if time.perf_counter() - slice_start > ENCODE_SLICE_S:
@@ -352,11 +410,11 @@ class RetrievalMonitor:
                 self._out.release(batch)
         return True
 
-    def _event(
-        self, query: Any, passages: list, k: Any, labels: Any, event_id: Any, ts: Any, rt: Any
-    ) -> dict[str, Any]:
+    def _event(self, item: tuple, fixes: dict[str, int]) -> dict[str, Any]:
+        """The wire event of one buffered `record()` call (the monitor's labels under its own)."""
+        query, passages, k, labels, event_id, ts, rt, trace_id, metadata = item
         merged = {**self._default_labels, **labels} if labels else self._default_labels
-        return build_event(query, passages, k, merged, event_id, ts, rt)
+        return build_event(query, passages, k, merged, event_id, ts, rt, trace_id, metadata, fixes)
 
     def _post(self, batch: Batch, items: list[int]) -> None:
         """Post these events with retries; split them on 413, drop bad items named by a 422."""

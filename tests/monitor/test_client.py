@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.client import InvalidEvent, RetrievalMonitor, build_event, passage
+from monitor.client import InvalidEvent, RetrievalMonitor, build_event, encode_event, passage
 
 
 class Sidecar:
@@ -344,16 +346,31 @@ def test_each_kind_of_problem_is_logged_at_most_once_a_minute(closed_port: int, 
     assert sum("invalid event" in m for m in messages) == 1
 
 
-def test_invalid_events_are_counted_not_sent(sidecar: Sidecar) -> None:
+def test_invalid_events_are_counted_per_reason_not_sent(sidecar: Sidecar, caplog) -> None:
     monitor = RetrievalMonitor(sidecar.url, flush_interval=60)
-    monitor.record("q", PASSAGES, 0)  # k out of range
-    monitor.record("q", PASSAGES, 5)  # fewer passages than k
-    monitor.record("", PASSAGES, 2)  # empty query
-    monitor.record("q", PASSAGES, 2, labels={"user": "bob"})  # unknown label
-    monitor.record("q", PASSAGES, 2, event_id="ok")
-    monitor.close()
+    with caplog.at_level("WARNING", logger="ragmon.client"):
+        for _ in range(3):
+            monitor.record("q", PASSAGES, 0)  # k out of range
+            monitor.record("", PASSAGES, 2)  # empty query
+            monitor.record("q", PASSAGES, 2, labels={"app": "has space"})
+            monitor.record("q", [{"id": "a", "text": "t", "grade": 7}], 1)
+            monitor.record("q", [object()], 1)
+        monitor.record("q", PASSAGES, 2, event_id="ok")
+        monitor.close()
     assert [e["event_id"] for e in sidecar.events()] == ["ok"]
-    assert monitor.stats()["invalid"] == 4
+    stats = monitor.stats()
+    reasons = {k: v for k, v in stats.items() if k.startswith("invalid_") and v}
+    assert reasons == {
+        "invalid_k": 3,
+        "invalid_query": 3,
+        "invalid_labels": 3,
+        "invalid_grade": 3,
+        "invalid_passages": 3,
+    }
+    assert stats["invalid"] == 15
+    messages = [r.getMessage() for r in caplog.records]
+    for field in ("k:", "query:", "labels:", "grade:", "passages:"):  # once a minute per reason
+        assert sum(m.startswith(f"invalid event not sent: {field}") for m in messages) == 1
 
 
 def test_record_after_close_is_counted(sidecar: Sidecar) -> None:
@@ -389,6 +406,33 @@ def test_forked_child_keeps_working(sidecar: Sidecar) -> None:
     ids = {e["event_id"] for e in sidecar.events()}
     assert ids == {"parent-0", "parent-1"} | {f"child-{i}" for i in range(5)}
     assert monitor.stats()["sent"] == 2  # the child's counters are its own
+
+
+def test_record_returns_the_event_id_unique_across_a_fork(sidecar: Sidecar) -> None:
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05)
+    ids = [monitor.record("q", PASSAGES, 2) for _ in range(500)]
+    assert len(set(ids)) == 500 and all(uuid.UUID(i).version == 4 for i in ids)
+    assert monitor.record("q", PASSAGES, 2, event_id="mine") == "mine"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child draws its own ids: never one its parent also makes
+        try:
+            child = [monitor.record("from child", PASSAGES, 2) for _ in range(500)]
+            monitor.close(timeout=5)
+            os.write(write, json.dumps(child).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    more = [monitor.record("q", PASSAGES, 2) for _ in range(500)]
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        child = json.loads(f.read())
+    assert os.waitstatus_to_exitcode(status) == 0
+    monitor.close(timeout=5)
+    assert len(set(ids + more + child)) == 1500
+    sent = {e["event_id"] for e in sidecar.events()}
+    assert set(ids + more + child + ["mine"]) == sent  # the id returned is the id sent
+    assert monitor.record("q", PASSAGES, 2) is None  # after close: not recorded
 
 
 # ---- never raises ---------------------------------------------------------------------------
@@ -541,12 +585,10 @@ def test_passage_without_id_gets_a_stable_content_id() -> None:
     [
         {"k": 101},
         {"k": True},
-        {"query": "x" * 8193},
-        {"passages": [("a", "")] * 2},
-        {"passages": [("a", "x" * 32769)] * 2},
-        {"passages": [("x" * 257, "t")] * 2},
+        {"query": ""},
+        {"passages": [("a", None)]},
+        {"passages": [("a", "t", 1.0, "x")]},
         {"passages": [{"id": "a", "text": "t", "grade": 4}] * 2},
-        {"passages": [("a", "t")] * 201},
         {"labels": {"app": "has space"}},
         {"event_id": "x" * 129},
         {"timestamp": datetime.now(UTC) - timedelta(days=36)},
@@ -557,8 +599,86 @@ def test_passage_without_id_gets_a_stable_content_id() -> None:
 def test_build_event_rejects_what_the_server_would(kwargs) -> None:
     args = {"query": "q", "passages": [("a", "t"), ("b", "u")], "k": 2, "timestamp": time.time()}
     assert build_event(**args)["k"] == 2
-    with pytest.raises(InvalidEvent):
+    with pytest.raises(InvalidEvent) as info:
         build_event(**{**args, **kwargs})
+    assert info.value.reason == ("grade" if "grade" in str(kwargs) else next(iter(kwargs)))
+
+
+LONG = "word " * 7000  # 35,000 chars: over MAX_TEXT_CHARS
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "check", "fixes"),
+    [
+        ({"passages": [], "k": 5}, lambda e: e["passages"] == [], {}),
+        ({"passages": [("a", "t")], "k": 5}, lambda e: len(e["passages"]) == 1, {}),
+        (
+            {"passages": ["first chunk", "second chunk"]},
+            lambda e: (
+                [p["id"] for p in e["passages"]]
+                == [
+                    "sha1:" + hashlib.sha1(t.encode()).hexdigest()
+                    for t in ("first chunk", "second chunk")
+                ]
+            ),
+            {},
+        ),
+        (
+            {"passages": [("a", "t"), ("b", ""), ("c", "u")]},
+            lambda e: [p["id"] for p in e["passages"]] == ["a", "c"],
+            {"passages_skipped_empty": 1},
+        ),
+        (
+            {"passages": [LONG, ("b", LONG)]},
+            lambda e: (
+                [len(p["text"]) for p in e["passages"]] == [32768, 32768]
+                and e["passages"][0]["id"] == "sha1:" + hashlib.sha1(LONG.encode()).hexdigest()
+            ),
+            {"passages_truncated": 2},
+        ),
+        (
+            {"passages": [("x" * 300, "t")]},
+            lambda e: e["passages"][0]["id"] == "sha1:" + hashlib.sha1(b"x" * 300).hexdigest(),
+            {"passage_ids_hashed": 1},
+        ),
+        (
+            {"passages": [(f"p{i}", "t") for i in range(205)]},
+            lambda e: len(e["passages"]) == 200 and e["passages"][-1]["id"] == "p199",
+            {"passages_cut": 5},
+        ),
+        ({"query": "q" * 9000}, lambda e: len(e["query"]) == 8192, {"queries_truncated": 1}),
+        (
+            {"labels": {"app": "a", "user": "bob", "tier": 2}, "metadata": {"tier": "gold"}},
+            lambda e: (
+                e["labels"] == {"app": "a"} and e["metadata"] == {"tier": "gold", "user": "bob"}
+            ),
+            {"labels_to_metadata": 2},
+        ),
+        (
+            {"metadata": {f"key{i}": i for i in range(40)}},
+            lambda e: list(e["metadata"]) == [f"key{i}" for i in range(32)],
+            {"metadata_dropped": 8},
+        ),
+        (
+            {"metadata": {"big": "é" * 1000, "ok": True, "nan": float("nan"), "list": [1]}},
+            lambda e: e["metadata"] == {"ok": True},  # "é" is 6 bytes as the server counts
+            {"metadata_dropped": 3},
+        ),
+        (
+            {"trace_id": uuid.UUID(int=7)},
+            lambda e: e["trace_id"] == "00000000-0000-0000-0000-000000000007",
+            {},
+        ),
+        ({"trace_id": "t" * 129}, lambda e: "trace_id" not in e, {"trace_ids_dropped": 1}),
+    ],
+)
+def test_build_event_repairs_what_it_can_and_counts_it(kwargs, check, fixes) -> None:
+    args = {"query": "q", "passages": [("a", "t"), ("b", "u")], "k": 2, "timestamp": time.time()}
+    counted: dict[str, int] = {}
+    event = build_event(**{**args, **kwargs}, fixes=counted)
+    assert check(event), event
+    assert counted == fixes
+    assert encode_event(event)  # and it is valid JSON for the wire
 
 
 # ---- against the real ragmon API ------------------------------------------------------------
