@@ -84,6 +84,21 @@ OPERATIONS: tuple[Metric, ...] = (
     ),
     Metric("ragmon_events_labeled", "counter", "Events judged and measured (each counted once)."),
     Metric(
+        "ragmon_passages_duplicate",
+        "counter",
+        "Passages whose id repeats an earlier one in the same ranking: a wasted slot, not judged "
+        "again, scored as not relevant.",
+        SERIES_LABELS,
+    ),
+    Metric(
+        "ragmon_passages_unjudged",
+        "counter",
+        "Passages of the top 2K of measured events that the judge could not grade for good "
+        "(refused, malformed after repair, budget_exhausted...), by series and reason: they "
+        "score as not relevant, and judged@K shows the coverage.",
+        (*SERIES_LABELS, "reason"),
+    ),
+    Metric(
         "ragmon_events_failed",
         "counter",
         "Events that could not be judged after all retries, by reason.",

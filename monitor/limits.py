@@ -18,6 +18,9 @@ MAX_BATCH = 1000
 MAX_EVENT_AGE = timedelta(days=35)
 MAX_CLOCK_SKEW = timedelta(minutes=10)
 LABEL_KEYS = ("app", "index", "retriever", "segment")
+MAX_TRACE_ID_CHARS = 128
+MAX_METADATA_KEYS = 32
+MAX_METADATA_BYTES = 4096  # as compact JSON
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 
 

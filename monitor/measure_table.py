@@ -131,7 +131,13 @@ MEASURES: tuple[Measure, ...] = (
     ),
     Measure(
         "judged_at_k", "judged@K", 0.0, 1.0, "higher", "",
-        "Share of the top K that has a grade.",
+        "Share of the top K's distinct passages that have a grade (judge coverage); a passage "
+        "the judge could not grade scores as not relevant.",
+        buckets=_UNIT,
+        panel="How much of what each retriever put in the prompt the judge could grade: below 1, "
+        "the judge refused or failed on some passages, which then count as not relevant.",
+        title="Judge coverage (judged@K)",
+        unit="percentunit",
     ),
     Measure(
         "udcg", "UDCG", 0.0, 1.0, "higher", f"{_TRAPPOLINI}, eq. 2 and 4",

@@ -114,8 +114,6 @@ def _validate(grades: Sequence[int | None], k: int, relevant_total: int | None) 
     m = len(grades)
     if type(k) is not int or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if m < k:
-        raise ValueError(f"need at least k={k} grades, got {m}")
     if m > MAX_PASSAGES:
         raise ValueError(f"at most {MAX_PASSAGES} grades, got {m}")
     if relevant_total is not None and (type(relevant_total) is not int or relevant_total < 0):
@@ -138,8 +136,15 @@ def compute(
     relevant_total: int | None = None,
     p_no_response: Sequence[float | None] | None = None,
     utility: Sequence[int | None] | None = None,
+    duplicates: int = 0,
 ) -> dict[str, float | None]:
     """All measures of one ranked list of grades (best first) cut at K.
+
+    Fewer than K grades (M < K) leave empty slots: gain 0, not relevant, not harmful, still
+    counted in n_n and in the K of P@K; M = 0 is the worst outcome (T = -a, everything else 0,
+    F_e, K/N̂_p, judged@K and UDCG null). A repeated passage is passed as None (unjudged) at
+    its later rank, and `duplicates` says how many of the top K are such repeats, so that
+    judged@K is the share of the top K's distinct passages that have a grade.
 
     `p_no_response` (one per passage, None where not probed) gives UDCG; without it, or with
     any top-K passage unprobed, UDCG is None. An unjudged top-K passage counts as not relevant
@@ -164,7 +169,8 @@ def compute(
 
     n_p = n_harm = judged = first_rel = 0
     dcg = 0.0
-    for i in range(k):
+    shown = min(k, len(grades))  # passages in the top K; the rest are empty slots
+    for i in range(shown):
         g = grades[i]
         if g is None:
             continue
@@ -198,7 +204,7 @@ def compute(
         "k_over_np": None,
         "f": None,
         "recall": None,
-        "judged_at_k": judged / k,
+        "judged_at_k": judged / (shown - duplicates) if shown > duplicates else None,
         "udcg": None,
         "ra_nwg": None,
         "n_recall4": None,
@@ -211,10 +217,10 @@ def compute(
                 f"need one p(NO-RESPONSE) (or None) per passage, got {len(p_no_response)} "
                 f"for {len(grades)}"
             )
-        top_p = p_no_response[:k]  # the context: the top K, or all if fewer were sent
-        if all(p is not None for p in top_p):
-            top_rel = [g is not None and g >= rel for g in grades[:k]]
-            out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma)  # type: ignore[arg-type]
+        top_p = p_no_response[:shown]  # the context: the top K, or all if fewer were sent
+        if shown and all(p is not None for p in top_p):
+            top_rel = [g is not None and g >= rel for g in grades[:shown]]
+            out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma, k)  # type: ignore[arg-type]
     if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)
         head = grades[:k]
         pool = [0, counts[0], counts[1], 0, counts[2], counts[3]]
@@ -274,17 +280,25 @@ def utility_grades(grades: Sequence[int | None]) -> list[int | None]:
 
 
 def udcg(
-    relevant: Sequence[bool], p_no_response: Sequence[float], gamma: float = UDCG_GAMMA
+    relevant: Sequence[bool],
+    p_no_response: Sequence[float],
+    gamma: float = UDCG_GAMMA,
+    k: int | None = None,
 ) -> float:
     """UDCG of a context of k passages (Trappolini, Cuconasu et al., arXiv 2510.21440, eq. 4).
 
     Passage utility u = R (1 - p) with R = +1 (relevant) or -1 (not), p = p(NO-RESPONSE | q, p)
     (eq. 2); UDCG = sigmoid((1/k) [sum of u over relevant + gamma * sum of u over the rest]).
     No position discount: an LLM reads the whole context. In [sigmoid(-gamma), sigmoid(1)].
+    `k` above the passages given (a short ranking) leaves empty slots of utility 0.
     """
-    k = len(relevant)
-    if k == 0 or len(p_no_response) != k:
-        raise ValueError(f"need one p(NO-RESPONSE) per passage, got {len(p_no_response)} for {k}")
+    m = len(relevant)
+    if m == 0 or len(p_no_response) != m:
+        raise ValueError(f"need one p(NO-RESPONSE) per passage, got {len(p_no_response)} for {m}")
+    if k is None:
+        k = m
+    elif k < m:
+        raise ValueError(f"k={k} is below the {m} passages given")
     pos = neg = 0.0
     for r, p in zip(relevant, p_no_response, strict=True):
         if not 0.0 <= p <= 1.0:

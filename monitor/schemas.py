@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -16,9 +17,12 @@ from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits,
     MAX_EVENT_ID_CHARS,
     MAX_ID_CHARS,
     MAX_K,
+    MAX_METADATA_BYTES,
+    MAX_METADATA_KEYS,
     MAX_PASSAGES,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
+    MAX_TRACE_ID_CHARS,
     event_id_problem,
 )
 from monitor.measure_table import MEASURES
@@ -78,9 +82,9 @@ class RetrievalEvent(BaseModel):
         strict=True, ge=1, le=MAX_K, description="How many passages went into the LLM prompt."
     )
     passages: list[Passage] = Field(
-        min_length=1,
         max_length=MAX_PASSAGES,
-        description="Ranked best first; k <= len <= 200; send 2k so F_e can be computed.",
+        description="Ranked best first; 0 <= len <= 200. Fewer than k, or none, is a real "
+        "outcome and is measured (empty slots score 0); send 2k so F_e can be computed.",
     )
     relevant_total: int | None = Field(
         default=None,
@@ -93,16 +97,31 @@ class RetrievalEvent(BaseModel):
         default=None,
         description="RFC 3339; when the retrieval happened (default: receipt); <= 35 days old.",
     )
+    trace_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TRACE_ID_CHARS,
+        description="The app's trace or request id, returned by GET; never a metric label.",
+    )
+    metadata: dict[str, str | int | float | bool] | None = Field(
+        default=None,
+        description=f"Kept with the event for debugging, never a metric label; at most "
+        f"{MAX_METADATA_KEYS} keys and {MAX_METADATA_BYTES} bytes as JSON.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RetrievalEvent:
         problem = event_id_problem(self.event_id) if self.event_id is not None else None
         if problem:
             raise ValueError(problem)
-        if len(self.passages) < self.k:
-            raise ValueError(
-                f"passages: need at least k={self.k} passages, got {len(self.passages)}"
-            )
+        if self.metadata is not None:
+            if len(self.metadata) > MAX_METADATA_KEYS:
+                raise ValueError(f"metadata: at most {MAX_METADATA_KEYS} keys")
+            size = len(json.dumps(self.metadata, separators=(",", ":")).encode())
+            if size > MAX_METADATA_BYTES:
+                raise ValueError(
+                    f"metadata: at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"
+                )
         if self.timestamp is not None:
             ts = self.timestamp
             if ts.tzinfo is None:
@@ -139,6 +158,22 @@ Measures = create_model(
 )
 
 
+class PassageResult(BaseModel):
+    """One passage as judged: where its grade came from, and whether it repeats an earlier one."""
+
+    rank: int
+    id: str
+    score: float | None = None
+    grade: int | None = Field(default=None, description="null: not graded (unjudged).")
+    grade_source: Literal["known", "cache", "judge"] | None = None
+    duplicate_of: int | None = Field(
+        default=None,
+        description="The rank of the earlier passage with the same id: a repeat is not judged "
+        "again and scores as not relevant.",
+    )
+    text: str | None = Field(default=None, description="Absent when text storage is off.")
+
+
 class RetrievalResult(BaseModel):
     """What `GET /v1/retrievals/{event_id}` answers."""
 
@@ -146,8 +181,22 @@ class RetrievalResult(BaseModel):
     status: Status
     k: int | None = None
     labels: dict[str, str] | None = None
+    query: str | None = Field(default=None, description="Absent when text storage is off.")
+    timestamp: str | None = Field(default=None, description="When the retrieval happened.")
+    trace_id: str | None = None
+    metadata: dict[str, str | int | float | bool] | None = None
+    passages: list[PassageResult] | None = None
+    judged_at_k: float | None = Field(
+        default=None, description="Share of the top K's distinct passages that have a grade."
+    )
     grades: list[int | None] | None = None
     grade_source: list[str | None] | None = None
+    duplicate_of: list[int | None] | None = None
+    unjudged: dict[str, int] | None = Field(
+        default=None,
+        description="Passages the judge could not grade for good, by reason (they score as "
+        "not relevant).",
+    )
     measures: Measures | None = None  # type: ignore[valid-type]
     utility: list[int | None] | None = Field(
         default=None,
@@ -164,7 +213,11 @@ class RetrievalResult(BaseModel):
         description="Why UDCG is null with RAGMON_UTILITY=on (no_logprobs, no_llm, or a judge "
         "failure's reason).",
     )
-    error: str | None = None
+    error: str | None = Field(
+        default=None,
+        description="Why the event failed, or while it is queued the last judge error (its "
+        "job waits for a retry).",
+    )
 
 
 class ErrorDetail(BaseModel):

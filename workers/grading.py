@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from monitor.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from monitor.store import event_day
 from monitor.store.keys import SEP
 from workers.judges import utility
-from workers.judges.base import Judge, JudgeError
+from workers.judges.base import Judge, JudgeError, PartialGrades
 
 if TYPE_CHECKING:
     from monitor.store import Store
@@ -17,34 +18,64 @@ if TYPE_CHECKING:
 KNOWN, CACHE, JUDGE = "known", "cache", "judge"
 
 
+@dataclass
+class Graded:
+    """An event's grades, one per passage (None: not graded), with where each came from.
+
+    `duplicate_of[i]` is the 1-based rank of the earlier passage with the same id (None for a
+    first occurrence): a repeat is not judged again and scores as not relevant. `unjudged`
+    counts, per reason, the passages of the top 2K the judge could not grade for good.
+    """
+
+    grades: list[int | None]
+    sources: list[str | None]
+    duplicate_of: list[int | None]
+    unjudged: dict[str, int] = field(default_factory=dict)
+
+    def duplicates_in(self, k: int) -> int:
+        return sum(d is not None for d in self.duplicate_of[:k])
+
+
 def judged_depth(event: dict) -> int:
-    """How many passages the measures use: the top 2K (F_e's N̂_p); deeper ones stay unjudged."""
+    """How deep the judge goes: the top 2K (F_e's N̂_p). Known grades count at any depth."""
     return min(len(event["passages"]), 2 * event["k"])
 
 
-async def grade_event(
-    event: dict, judge: Judge, store: Store
-) -> tuple[list[int | None], list[str | None]]:
-    """Return `(grades, sources)`, one per passage; passages past the top 2K stay `None`.
+def duplicates(passages: list[dict]) -> list[int | None]:
+    """For each passage, the 1-based rank of the first earlier passage with the same id."""
+    first: dict[str, int] = {}
+    out: list[int | None] = []
+    for rank, p in enumerate(passages, start=1):
+        out.append(first.get(p["id"]))
+        first.setdefault(p["id"], rank)
+    return out
+
+
+async def grade_event(event: dict, judge: Judge, store: Store) -> Graded:
+    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only).
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
-    `on_both_scales` splits them). Raises the judge's `JudgeError` when it cannot grade a
-    passage that needs it. `store` holds the judgment cache.
+    `on_both_scales` splits them). A passage the judge cannot grade for a lasting reason stays
+    None and is counted in `unjudged`; a passing failure raises the judge's retryable
+    `JudgeError` (the job is retried), and so does a lasting one when no passage of the event
+    has a grade at all (the event then fails). `store` holds the judgment cache.
     """
     passages = event["passages"]
     depth = judged_depth(event)
-    grades: list[int | None] = [None] * len(passages)
-    sources: list[str | None] = [None] * len(passages)
+    dup = duplicates(passages)
+    out = Graded([None] * len(passages), [None] * len(passages), dup)
     todo: list[int] = []
     five = _grades_1_to_5(judge)
-    for i in range(depth):
-        g = passages[i].get("grade")
+    for i, p in enumerate(passages):
+        if dup[i] is not None:
+            continue
+        g = p.get("grade")
         if g is not None:
-            grades[i], sources[i] = (UMBRELA_TO_UTILITY[g] if five else g), KNOWN
-        else:
+            out.grades[i], out.sources[i] = (UMBRELA_TO_UTILITY[g] if five else g), KNOWN
+        elif i < depth:
             todo.append(i)
     if not todo:
-        return grades, sources
+        return out
 
     query = event["query"]
     texts = [passages[i]["text"] for i in todo]
@@ -54,21 +85,35 @@ async def grade_event(
         if g is None:
             misses.append(i)
         else:
-            grades[i], sources[i] = g, CACHE
+            out.grades[i], out.sources[i] = g, CACHE
     day = event_day(event)
     store.incr("judge_cache_hits", len(todo) - len(misses), day=day)
     store.incr("judge_cache_misses", len(misses), day=day)
-    if misses:
-        new = await judge.grade(query, [(passages[i]["id"], passages[i]["text"]) for i in misses])
-        for i, g in zip(misses, new, strict=True):
-            grades[i], sources[i] = g, JUDGE
-        store.cache_grades(
-            judge.model,
-            judge.prompt_version,
-            query,
-            [(passages[i]["text"], g) for i, g in zip(misses, new, strict=True)],
-        )
-    return grades, sources
+    if not misses:
+        return out
+    items = [(passages[i]["id"], passages[i]["text"]) for i in misses]
+    try:
+        new = await judge.grade(query, items)
+    except PartialGrades as partial:
+        for i, g, reason in zip(misses, partial.grades, partial.reasons, strict=True):
+            out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
+            if reason is not None:
+                out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
+        return out  # the judge cached what it got
+    except JudgeError as exc:
+        if exc.retryable or all(g is None for g in out.grades):
+            raise
+        out.unjudged[exc.reason] = len(misses)  # lasting, and other passages have grades
+        return out
+    for i, g in zip(misses, new, strict=True):
+        out.grades[i], out.sources[i] = g, JUDGE
+    store.cache_grades(
+        judge.model,
+        judge.prompt_version,
+        query,
+        [(passages[i]["text"], g) for i, g in zip(misses, new, strict=True)],
+    )
+    return out
 
 
 def _grades_1_to_5(judge: Judge) -> bool:

@@ -89,6 +89,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
         if isinstance(outcome, JudgeError) and outcome.retryable:
             counts["retry"] += 1
             retry_reasons.append(outcome.reason)
+            store.note_error([ref_of(event)], f"{outcome.reason}: {outcome}")
         elif isinstance(outcome, JudgeError):
             counts["failed"] += store.fail(ref_of(event), outcome.reason, str(outcome))
             lasting.setdefault(outcome.reason, " ".join(str(outcome).split())[:200])
@@ -165,32 +166,40 @@ class Claims:
 async def _one(
     ctx: WorkerContext, store: Store, judge: Judge, params: MeasureParams, event: dict
 ) -> str:
-    scaled, sources = await grade_event(event, judge, store)
-    grades, utility = on_both_scales(scaled, judge)
+    graded = await grade_event(event, judge, store)
+    grades, utility = on_both_scales(graded.grades, judge)
     k = event["k"]
     ps: list[float | None] | None = None
     missing = None
-    if ctx.settings.utility:
+    if ctx.settings.utility and event["passages"]:
         ps, missing = await probe_event(event, judge, store)
     p_no = None if missing else ps
-    measures = compute(grades, k, params, event.get("relevant_total"), p_no, utility)
+    measures = compute(
+        grades, k, params, event.get("relevant_total"), p_no, utility, graded.duplicates_in(k)
+    )
     result = {
         "event_id": event["event_id"],
         "status": "done",
         "k": k,
         "labels": event["labels"],
         "grades": grades,
-        "grade_source": sources,
+        "grade_source": graded.sources,
+        "duplicate_of": graded.duplicate_of,
         "measures": measures,
         "error": None,
     }
+    if graded.unjudged:
+        result["unjudged"] = graded.unjudged
     if utility is not None:
         result["utility"] = utility
     if ps is not None:
         result["p_no_response"] = ps[:k]
         result["udcg_missing"] = missing
     stripped = None if ctx.settings.store_text else strip_text(event)
-    done = store.finish(event, result, grades, stripped, judge=judge.model)
+    counts = {f"passages_unjudged{SEP}{reason}": n for reason, n in graded.unjudged.items()}
+    if any(d is not None for d in graded.duplicate_of):
+        counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
+    done = store.finish(event, result, grades, stripped, judge=judge.model, series_counts=counts)
     if done and missing:  # once per event: a re-run finish is not done
         store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
     return "done" if done else "skipped"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import multiprocessing
+import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -21,6 +22,12 @@ from monitor.settings import Settings
 from monitor.store import Store
 
 _child_store: Store | None = None  # the child's store, connected on its first rendering
+
+
+def _child_start() -> None:
+    """Ctrl-C reaches the whole process group: the API stops the child, which must not die
+    with a traceback of its own first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def render_in_child(settings: Settings) -> bytes:
@@ -80,7 +87,9 @@ class MetricsText:
         if self._pool is None:
             # spawn, not fork: the API has threads and an event loop running
             ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+            self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=ctx, initializer=_child_start
+            )
         return self._pool
 
     def close(self) -> None:

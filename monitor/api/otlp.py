@@ -51,9 +51,6 @@ SPAN_NAME = "span.name"  # a pseudo-attribute: the span's name
 MESSAGES_SHOWN = 3
 _QUERY_KEYS = ("query", "query_str", "question", "input")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.:-]")
-# `trace_id` and `metadata` join the event with the revised contract: set once the schema has
-# them (then this check is always true and can go).
-_OPTIONAL_FIELDS = frozenset(RetrievalEvent.model_fields)
 
 
 class OtlpError(ValueError):
@@ -313,10 +310,8 @@ def span_event(
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
     if trace_id.strip("0") and span_id.strip("0"):
         event["event_id"] = f"{trace_id}-{span_id}"
-        if "trace_id" in _OPTIONAL_FIELDS:
-            event["trace_id"] = trace_id
-    if "metadata" in _OPTIONAL_FIELDS:
-        event["metadata"] = {"span_id": span_id, "span_name": span.name[:256]}
+        event["trace_id"] = trace_id
+    event["metadata"] = {"span_id": span_id, "span_name": span.name[:256]}
     return event
 
 

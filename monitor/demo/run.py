@@ -281,6 +281,7 @@ def _run(
     import uvicorn
 
     from monitor.api import create_app
+    from monitor.api.guard import uvicorn_config
 
     env = {**os.environ, "REDIS_URL": settings.redis_url or "", "RAGMON_JUDGE": settings.judge}
     workers: list[subprocess.Popen] = []
@@ -294,10 +295,9 @@ def _run(
         port = free_port()
         say(f"port {options.port} is busy: the API uses port {port}")
     store = Store.connect(settings)
+    app = create_app(settings, store)
     server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings, store), host="127.0.0.1", port=port, log_level="warning"
-        )
+        uvicorn_config(app, settings, host="127.0.0.1", port=port, log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -13,7 +13,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import redis
@@ -22,11 +22,12 @@ from rq import Queue
 
 from monitor.catalog import LAG_BUCKETS
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.results import describe
 from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.grouping import Grouping
 from monitor.store.ingest import AsyncIngest, plan_ingest
-from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.keys import SEP, Keys, event_ref, split_ref, utc_day
 from monitor.store.rq_jobs import Jobs
 from monitor.store.sealing import Sealer
 from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
@@ -50,6 +51,11 @@ class IngestItem:
     @property
     def ref(self) -> str:
         return event_ref(self.app, self.event_id)
+
+    @property
+    def status(self) -> str:
+        """The status it is stored with: judged later (queued) or never (sampled_out)."""
+        return "sampled_out" if self.sampled_out else "queued"
 
 
 @dataclass(frozen=True)
@@ -76,10 +82,6 @@ def event_day(event: dict) -> str:
 def ref_of(event: dict) -> str:
     """The `event_ref` of a stored event payload."""
     return event_ref(event["labels"]["app"], event["event_id"])
-
-
-def utc_day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
 class Store:
@@ -174,14 +176,14 @@ class Store:
                 out[i] = (st, False)
             elif it.ref in new:
                 first = items[new[it.ref]]
-                out[i] = ("sampled_out" if first.sampled_out else "queued", False)
+                out[i] = (first.status, False)
             else:
                 new[it.ref] = i
         if new:
             fresh = [items[i] for i in new.values()]
             argv: list[str | float] = [self.result_ttl_s, deadline]
             for it in fresh:
-                argv += [it.payload, "sampled_out" if it.sampled_out else "queued", time.time()]
+                argv += [it.payload, it.status, time.time()]
             to_judge = [it.ref for it in fresh if not it.sampled_out]
             with self.client.pipeline(transaction=True) as pipe:
                 keys = [self.keys.event(it.ref) for it in fresh] + [self.keys.counters]
@@ -190,8 +192,7 @@ class Store:
                     self.jobs.enqueue(to_judge, pipe)
                 created = pipe.execute()[0]
             for it, c in zip(fresh, created, strict=True):
-                st = "sampled_out" if it.sampled_out else "queued"
-                out[new[it.ref]] = (st, bool(c))
+                out[new[it.ref]] = (it.status, bool(c))
         return [o for o in out if o is not None]
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
@@ -235,10 +236,13 @@ class Store:
         grades: Sequence[int | None],
         stripped_payload: str | None = None,
         judge: str | None = None,
+        series_counts: dict[str, int] | None = None,
     ) -> bool:
         """Store an event's result and its observations atomically; False if already done.
 
         `judge` is the judge model that graded it (kept in the per-day record for the report).
+        `series_counts` adds to per-series counters once with it: `name` or `name|reason`
+        becomes the field `name|app|index|retriever|segment[|reason]`.
         """
         s = self.settings
         measures = result["measures"]
@@ -268,6 +272,7 @@ class Store:
             bucket_index(LAG_BUCKETS, lag),
             event["k"],
             ref_of(event),
+            json.dumps(sorted((series_counts or {}).items())),
             n_obs,
             *obs,
             *[g for g in grades if g is not None],
@@ -309,23 +314,27 @@ class Store:
         """What `GET /v1/retrievals/{id}` answers for `app`'s event, or None when that app has
         no such event (another app's event of the same id is never read)."""
         ref = event_ref(app, event_id)
-        status, result, payload = self.client.hmget(self.keys.event(ref), "s", "r", "p")
+        fields = self.client.hmget(self.keys.event(ref), "s", "r", "p", "rt", "e")
+        status, result, payload, rt, error = fields
         if status is None:
             return None
-        status = _text(status)
-        if result is not None:
-            out = json.loads(result)
-            out["status"] = status
-            if "labels" not in out and payload is not None:  # a failed event's result
-                event = json.loads(self.sealer.open(payload))
-                out["k"], out["labels"] = event["k"], event["labels"]
-            return out
-        out = {"event_id": event_id, "status": status}
-        if payload is not None:
-            event = json.loads(self.sealer.open(payload))
-            out["k"] = event["k"]
-            out["labels"] = event["labels"]
-        return out
+        return describe(
+            event_id,
+            _text(status),
+            json.loads(result) if result is not None else None,
+            json.loads(self.sealer.open(payload)) if payload is not None else None,
+            float(rt) if rt is not None else None,
+            _text(error) if error is not None else None,
+            show_text=self.settings.store_text,
+        )
+
+    def note_error(self, refs: Sequence[str], error: str) -> None:
+        """Keep the last judge error of events whose job waits for a retry (GET shows it while
+        they are queued; a later finish or fail answers with its own result)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for ref in refs:
+                pipe.hset(self.keys.event(ref), "e", error[:500])
+            pipe.execute()
 
     def results(self, refs: Sequence[str]) -> list[dict | None]:
         """The stored results (grades, measures) of many events by `event_ref`, in one round
@@ -454,11 +463,6 @@ class Store:
                     self.keys.judgment(model, prompt_version, qh, text_hash(text)), grade, ex=ttl
                 )
             pipe.execute()
-
-    def spent(self, day: str) -> float:
-        """USD spent on the judge on a UTC day."""
-        raw = self.client.get(self.keys.spend(day))
-        return float(raw) if raw is not None else 0.0
 
     def queue_depth(self) -> int:
         return int(self.client.llen(self.queue.key))

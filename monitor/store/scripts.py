@@ -53,7 +53,9 @@ return out
 #       series-per-app hash
 # ARGV: result JSON, ttl, series, budget JSON {total, per_app, now}, day-events JSON,
 #       day-events keep, payload or '',
-#       lag seconds, lag bucket index, k, event ref, n_obs, then n_obs triples
+#       lag seconds, lag bucket index, k, event ref, series counters JSON [[name, n], ...]
+#       (`name` or `name|reason`: adds n to `name|<series>[|reason]` in counters), n_obs,
+#       then n_obs triples
 #       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
 #       for the variance the alerts need) and the count,
 #       then grades (one per graded passage).
@@ -82,8 +84,14 @@ end
 redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'p', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-local n_obs = tonumber(ARGV[12])
-local j = 13
+for _, c in ipairs(cjson.decode(ARGV[12])) do
+  local name, reason = string.match(c[1], '^([^|]*)|?(.*)$')
+  local field = name .. '|' .. series
+  if reason ~= '' then field = field .. '|' .. reason end
+  redis.call('HINCRBY', KEYS[4], field, c[2])
+end
+local n_obs = tonumber(ARGV[13])
+local j = 14
 for _ = 1, n_obs do
   local field = ARGV[j] .. '|' .. series
   for _, h in ipairs({KEYS[2], KEYS[3]}) do

@@ -49,7 +49,15 @@ class Sealer:
             return text
         if not self.keys:
             raise SettingsError(NEED_KEY)
-        return self._fernet.decrypt(text[len(SEALED) :].encode()).decode()
+        from cryptography.fernet import InvalidToken
+
+        try:
+            return self._fernet.decrypt(text[len(SEALED) :].encode()).decode()
+        except InvalidToken:
+            raise SettingsError(
+                "an event was sealed with a key not in RAGMON_TEXT_KEYS: the API and the "
+                "workers need the same keys (after a rotation keep the old key listed)"
+            ) from None
 
 
 def new_key() -> str:

@@ -104,3 +104,15 @@ def test_trickle_benchmark_prints_single_events_against_batched() -> None:
     assert events > 0 and rate > 0 and cpu > 0
     assert ratio == pytest.approx(rate / rows["batched"][1], abs=0.01)
     assert re.search(r"^targets (met|MISSED)", out, re.M), out
+
+
+def test_metrics_benchmark_prints_each_option_and_the_ratio() -> None:
+    out = run("bench_metrics", 300)
+    assert re.search(rf"^max {NUM} events/s single; half load {NUM} events/s$", out, re.M), out
+    for option in ("inline-every-scrape", "inline-cached", "child-cached"):
+        row = re.search(
+            rf"^{option}\s+scrape {NUM} MB / (\d+) lines: .* = {NUM}x .*errors 0\)$", out, re.M
+        )
+        assert row, out
+        assert float(row.group(1)) > 1 and int(row.group(2)) > 50_000  # 500 series were there
+    assert re.search(r"^targets \(child-cached\): .*: (met|NOT met)$", out, re.M), out

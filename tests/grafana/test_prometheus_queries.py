@@ -93,7 +93,8 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
     client.flushall()
     # Utility probes of "How ..." questions get no logprobs: events without UDCG, counted.
     fake = FakeLLM(logprobs=lambda body: "\nHow " not in _user(body)).start()
-    fake.script(*[Reply.error(500)] * 3, *[Reply.refusal()] * 6)  # retried, and failed events
+    # retried; refused passages stay unjudged, and events with every passage refused fail
+    fake.script(*[Reply.error(500)] * 3, *[Reply.refusal()] * 40)
     env = {
         "RAGMON_JUDGE": "openai",
         "OPENAI_BASE_URL": fake.url,

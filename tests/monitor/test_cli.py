@@ -142,11 +142,19 @@ def test_text_storage_off_without_a_key_is_one_line(tmp_path, command):
 
 
 def test_text_key_prints_a_key_that_seals_and_opens(tmp_path):
-    from monitor.settings import Settings
+    from monitor.settings import Settings, SettingsError
     from monitor.store.sealing import Sealer
 
-    key = run_ragmon(["text-key"], clean_env(), cwd=tmp_path).stdout.strip()
-    sealer = Sealer(Settings.from_env({"RAGMON_STORE_TEXT": "false", "RAGMON_TEXT_KEYS": key}))
-    sealed = sealer.seal('{"query": "q"}')
+    def sealer(*keys: str) -> Sealer:
+        env = {"RAGMON_STORE_TEXT": "false", "RAGMON_TEXT_KEYS": ",".join(keys)}
+        return Sealer(Settings.from_env(env, dotenv=None))
+
+    key, other = (run_ragmon(["text-key"], clean_env(), cwd=tmp_path).stdout.strip() for _ in "ab")
+    sealed = sealer(key).seal('{"query": "q"}')
     assert sealed.startswith("fernet:") and "query" not in sealed
-    assert sealer.open(sealed.encode()) == '{"query": "q"}'
+    assert sealer(key).open(sealed.encode()) == '{"query": "q"}'
+    rotated = sealer(other, key)  # a new key first; the old one still opens what it sealed
+    assert rotated.open(sealed) == '{"query": "q"}'
+    assert sealer(other).open(rotated.seal("x")) == "x"  # the new key seals
+    with pytest.raises(SettingsError, match="same keys"):
+        sealer(other).open(sealed)

@@ -140,9 +140,9 @@ def test_a_json_input_with_documents_gives_its_query(value):
 
 def test_a_retriever_span_without_documents_is_an_empty_retrieval_not_ignored():
     out = mapped([span(retriever_attrs(docs=[]))])
-    # Until the event contract accepts an empty ranking, it is rejected, never ignored: an
-    # empty retrieval is a real (the worst) outcome
-    assert out.ignored == 0 and len(out.events) + len(out.rejected) == 1
+    # an empty retrieval is a real (the worst) outcome: recorded and measured, never dropped
+    assert out.ignored == 0 and out.rejected == [] and len(out.events) == 1
+    assert out.events[0].passages == [] and out.events[0].trace_id
 
 
 def _old() -> int:

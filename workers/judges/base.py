@@ -19,6 +19,17 @@ class JudgeError(Exception):
         self.retryable = retryable
 
 
+class PartialGrades(JudgeError):
+    """Some passages could not be graded for a lasting reason (refusal, malformed answer after
+    repair, budget): the others' grades, None where it failed, and each failure's reason."""
+
+    def __init__(self, grades: Sequence[int | None], reasons: Sequence[str | None]) -> None:
+        first = next(r for r in reasons if r is not None)
+        super().__init__(first, f"{sum(r is not None for r in reasons)} passages not graded")
+        self.grades = list(grades)
+        self.reasons = list(reasons)
+
+
 class Judge(Protocol):
     """Grades each passage's relevance to the query on the 0-3 TREC DL / UMBRELA scale."""
 
@@ -28,5 +39,6 @@ class Judge(Protocol):
     prompt_version: str
 
     async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
-        """One grade per `(passage_id, text)`, in order; raises `JudgeError` on failure."""
+        """One grade per `(passage_id, text)`, in order; raises `JudgeError` on failure, or
+        `PartialGrades` when only some passages failed, all for lasting reasons."""
         ...

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import openai
 
 from monitor.retry import retry_after_s
-from monitor.store.judging import JudgeState
+from monitor.store.judging import Budget, JudgeState
+from monitor.store.keys import utc_today
 from workers.judges import prompt, utility
-from workers.judges.base import JudgeError
-from workers.limits import Budget, RateLimiter, utc_today
+from workers.judges.base import JudgeError, PartialGrades
+from workers.limits import RateLimiter
 
 if TYPE_CHECKING:
     from monitor.settings import Settings
@@ -114,13 +115,21 @@ class OpenAIJudge:
             return []
         self._check_budget()
         texts = [text for _, text in passages]
+        results: list[object]
         if self.mode == "listwise":
             chunks = [texts[i : i + LISTWISE_MAX] for i in range(0, len(texts), LISTWISE_MAX)]
-            parts = await asyncio.gather(*(self._listwise(query, c) for c in chunks))
-            return [g for part in parts for g in part]
-        results = await asyncio.gather(
-            *(self._pointwise(query, t) for t in texts), return_exceptions=True
-        )
+            parts = await asyncio.gather(
+                *(self._listwise(query, c) for c in chunks), return_exceptions=True
+            )
+            results = []
+            for chunk, part in zip(chunks, parts, strict=True):
+                results += part if isinstance(part, list) else [part] * len(chunk)
+        else:
+            results = list(
+                await asyncio.gather(
+                    *(self._pointwise(query, t) for t in texts), return_exceptions=True
+                )
+            )
         errors = [r for r in results if isinstance(r, BaseException)]
         if not errors:
             return [r for r in results if isinstance(r, int)]
@@ -128,8 +137,16 @@ class OpenAIJudge:
         judge_errors = [e for e in errors if isinstance(e, JudgeError)]
         if len(judge_errors) < len(errors):
             raise next(e for e in errors if not isinstance(e, JudgeError))
-        # a lasting failure decides the event's fate; otherwise the job is retried later
-        raise next((e for e in judge_errors if not e.retryable), judge_errors[0])
+        passing = [e for e in judge_errors if e.retryable]
+        if passing:  # waiting may get every grade: the job is retried (kept grades are cached)
+            raise passing[0]
+        if len(errors) == len(results):
+            raise judge_errors[0]
+        # lasting failures on some passages only: they stay unjudged, the others count
+        raise PartialGrades(
+            [r if isinstance(r, int) else None for r in results],
+            [r.reason if isinstance(r, JudgeError) else None for r in results],
+        )
 
     async def no_response_p(self, query: str, text: str) -> utility.Reading | None:
         """The utility probe: p(NO-RESPONSE) of one passage from one 1-token answer's top
@@ -319,13 +336,15 @@ class OpenAIJudge:
             return resp.choices[0], usage, latency
 
     def _drop_option(self, exc: openai.APIStatusError, kwargs: dict) -> bool:
-        """On a 400/422: stop sending an option the server does not support, if that is the
-        cause. Remembered for this judge (one job)."""
+        """On a 400/422: stop sending an option the server does not support, when the error
+        names it (any other 400, e.g. a context-length error, is not about the option).
+        Remembered for this judge (one job)."""
         text = str(exc.message).lower()
         if "temperature" in text and "temperature" in kwargs:
             self.temperature = None
             return True
-        if "response_format" in kwargs:
+        named = text + " " + str(getattr(exc, "param", None) or "").lower()
+        if "response_format" in kwargs and ("response_format" in named or "json_schema" in named):
             log.warning("judge endpoint rejected response_format (%s): parsing plain JSON", text)
             self.structured = False
             return True

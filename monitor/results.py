@@ -1,0 +1,68 @@
+"""The answer of `GET /v1/retrievals/{id}`, built from what the store keeps (pure, no I/O).
+
+It holds what a person needs to debug one event (README "Reading results back"): the query
+and timestamp, the app's `trace_id` and `metadata`, and each passage with its id, grade, where
+the grade came from and whether it repeats an earlier passage; text only when text storage is
+on; the last judge error while the event waits for a retry.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+
+def describe(
+    event_id: str,
+    status: str,
+    result: dict | None,
+    payload: dict | None,
+    received_at: float | None,
+    error: str | None = None,
+    show_text: bool = True,
+) -> dict[str, Any]:
+    """Merge the stored result (grades, measures), the stored event and its receipt time.
+
+    With `show_text` False (RAGMON_STORE_TEXT=false) no query or passage text is answered,
+    even while the event still holds it (sealed) for the judge."""
+    out: dict[str, Any] = {"event_id": event_id, "status": status}
+    if result is not None:
+        out.update(result)
+        out["status"] = status
+    if payload is None:
+        return out
+    out.setdefault("k", payload.get("k"))
+    out.setdefault("labels", payload.get("labels"))
+    query = payload.get("query")
+    if show_text and isinstance(query, str):  # a dict {"sha": ...} once stripped
+        out["query"] = query
+    ts = payload.get("timestamp")
+    if ts is None and received_at is not None:
+        ts = datetime.fromtimestamp(received_at, UTC).isoformat().replace("+00:00", "Z")
+    out["timestamp"] = ts
+    for key in ("trace_id", "metadata"):
+        if key in payload:
+            out[key] = payload[key]
+    grades = out.get("grades") or []
+    sources = out.get("grade_source") or []
+    dups = out.get("duplicate_of") or []
+    passages = []
+    for i, p in enumerate(payload.get("passages", ())):
+        row: dict[str, Any] = {
+            "rank": i + 1,
+            "id": p.get("id"),
+            "score": p.get("score"),
+            "grade": grades[i] if i < len(grades) else None,
+            "grade_source": sources[i] if i < len(sources) else None,
+            "duplicate_of": dups[i] if i < len(dups) else None,
+        }
+        if show_text and isinstance(p.get("text"), str):
+            row["text"] = p["text"]
+        passages.append(row)
+    out["passages"] = passages
+    measures = out.get("measures")
+    if isinstance(measures, dict):
+        out["judged_at_k"] = measures.get("judged_at_k")
+    if status == "queued" and error:
+        out["error"] = error  # the last judge error: its job waits for a retry
+    return out
