@@ -7,7 +7,6 @@ lost); this collector turns them into metric families named as in `monitor.catal
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -21,6 +20,7 @@ from prometheus_client.utils import floatToGoString
 
 from monitor import catalog
 from monitor.store import Histogram, Store
+from monitor.store.judging import Budget, JudgeState
 from monitor.store.keys import SEP
 
 
@@ -147,11 +147,10 @@ class RagmonCollector:
             yield GaugeMetricFamily(name, catalog.BY_NAME[name].help, value=value)
 
     def budget_exhausted(self) -> bool:
-        budget = self.store.settings.daily_budget_usd
-        if budget <= 0:
-            return False
-        day = datetime.now(UTC).strftime("%Y-%m-%d")
-        return self.store.spent(day) >= budget
+        budget = Budget(
+            JudgeState(self.store.client, self.store.keys), self.store.settings.daily_budget_usd
+        )
+        return budget.exhausted()
 
 
 def make_registry(store: Store) -> CollectorRegistry:

@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from datetime import UTC, datetime
 
 from monitor.store.judging import MARGIN_S, WINDOW_S, JudgeState, Ticket
 
 MAX_WAIT_SLICE_S = 5.0  # re-ask Redis at least this often while waiting
-
-
-def utc_today() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
 class RateLimiter:
@@ -61,16 +56,3 @@ class RateLimiter:
         """A call ended (in any way): record when, and the tokens it really used."""
         if ticket is not None:
             self.state.settle(ticket, tokens)
-
-
-class Budget:
-    """The daily judge budget (`RAGMON_DAILY_BUDGET_USD`, 0 = none), shared by all workers."""
-
-    def __init__(self, state: JudgeState, daily_usd: float) -> None:
-        self.state = state
-        self.daily_usd = daily_usd
-
-    def exhausted(self, day: str | None = None) -> bool:
-        if self.daily_usd <= 0:
-            return False
-        return self.state.spent(day or utc_today()) >= self.daily_usd

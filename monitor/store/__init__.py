@@ -13,7 +13,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import redis
@@ -27,7 +27,7 @@ from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.grouping import Grouping
 from monitor.store.ingest import AsyncIngest, plan_ingest
-from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.keys import SEP, Keys, event_ref, split_ref, utc_day
 from monitor.store.rq_jobs import Jobs
 from monitor.store.sealing import Sealer
 from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
@@ -51,6 +51,11 @@ class IngestItem:
     @property
     def ref(self) -> str:
         return event_ref(self.app, self.event_id)
+
+    @property
+    def status(self) -> str:
+        """The status it is stored with: judged later (queued) or never (sampled_out)."""
+        return "sampled_out" if self.sampled_out else "queued"
 
 
 @dataclass(frozen=True)
@@ -77,10 +82,6 @@ def event_day(event: dict) -> str:
 def ref_of(event: dict) -> str:
     """The `event_ref` of a stored event payload."""
     return event_ref(event["labels"]["app"], event["event_id"])
-
-
-def utc_day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
 class Store:
@@ -177,14 +178,14 @@ class Store:
                 out[i] = (st, False)
             elif it.ref in new:
                 first = items[new[it.ref]]
-                out[i] = ("sampled_out" if first.sampled_out else "queued", False)
+                out[i] = (first.status, False)
             else:
                 new[it.ref] = i
         if new:
             fresh = [items[i] for i in new.values()]
             argv: list[str | float] = [self.result_ttl_s, deadline]
             for it in fresh:
-                argv += [it.payload, "sampled_out" if it.sampled_out else "queued", time.time()]
+                argv += [it.payload, it.status, time.time()]
             to_judge = [it.ref for it in fresh if not it.sampled_out]
             with self.client.pipeline(transaction=True) as pipe:
                 keys = [self.keys.event(it.ref) for it in fresh] + [self.keys.counters]
@@ -193,8 +194,7 @@ class Store:
                     self.jobs.enqueue(to_judge, pipe)
                 created = pipe.execute()[0]
             for it, c in zip(fresh, created, strict=True):
-                st = "sampled_out" if it.sampled_out else "queued"
-                out[new[it.ref]] = (st, bool(c))
+                out[new[it.ref]] = (it.status, bool(c))
         return [o for o in out if o is not None]
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
@@ -465,11 +465,6 @@ class Store:
                     self.keys.judgment(model, prompt_version, qh, text_hash(text)), grade, ex=ttl
                 )
             pipe.execute()
-
-    def spent(self, day: str) -> float:
-        """USD spent on the judge on a UTC day."""
-        raw = self.client.get(self.keys.spend(day))
-        return float(raw) if raw is not None else 0.0
 
     def queue_depth(self) -> int:
         return int(self.client.llen(self.queue.key))

@@ -36,10 +36,6 @@ BUSY_WINDOW_S = 5.0  # how long a group may keep filling while RQ jobs wait for 
 SWEEP_AGE_S = BUSY_WINDOW_S + 10.0  # ungrouped refs older than this belong to no live writer
 
 
-def status_of(item: IngestItem) -> str:
-    return "sampled_out" if item.sampled_out else "queued"
-
-
 @dataclass
 class IngestPlan:
     """The script's keys and arguments for `items`, and how to read its reply back."""
@@ -63,11 +59,11 @@ class IngestPlan:
             if isinstance(r, bytes | str):
                 out[i] = (r.decode() if isinstance(r, bytes) else r, False)
             elif r == 1:
-                out[i] = (status_of(self.items[i]), True)
+                out[i] = (self.items[i].status, True)
             else:
                 redo.append(i)
         for i, first in self.dups:
-            out[i] = (status_of(self.items[first]), False)
+            out[i] = (self.items[first].status, False)
         return out, redo
 
 
@@ -107,7 +103,7 @@ def plan_ingest(
             it = items[i]
             plan.order.append(i)
             plan.keys.append(store.keys.event(it.ref))
-            plan.args += [it.payload, status_of(it), now]
+            plan.args += [it.payload, it.status, now]
     for chunk, commands in groups:
         plan.args += [len(chunk), len(commands)]
         for command in commands:

@@ -23,7 +23,7 @@ import redis
 
 from monitor.catalog import JUDGE_LATENCY_BUCKETS
 from monitor.store import DAY_TTL_S, bucket_index
-from monitor.store.keys import SEP, Keys
+from monitor.store.keys import SEP, Keys, utc_today
 
 WINDOW_S = 60.0
 MARGIN_S = 1.0
@@ -210,3 +210,17 @@ def _observe(
     pipe.hincrby(key, f"{field}{SEP}b{bucket_index(bounds, value)}", 1)
     pipe.hincrbyfloat(key, f"{field}{SEP}sum", value)
     pipe.hincrby(key, f"{field}{SEP}count", 1)
+
+
+class Budget:
+    """The daily judge budget (`RAGMON_DAILY_BUDGET_USD`, 0 = none), shared by all workers and
+    read by the API's `ragmon_judge_budget_exhausted` gauge."""
+
+    def __init__(self, state: JudgeState, daily_usd: float) -> None:
+        self.state = state
+        self.daily_usd = daily_usd
+
+    def exhausted(self, day: str | None = None) -> bool:
+        if self.daily_usd <= 0:
+            return False
+        return self.state.spent(day or utc_today()) >= self.daily_usd

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 SEP = "|"
 OTHER = "other"
@@ -102,3 +104,12 @@ class Keys:
     def spend(self, day: str) -> str:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
+
+
+def utc_day(ts: float) -> str:
+    """The UTC day of unix time `ts`, as the per-day keys spell it."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+def utc_today() -> str:
+    return utc_day(time.time())

@@ -14,10 +14,10 @@ import redis
 
 from monitor.settings import Settings
 from monitor.store import Store
-from monitor.store.judging import JudgeState
+from monitor.store.judging import Budget, JudgeState
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
-from workers.limits import Budget, RateLimiter
+from workers.limits import RateLimiter
 
 ROOT = Path(__file__).resolve().parents[2]
 

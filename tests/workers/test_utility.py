@@ -366,7 +366,7 @@ def test_probe_calls_pass_the_fleet_rate_limiter(redis_url: str) -> None:
 
 
 def test_past_the_budget_udcg_is_null_with_that_reason(redis_url: str) -> None:
-    from workers.limits import utc_today
+    from monitor.store.keys import utc_today
 
     with FakeLLM() as fake:
         s = settings_for(redis_url, fake, RAGMON_DAILY_BUDGET_USD="0.01")
