@@ -6,7 +6,7 @@ checks all read this table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from monitor.measure_table import MEASURES
 from monitor.measures import HISTOGRAM_MEASURES
@@ -185,6 +185,15 @@ OPERATIONS: tuple[Metric, ...] = (
 
 ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
+
+
+def with_bounds(bounds: dict[str, tuple[float, ...]]) -> tuple[Metric, ...]:
+    """`ALL` with the quality histograms' buckets for the configured parameters
+    (`measures.histogram_bounds`: T's lowest follow RAGMON_T_ALPHA)."""
+    return tuple(
+        replace(m, buckets=bounds[m.key.removeprefix("retrieval_")]) if m in QUALITY else m
+        for m in ALL
+    )
 
 
 def exposed_names() -> set[str]:

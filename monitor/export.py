@@ -85,12 +85,13 @@ class RagmonCollector:
         self.store = store
         self.series = series
         self.hists: dict[str, dict[tuple[str, ...], Histogram]] = {}
+        self.metrics = catalog.with_bounds(store.bounds)
 
     def collect(self) -> Iterator[Metric]:
         counters = self.store.counters()
-        hist_metrics = [m for m in catalog.ALL if m.type == "histogram"]
+        hist_metrics = [m for m in self.metrics if m.type == "histogram"]
         self.hists = hists = self.store.histograms({m.key: m.buckets for m in hist_metrics})
-        for m in catalog.ALL:
+        for m in self.metrics:
             if m.type == "histogram":
                 if self.series or not _per_series(m):
                     yield _histogram_family(m, hists.get(m.key, {}))
@@ -173,7 +174,7 @@ def metrics_text(store: Store) -> bytes:
     head = generate_latest(registry)
     tail = "".join(
         _series_histogram_text(m, collector.hists.get(m.key, {}))
-        for m in catalog.ALL
+        for m in collector.metrics
         if _per_series(m)
     )
     return head + tail.encode()

@@ -60,7 +60,8 @@ MEASURES: tuple[Measure, ...] = (
     Measure(
         "t", "T", -1.0, INF, "higher", f"{_SCHWARTZ}, eq. 3",
         "T (Schwartz et al.): (1-a)*relevant - a*non-relevant/K in the top K; higher is better.",
-        buckets=(-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5,
+        # the three lowest follow RAGMON_T_ALPHA (measures.histogram_bounds); here for a = 0.5
+        buckets=(-0.5, -0.25, -0.125, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5,
                  10.0, 15.0, 20.0, 30.0, 50.0),
         panel="Relevant passages that reached the prompt minus a penalty for the irrelevant ones "
         "around them (Schwartz et al.); higher is better and its scale grows with K.",

@@ -41,6 +41,7 @@ __all__ = [
     "UTILITY_TO_UMBRELA",
     "MeasureParams",
     "compute",
+    "histogram_bounds",
     "n_recall4",
     "n_recall5",
     "precision4",
@@ -108,6 +109,22 @@ class MeasureParams:
 
 
 DEFAULT_PARAMS = MeasureParams()
+
+
+def histogram_bounds(params: MeasureParams = DEFAULT_PARAMS) -> dict[str, tuple[float, ...]]:
+    """Each histogram measure's bucket bounds for these parameters.
+
+    T >= -a, so T's three lowest bounds are -a, -a/2 and -a/4: every event with no relevant
+    passage (T = -a exactly) falls in the lowest bucket, and no quantile Prometheus
+    interpolates can read below -a (with fixed bounds -1 and -0.5, a p10 read -0.833 at
+    a = 0.5). The number of buckets never changes, so stored counts keep their places.
+    With a = 0, T >= 0 and the default layout is kept.
+    """
+    out = dict(BUCKETS)
+    a = params.t_alpha
+    if a > 0:
+        out["t"] = (-a, -a / 2, -a / 4, *BUCKETS["t"][3:])
+    return out
 
 
 def _validate(grades: Sequence[int | None], k: int, relevant_total: int | None) -> None:

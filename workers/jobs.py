@@ -56,7 +56,10 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
             tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e))] = e
         until = time.monotonic() + GREEDY_MAX_S
         while True:
-            if greedy and time.monotonic() < until:
+            if greedy and (time.monotonic() > until or store.queue_depth()):
+                # RQ jobs wait behind this one (no worker is free): end, and let them run
+                greedy = False
+            if greedy:
                 for e in claims.take(ctx.settings.job_batch_size - len(tasks)):
                     tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e))] = e
             if not tasks:

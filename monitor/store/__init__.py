@@ -21,7 +21,7 @@ import redis.asyncio
 from rq import Queue
 
 from monitor.catalog import LAG_BUCKETS
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
+from monitor.measures import HISTOGRAM_MEASURES, histogram_bounds
 from monitor.results import describe
 from monitor.settings import Settings
 from monitor.store import scripts
@@ -99,6 +99,8 @@ class Store:
         self.series = SeriesBudget(self)
         self.grouping = Grouping(self)
         self.sealer = Sealer(settings)
+        # the histograms' bucket bounds for the configured measure parameters (T's follow a)
+        self.bounds = histogram_bounds(settings.measure_params())
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -257,7 +259,7 @@ class Store:
             v = measures.get(m)
             if v is None:
                 continue
-            obs += [f"retrieval_{m}", bucket_index(BUCKETS[m], v), repr(float(v))]
+            obs += [f"retrieval_{m}", bucket_index(self.bounds[m], v), repr(float(v))]
             n_obs += 1
         compact = json.dumps(day_record(event, result, grades, judge), separators=(",", ":"))
         argv = [

@@ -306,6 +306,79 @@ def test_server_without_json_schema_falls_back_and_remembers(redis_url):
     assert outcomes(s) == {"client_error": 1, "ok": 3}
 
 
+def test_a_400_that_does_not_name_response_format_keeps_it(redis_url, fake):
+    s = judge_settings(redis_url, fake)
+    too_long = "This model's maximum context length is 8192 tokens. Please reduce the length."
+    fake.script(Reply.error(400, message=too_long))
+    err = grade_error(s)
+    assert err.reason == "client_error" and "maximum context length" in str(err)
+    assert len(fake.chat_requests()) == 1  # not asked again without response_format
+    run_grade(s, passages=PASSAGES[:1])  # a new judge (job) still asks for structured output
+    assert "response_format" in fake.chat_requests()[-1].body
+
+
+@pytest.mark.parametrize(
+    "message", ["Unsupported parameter: response_format", "json_schema is not supported"]
+)
+def test_a_422_that_names_the_option_drops_it(redis_url, fake, message):
+    s = judge_settings(redis_url, fake)
+    fake.script(Reply.error(422, message=message))
+    assert run_grade(s, passages=PASSAGES[:1]) == [lexical_grades(QUERY, [PASSAGES[0][1]])[0]]
+    first, second = fake.chat_requests()
+    assert "response_format" in first.body and "response_format" not in second.body
+    assert outcomes(s) == {"client_error": 1, "ok": 1}
+
+
+UNRELATED = [PASSAGES[2]]  # the fake's own rule grades it 0: a 2 can only come from the answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '<think>The passage mentions {"grade": 3}? No.</think>\n{"grade": 2}',
+        'Reasoning first.\n</think>\n\n{"grade": 2}',  # a server that strips the opening tag
+        'The passage partly answers it, so: {"grade": 2}. Hope this helps.',
+        'Sure!\n```json\n{"grade": 2}\n```',
+        '{"grade": "2"}',
+        '{"grade": 2.0}',
+    ],
+)
+def test_answers_wrapped_in_reasoning_or_prose_or_as_strings_are_read(redis_url, fake, answer):
+    s = judge_settings(redis_url, fake)
+    fake.script(Reply.text(answer))
+    assert run_grade(s, passages=UNRELATED) == [2]
+    assert len(fake.chat_requests()) == 1  # no repair call was needed
+    assert outcomes(s) == {"ok": 1}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"grade": 2.5}',
+        '{"grade": "4"}',
+        '{"grade": true}',
+        'first {"grade": 1}, then {"grade": 2}',  # two different answers: not a guess
+        '<think>{"grade": 2}',  # the reasoning never ended: no answer
+        '{"grade": 2, "why": "x"}',
+    ],
+)
+def test_what_is_read_is_still_validated_strictly(redis_url, fake, answer):
+    s = judge_settings(redis_url, fake)
+    fake.script(Reply.text(answer), Reply.text(answer))
+    err = grade_error(s, passages=UNRELATED)
+    assert err.reason == "malformed" and not err.retryable
+    assert outcomes(s) == {"malformed": 2}
+
+
+def test_listwise_reads_string_grades_after_reasoning_and_checks_the_count(redis_url, fake):
+    s = judge_settings(redis_url, fake, RAGMON_JUDGE_MODE="listwise")
+    fake.script(Reply.text('<think>p1 answers.</think> {"p1": "3", "p2": 1.0, "p3": 0}'))
+    assert run_grade(s) == [3, 1, 0]
+    fake.script(Reply.text('{"p1": "3", "p2": 1}'), Reply.text('{"p1": 3, "p2": 1, "p3": 9}'))
+    err = grade_error(s, passages=PASSAGES)
+    assert err.reason == "malformed"
+
+
 def test_unknown_model_costs_zero_and_warns_once(redis_url, fake, caplog):
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_MODEL="my-local-llama")
     with caplog.at_level(logging.WARNING, logger="ragmon.judge"):

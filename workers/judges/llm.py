@@ -336,13 +336,15 @@ class OpenAIJudge:
             return resp.choices[0], usage, latency
 
     def _drop_option(self, exc: openai.APIStatusError, kwargs: dict) -> bool:
-        """On a 400/422: stop sending an option the server does not support, if that is the
-        cause. Remembered for this judge (one job)."""
+        """On a 400/422: stop sending an option the server does not support, when the error
+        names it (any other 400, e.g. a context-length error, is not about the option).
+        Remembered for this judge (one job)."""
         text = str(exc.message).lower()
         if "temperature" in text and "temperature" in kwargs:
             self.temperature = None
             return True
-        if "response_format" in kwargs:
+        named = text + " " + str(getattr(exc, "param", None) or "").lower()
+        if "response_format" in kwargs and ("response_format" in named or "json_schema" in named):
             log.warning("judge endpoint rejected response_format (%s): parsing plain JSON", text)
             self.structured = False
             return True
