@@ -213,6 +213,7 @@ def test_requeue_forgets_failed_ids_whose_event_expired(api, redis_url):
     client.close()
 
 
+@pytest.mark.slow  # real processes for 12-17 s: out of scripts/test --quick
 def test_no_text_reaches_the_aof_or_an_rdb_dump(aof_redis):
     """RAGMON_STORE_TEXT=false, 1,000 events judged on a Redis with AOF: neither the AOF (every
     write since start, before any rewrite) nor an uncompressed RDB dump holds any query or

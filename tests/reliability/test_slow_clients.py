@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.support.cli import clean_env
 from tests.support.redis_server import free_port
@@ -71,6 +72,7 @@ def _slow_clients(port: int, seconds: float) -> dict[str, int]:
     return stats
 
 
+@pytest.mark.slow  # real processes for 12-17 s: out of scripts/test --quick
 def test_health_stays_responsive_under_2000_slow_connections(redis_url: str) -> None:
     port = free_port()
     log_path = Path(tempfile.mkdtemp(prefix="ragmon-slow-")) / "api.log"

@@ -33,6 +33,7 @@ def own_redis() -> Iterator[RedisServer]:
     server.cleanup()
 
 
+@pytest.mark.slow  # real processes for 12-17 s: out of scripts/test --quick
 def test_a_503_during_a_stall_never_lands_later(own_redis: RedisServer) -> None:
     settings = Settings.from_env(
         {"REDIS_URL": own_redis.url, "RAGMON_JUDGE": "lexical"}, dotenv=None
