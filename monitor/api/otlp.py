@@ -374,9 +374,12 @@ def _passages(docs: dict[int, dict[str, AnyValue]]) -> list[dict[str, Any]]:
         else:  # an int id, the id in the metadata, or the text's: the SDK's rules
             fallback = _fallback_id(None if pid is None else _value(pid), doc)
             try:
-                item = passage({"id": fallback, "text": item["text"]}, rank)
+                one = passage({"id": fallback, "text": item["text"]}, rank)
             except InvalidEvent as exc:
                 raise _Rejected(str(exc)) from None
+            if one is None:  # the SDK skips an empty chunk; a span must say what it ranked
+                raise _Rejected(f"{DOCUMENTS}.{rank}.document.content: empty")
+            item = one
         score = doc.get("score")
         if score is not None:
             kind = score.WhichOneof("value")

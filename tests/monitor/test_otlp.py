@@ -160,6 +160,8 @@ def _old() -> int:
                        "retrieval.documents.2.document.content": "c"}), "gap"),
         (lambda: span({**retriever_attrs(docs=[]), "retrieval.documents.0.document.id": "x"}),
          "document.content: missing"),
+        (lambda: span({**retriever_attrs(docs=[]), "retrieval.documents.0.document.content": ""}),
+         "document.content: empty"),
         (lambda: span(retriever_attrs(), start_ns=_old()), "timestamp"),
         (lambda: span(retriever_attrs(metadata={"k": "many"})), "k"),
         (lambda: span(retriever_attrs(metadata={"k": 0})), "k"),
@@ -167,7 +169,8 @@ def _old() -> int:
         (lambda: span(retriever_attrs(**{"input.value": "{}",
                                          "input.mime_type": "application/json"})), "no query"),
     ],
-    ids=["no-query", "redacted", "dropped-attributes", "gap", "no-content", "too-old",
+    ids=["no-query", "redacted", "dropped-attributes", "gap", "no-content", "empty-content",
+         "too-old",
          "k-not-a-number", "k-zero", "k-superscript",
          "json-without-query"],
 )  # fmt: skip
