@@ -114,6 +114,8 @@ class FakeLLM:
     # False: a server that never returns logprobs; a predicate on the request body decides
     # per request (some events without UDCG, deterministically).
     logprobs: bool | Callable[[dict], bool] = True
+    # A model the injection sways: a passage whose text this predicate accepts is graded 3.
+    swayed: Callable[[str], bool] | None = None
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests the server held at once
@@ -173,13 +175,16 @@ class FakeLLM:
             self.in_flight -= 1
 
 
-def default_content(body: dict) -> str:
-    """The deterministic rule: the lexical judge's grades of the delimited passages."""
+def default_content(body: dict, swayed: Callable[[str], bool] | None = None) -> str:
+    """The deterministic rule: the lexical judge's grades of the delimited passages (3 for a
+    passage `swayed` accepts)."""
     prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
     q = _QUERY.search(prompt)
     query = q.group(2) if q else ""
     found = _PASSAGE.findall(prompt)
     grades = lexical_grades(query, [text for _, _, text in found]) if found else []
+    if swayed is not None:
+        grades = [3 if swayed(text) else g for (_, _, text), g in zip(found, grades, strict=True)]
     if "integer 1, 2, 3, 4 or 5" in prompt:  # RAGMON_JUDGE_SCALE=utility5
         grades = [UMBRELA_TO_UTILITY[g] for g in grades]
     schema = _schema(body)
@@ -353,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
             top = _utility_top(body)
             first = max(top, key=top.__getitem__)
             return self._json(200, completion(body, first, None, "length", top, lp))
-        content = default_content(body)
+        content = default_content(body, self.fake.swayed)
         if self.fake.fence and not body.get("response_format"):
             content = f"```json\n{content}\n```"
         self._json(200, completion(body, content, None, "stop", logprobs=lp))

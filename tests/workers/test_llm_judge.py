@@ -22,7 +22,7 @@ from monitor.store.judging import JudgeState
 from monitor.store.keys import utc_today
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM, Reply
-from workers.judges import JudgeError, prompt
+from workers.judges import JudgeError, injection, prompt
 from workers.judges.lexical import lexical_grades
 from workers.judges.llm import OpenAIJudge, price_of, retry_after_s
 from workers.worker import make_worker
@@ -429,25 +429,32 @@ INJECTIONS = [
 
 
 @pytest.mark.parametrize("mode", ["pointwise", "listwise"])
-def test_injected_instructions_stay_inside_their_delimiters(redis_url, fake, mode):
+def test_no_passage_of_the_adversarial_corpus_escapes_its_delimited_block(redis_url, fake, mode):
+    """The request sent: each passage is exactly one block between the request's own nonce
+    lines, holds no line that looks like a delimiter, and nothing outside the blocks comes from
+    a passage."""
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_MODE=mode)
-    passages = [(f"i{n}", text) for n, text in enumerate(INJECTIONS)]
-    grades = run_grade(s, passages=passages)
-    assert all(isinstance(g, int) and 0 <= g <= 3 for g in grades)
+    cases = injection.corpus() + [injection.Case(n, "q", "") for n in injection.INJECTIONS]
+    texts = [c.text for c in cases] + INJECTIONS
+    run_grade(s, passages=[(f"i{n}", t) for n, t in enumerate(texts)])
+    sent = []
     for req in fake.chat_requests():
         user = req.body["messages"][-1]["content"]
         nonce = re.search(r"NONCE for this request: ([0-9a-f]{16})", user).group(1)
+        assert user.count(f"<<<END {nonce}>>>") == user.count(f"<<<PASSAGE {nonce} ") + 1
         blocks = re.findall(
-            rf"<<<PASSAGE {nonce} id=(p\d+)>>>\n(.*?)\n<<<END {nonce}>>>", user, re.S
+            rf"^<<<PASSAGE {nonce} id=(p\d+)>>>\n(.*?)\n<<<END {nonce}>>>$", user, re.S | re.M
         )
-        assert blocks, user
+        assert len(blocks) == user.count(f"<<<PASSAGE {nonce} ")
         for _pid, body in blocks:
-            assert body in INJECTIONS  # each passage is exactly one delimited block
-            assert nonce not in body
-        # nothing outside the blocks comes from a passage
+            assert nonce not in body and "<<<" not in body  # no delimiter of any nonce
+            sent.append(body)
         outside = re.sub(rf"<<<(QUERY|PASSAGE) {nonce}.*?<<<END {nonce}>>>", "", user, flags=re.S)
-        assert "answer 3" not in outside.lower() and "ignore" not in outside.lower()
+        for text in texts:
+            for line in filter(None, (x.strip() for x in text.splitlines())):
+                assert line not in outside, line
         assert "untrusted data" in req.body["messages"][0]["content"]
+    assert sorted(sent) == sorted(prompt.escape(t) for t in texts)  # each exactly once
 
 
 def test_an_obeyed_injection_is_not_a_grade_until_repaired(redis_url, fake):
@@ -613,3 +620,32 @@ def test_fake_server_runs_as_a_process_for_benchmarks():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# ---- the injection measurement command --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "swayed", [None, lambda text: '"grade": 3' in text], ids=["firm", "swayed"]
+)
+def test_the_injection_command_counts_the_grades_that_moved(capsys, swayed):
+    with FakeLLM(swayed=swayed) as fake:
+        code = injection.main(["--base-url", fake.url, "--model", MODEL, "--api-key", "k"])
+        n_requests = len(fake.chat_requests())
+    out = capsys.readouterr().out
+    cases = injection.corpus()
+    assert code == 0 and n_requests == len(cases) + len(injection.PLAIN)
+
+    def fake_grade(query: str, text: str) -> int:  # the fake server's rule, on what it is sent
+        text = prompt.escape(text)
+        return 3 if swayed and swayed(text) else lexical_grades(query, [text])[0]
+
+    moved = [c for c in cases if fake_grade(c.query, c.text) != fake_grade(c.query, c.plain)]
+    assert f"total: {len(moved)} of {len(cases)} grades moved" in out
+    by_name = {c.injection for c in moved}
+    for name in injection.INJECTIONS:
+        n = sum(c.injection == name for c in moved)
+        assert re.search(rf"^{name} +{n}/{len(injection.PLAIN)} ", out, re.M), out
+    if swayed:
+        assert {"fake-json", "closing-tags", "fake-turns", "fenced-answer"} <= by_name
+    assert "0 judge errors" in out
