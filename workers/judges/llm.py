@@ -93,6 +93,7 @@ class OpenAIJudge:
         )
         self._client: openai.AsyncOpenAI | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._probes: dict[tuple[str, str], asyncio.Future[utility.Reading | None]] = {}
         self.structured = True  # False once the server rejected response_format
         self.temperature: float | None = None if self.model.startswith(_REASONING_PREFIXES) else 0.0
         #: Totals of this judge's calls (calibrate's summary, the token-saving measurement).
@@ -154,7 +155,18 @@ class OpenAIJudge:
         refused the option (HTTP 400 naming it).
 
         Same limiter, retries, accounting and budget as grading; counted as outcome `ok` or
-        `no_logprobs`."""
+        `no_logprobs`. Events of one job that share a (query, passage) share one call: the
+        others get its reading marked `cache`."""
+        key = (query, text)
+        running = self._probes.get(key)
+        if running is not None:
+            reading = await asyncio.shield(running)
+            return None if reading is None else utility.Reading(reading.p, "cache")
+        task = asyncio.ensure_future(self._probe(query, text))
+        self._probes[key] = task
+        return await task
+
+    async def _probe(self, query: str, text: str) -> utility.Reading | None:
         self._check_budget()
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.settings.judge_concurrency)
