@@ -104,6 +104,7 @@ def scrape_times(url: str) -> tuple[float, float, int, int]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench.bench_metrics", description=__doc__)
     p.add_argument("--short", action="store_true", help="4 s phases, scrapes every 2 s (CI)")
+    p.add_argument("--only", help="comma-separated options to run, of " + ",".join(OPTIONS))
     p.add_argument("--seconds", type=float, default=None, help="per phase (default 60)")
     p.add_argument("--interval", type=float, default=None, help="scrape interval (default 15)")
     p.add_argument("--scrape-only", nargs=3, metavar=("URL", "INTERVAL", "SECONDS"),
@@ -124,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{SERIES} series in Redis; phases of {seconds:g} s; 4 scrapers every {interval:g} s")
         rate = None
         for name, (child, cached_on) in OPTIONS.items():
+            if args.only and name not in args.only.split(","):
+                continue
             # in --short the cache must expire within a phase, as 10 s does in 60 s phases
             refresh = str(min(10.0, interval)) if cached_on else "0"
             env = {
