@@ -22,13 +22,13 @@ from monitor import export
 from monitor.settings import Settings
 from monitor.store import Store
 
-RENDER_NICENESS = 10
+RENDER_NICENESS = 19
 _child_store: Store | None = None  # the child's store, connected on its first rendering
 
 
 def _child_start() -> None:
     """Ctrl-C reaches the whole process group: the API stops the child, which must not die
-    with a traceback of its own first. The child renders at a lower CPU priority (nice +10):
+    with a traceback of its own first. The child renders at the lowest CPU priority (nice 19):
     on a small machine ingest then wins the CPU while a render runs (docs/performance.md)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(RENDER_NICENESS)
