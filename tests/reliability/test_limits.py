@@ -62,30 +62,36 @@ def test_label_rules_hold_inside_a_batch(api, redis_url):
 
 
 def test_sdk_counts_invalid_events_and_never_sends_them(make_api, redis_url):
+    """What the SDK can fix it fixes and sends (counted); what it cannot it counts per reason
+    and never sends, so the server refuses nothing."""
     api = make_api(RAGMON_API_KEYS=KEY)
     good = [make_event(seed=s) for s in range(5)]
+    fixed = [
+        ("x" * 8193, good[0]["passages"], 5, None),  # query too long: truncated
+        ("q", good[0]["passages"][:3], 5, None),  # fewer passages than k: measured as it is
+        ("q", good[0]["passages"] * 21, 5, None),  # 210 passages > 200: cut to 200
+        ("q", [{"id": "p", "text": "t" * 32769}] * 5, 5, None),  # text too long: truncated
+        ("q", good[0]["passages"], 5, {"user": "bob"}),  # unknown label key: to metadata
+    ]
     invalid = [
-        ("x" * 8193, good[0]["passages"], 5, None),  # query too long
         ("q", good[0]["passages"], 0, None),  # k = 0
-        ("q", good[0]["passages"][:3], 5, None),  # fewer passages than k
-        ("q", good[0]["passages"] * 21, 5, None),  # 210 passages > 200
-        ("q", [{"id": "p", "text": "t" * 32769}] * 5, 5, None),  # text too long
         ("q", good[0]["passages"], 5, {"app": "my app"}),  # label value shape
-        ("q", good[0]["passages"], 5, {"user": "bob"}),  # unknown label key
     ]
     mon = RetrievalMonitor(api.url, api_key=KEY, flush_interval=0.1, max_retries=2)
     try:
         for ev in good:
             mon.record(ev["query"], ev["passages"], ev["k"], ev["labels"], ev["event_id"])
-        for query, passages, k, labels in invalid:
+        for query, passages, k, labels in fixed + invalid:
             mon.record(query, passages, k, labels)
         assert mon.flush(timeout=10)
         stats = mon.stats()
     finally:
         mon.close()
     assert stats["invalid"] == len(invalid), stats
-    assert stats["sent"] == len(good), stats
-    assert event_keys(redis_url) == len(good)
+    by_reason = {k: v for k, v in stats.items() if k.startswith("invalid_") and v}
+    assert sum(by_reason.values()) == len(invalid) and len(by_reason) == 2, stats
+    assert stats["sent"] == len(good) + len(fixed), stats
+    assert event_keys(redis_url) == len(good) + len(fixed)
     time.sleep(0.3)  # the API writes rejection counters with its next batch
     rejected = {k: v for k, v in api.store.counters().items() if k.startswith("events_rejected")}
     assert rejected == {}, "the SDK sent something the server refused"
