@@ -16,11 +16,11 @@ from tests.support.api_server import ApiServer
 from tests.support.events import make_event, result_url
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.stack import sample_value
+from tests.workers.test_llm_judge import MODEL, judge_settings
 from workers.judges import prompt, utility
 from workers.judges.llm import OpenAIJudge
 from workers.worker import make_worker
 
-MODEL = "gpt-4o-mini"
 ln = math.log
 
 
@@ -64,18 +64,9 @@ def test_the_prompt_delimits_untrusted_text() -> None:
 
 
 def settings_for(redis_url: str, fake: FakeLLM, **env: str) -> Settings:
-    base = {
-        "REDIS_URL": redis_url,
-        "RAGMON_JUDGE": "openai",
-        "OPENAI_BASE_URL": fake.url,
-        "OPENAI_API_KEY": "sk-test",
-        "RAGMON_JUDGE_MODEL": MODEL,
-        "RAGMON_JUDGE_MAX_RETRIES": "2",
-        "RAGMON_JUDGE_TIMEOUT": "2",
-        "RAGMON_UTILITY": "on",
-        "RAGMON_PRICES": '{"gpt-4o-mini": [1.0, 2.0]}',
-    }
-    return Settings.from_env({**base, **env}, dotenv=None)
+    """The LLM judge's test settings with the utility probe on and a price for the model."""
+    probe = {"RAGMON_UTILITY": "on", "RAGMON_PRICES": '{"gpt-4o-mini": [1.0, 2.0]}'}
+    return judge_settings(redis_url, fake, **{**probe, **env})
 
 
 def probe_once(settings: Settings, text: str = "a passage") -> utility.Reading | None:
