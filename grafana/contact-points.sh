@@ -1,6 +1,11 @@
 #!/bin/sh
-# Grafana's entrypoint in the compose stack: provision where ragmon's alerts go, then start
-# Grafana (the command given as arguments, /run.sh in the image).
+# Grafana's entrypoint in the compose stack: provision where ragmon's alerts go and ragmon's
+# dashboards, then start Grafana (the command given as arguments, /run.sh in the image).
+#
+# Dashboards: copied from RAGMON_DASHBOARDS_SRC (the repository's grafana/dashboards, mounted
+# read-only) to RAGMON_DASHBOARDS_DIR (where the dashboard provider reads them), with
+# RAGMON_EXPLORER_URL (the event explorer's public URL: ragmon's API as browsers reach it) as
+# the default of their `explorer` variable, the base of every panel's data link.
 #
 # Each channel is on when its variable is set (in deploy/.env):
 #   ALERT_SLACK_WEBHOOK_URL       a Slack incoming webhook
@@ -67,5 +72,18 @@ policies:
 EOF
     echo "ragmon: alert notifications provisioned in $file" >&2
 fi
+
+src="${RAGMON_DASHBOARDS_SRC:-/etc/grafana/ragmon/dashboards}"
+dst="${RAGMON_DASHBOARDS_DIR:-/var/lib/grafana/dashboards}"
+explorer="${RAGMON_EXPLORER_URL:-http://localhost:8000}"
+explorer="${explorer%/}"
+# escaped for sed's replacement: \, & and the | delimiter
+escaped=$(printf '%s' "$explorer" | sed 's/[\\&|]/\\&/g')
+mkdir -p "$dst"
+for f in "$src"/*.json; do
+    [ -f "$f" ] || continue
+    sed "s|\"http://localhost:8000\"|\"$escaped\"|g" "$f" > "$dst/$(basename "$f")"
+done
+echo "ragmon: dashboards in $dst link to the explorer at $explorer" >&2
 
 exec "$@"

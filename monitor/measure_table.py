@@ -41,6 +41,7 @@ class Measure:
     calibrate: bool = False  # compared with known grades by `ragmon calibrate`
     summary: bool = False  # in the demo's summary table
     needs: str = ""  # the setting without which it is always null (the report then skips it)
+    explore: bool = False  # a sort order of the event explorer (an index per series in Redis)
 
     @property
     def histogram(self) -> bool:
@@ -65,7 +66,7 @@ MEASURES: tuple[Measure, ...] = (
                  10.0, 15.0, 20.0, 30.0, 50.0),
         panel="Relevant passages that reached the prompt minus a penalty for the irrelevant ones "
         "around them (Schwartz et al.); higher is better and its scale grows with K.",
-        report=True, calibrate=True, summary=True,
+        report=True, calibrate=True, summary=True, explore=True,
     ),
     Measure(
         "ndcg", "nDCG@K", 0.0, 1.0, "higher", "Järvelin & Kekäläinen, TOIS 2002",
@@ -75,7 +76,7 @@ MEASURES: tuple[Measure, ...] = (
         panel="How close the prompt's passages are to the best possible order of the passages "
         "judged for the query: 1 = the most relevant ones came first, 0 = none of the top K is "
         "relevant.",
-        report=True, calibrate=True, summary=True,
+        report=True, calibrate=True, summary=True, explore=True,
     ),
     Measure(
         "f_e", "F_e", 0.0, 1.0, "higher", f"{_SCHWARTZ} (F with N_p estimated)",
@@ -84,7 +85,7 @@ MEASURES: tuple[Measure, ...] = (
         buckets=_UNIT,
         panel="Balance of finding the relevant passages and not padding the prompt with others, "
         "with the number of relevant passages estimated from the top 2K; 1 is perfect.",
-        report=True, calibrate=True, summary=True,
+        report=True, calibrate=True, summary=True, explore=True,
     ),
     Measure(
         "harm", "Harm@K", 0.0, 1.0, "lower", f"Dallaire (Harm@K); {_TRAPPOLINI}",
@@ -93,7 +94,7 @@ MEASURES: tuple[Measure, ...] = (
         buckets=_UNIT,
         panel="Share of the prompt taken by distractors: passages on the topic that do not "
         "answer and can mislead the LLM; lower is better.",
-        unit="percentunit", report=True, calibrate=True, summary=True,
+        unit="percentunit", report=True, calibrate=True, summary=True, explore=True,
     ),
     Measure(
         "precision", "P@K", 0.0, 1.0, "higher", "",
@@ -101,6 +102,7 @@ MEASURES: tuple[Measure, ...] = (
         buckets=_UNIT,
         panel="Share of the passages put in the prompt that are relevant to the query.",
         title="Precision@K", unit="percentunit", report=True, calibrate=True, summary=True,
+        explore=True,
     ),
     Measure(
         "hit", "Hit@K", 0.0, 1.0, "higher", "",
@@ -108,7 +110,7 @@ MEASURES: tuple[Measure, ...] = (
         buckets=(0.0, 1.0),
         panel="Share of queries with at least one relevant passage in the prompt; a miss means "
         "the LLM had nothing to answer from.",
-        title="Hit rate", unit="percentunit", report=True, calibrate=True,
+        title="Hit rate", unit="percentunit", report=True, calibrate=True, explore=True,
     ),
     Measure(
         "rr", "RR@K", 0.0, 1.0, "higher", "",
@@ -160,7 +162,7 @@ MEASURES: tuple[Measure, ...] = (
         panel="Share of the best evidence among the judged passages that made it into the "
         "prompt, a scarce 'answers clearly' passage weighing most (Dallaire); 1 is the best "
         "possible.",
-        report=True, calibrate=True,
+        report=True, calibrate=True, explore=True,
     ),
     Measure(
         "n_recall4", "N-Recall4+@K", 0.0, 1.0, "higher", _DALLAIRE,

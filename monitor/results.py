@@ -3,13 +3,23 @@
 It holds what a person needs to debug one event (README "Reading results back"): the query
 and timestamp, the app's `trace_id` and `metadata`, and each passage with its id, grade, where
 the grade came from and whether it repeats an earlier passage; text only when text storage is
-on; the last judge error while the event waits for a retry.
+on (else the hashes kept in its place); the last judge error while the event waits for a retry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+
+
+def source_counts(sources: Iterable[str | None]) -> dict[str, int]:
+    """How many passages got their grade from each source (`known`, `cache`, `judge`)."""
+    out: dict[str, int] = {}
+    for src in sources:
+        if src is not None:
+            out[src] = out.get(src, 0) + 1
+    return out
 
 
 def describe(
@@ -36,6 +46,8 @@ def describe(
     query = payload.get("query")
     if show_text and isinstance(query, str):  # a dict {"sha": ...} once stripped
         out["query"] = query
+    elif isinstance(query, dict) and "sha" in query:
+        out["query_sha"] = query["sha"]
     ts = payload.get("timestamp")
     if ts is None and received_at is not None:
         ts = datetime.fromtimestamp(received_at, UTC).isoformat().replace("+00:00", "Z")
@@ -58,6 +70,8 @@ def describe(
         }
         if show_text and isinstance(p.get("text"), str):
             row["text"] = p["text"]
+        elif "text_sha" in p:
+            row["text_sha"] = p["text_sha"]
         passages.append(row)
     out["passages"] = passages
     measures = out.get("measures")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits, defined once
     LABEL_KEYS,
@@ -66,6 +67,17 @@ class Labels(BaseModel):
     )
 
 
+FIELD_INVALID = "field_invalid"
+
+
+def invalid(field: str, detail: str) -> PydanticCustomError:
+    """A check across fields that names the one at fault: the 422 answer puts `field` in `loc`
+    and `detail` in `msg` (`monitor.api.app`), read from the error's context."""
+    return PydanticCustomError(
+        FIELD_INVALID, "{field}: {detail}", {"field": field, "detail": detail}
+    )
+
+
 class RetrievalEvent(BaseModel):
     """One production retrieval: the query and its ranked passages."""
 
@@ -113,24 +125,22 @@ class RetrievalEvent(BaseModel):
     def _check(self) -> RetrievalEvent:
         problem = event_id_problem(self.event_id) if self.event_id is not None else None
         if problem:
-            raise ValueError(problem)
+            raise invalid("event_id", problem.removeprefix("event_id: "))
         if self.metadata is not None:
             if len(self.metadata) > MAX_METADATA_KEYS:
-                raise ValueError(f"metadata: at most {MAX_METADATA_KEYS} keys")
+                raise invalid("metadata", f"at most {MAX_METADATA_KEYS} keys")
             size = len(json.dumps(self.metadata, separators=(",", ":")).encode())
             if size > MAX_METADATA_BYTES:
-                raise ValueError(
-                    f"metadata: at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"
-                )
+                raise invalid("metadata", f"at most {MAX_METADATA_BYTES} bytes as JSON, got {size}")
         if self.timestamp is not None:
             ts = self.timestamp
             if ts.tzinfo is None:
-                raise ValueError("timestamp: needs a timezone offset (RFC 3339), e.g. ...Z")
+                raise invalid("timestamp", "needs a timezone offset (RFC 3339), e.g. ...Z")
             now = datetime.now(UTC)
             if ts < now - MAX_EVENT_AGE:
-                raise ValueError("timestamp: older than 35 days")
+                raise invalid("timestamp", "older than 35 days")
             if ts > now + MAX_CLOCK_SKEW:
-                raise ValueError("timestamp: in the future")
+                raise invalid("timestamp", "in the future")
         return self
 
 
@@ -172,6 +182,9 @@ class PassageResult(BaseModel):
         "again and scores as not relevant.",
     )
     text: str | None = Field(default=None, description="Absent when text storage is off.")
+    text_sha: str | None = Field(
+        default=None, description="Text storage off: the hash kept in place of the text."
+    )
 
 
 class RetrievalResult(BaseModel):
@@ -182,6 +195,9 @@ class RetrievalResult(BaseModel):
     k: int | None = None
     labels: dict[str, str] | None = None
     query: str | None = Field(default=None, description="Absent when text storage is off.")
+    query_sha: str | None = Field(
+        default=None, description="Text storage off: the hash of the normalized query."
+    )
     timestamp: str | None = Field(default=None, description="When the retrieval happened.")
     trace_id: str | None = None
     metadata: dict[str, str | int | float | bool] | None = None
@@ -228,3 +244,30 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     detail: list[ErrorDetail] | str
+
+
+class EventSummary(BaseModel):
+    """One event of a search (`GET /v1/retrievals`)."""
+
+    event_id: str
+    status: Status
+    labels: dict[str, str]
+    timestamp: str | None = None
+    k: int | None = None
+    measures: dict[str, float] | None = None
+    grade_sources: dict[str, int] | None = Field(
+        default=None, description="How many passages got their grade from each source."
+    )
+    trace_id: str | None = None
+
+
+class EventPage(BaseModel):
+    """A page of a search: pass `next_cursor` as `cursor` (same other parameters) for the next."""
+
+    events: list[EventSummary]
+    next_cursor: str | None = Field(default=None, description="null: no more events.")
+    scanned: int = Field(description="Index entries read for this page.")
+    partial: bool = Field(
+        description="The page stopped at the scan budget before filling: few events match; "
+        "continue with `next_cursor`."
+    )

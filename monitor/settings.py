@@ -337,6 +337,10 @@ class Settings:
     alert_min_events: int = field(
         default=30, metadata={"env": "RAGMON_ALERT_MIN_EVENTS", "parse": _number(1, None, int)}
     )
+    explorer_url: str | None = field(
+        default=None,
+        metadata={"env": "RAGMON_EXPLORER_URL", "parse": _url("http", "https")},
+    )
     report_webhook: str | None = field(
         default=None,
         metadata={"env": "RAGMON_REPORT_WEBHOOK", "parse": _url("http", "https"), "secret": True},

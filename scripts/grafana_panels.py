@@ -10,6 +10,10 @@ from typing import Any
 
 DATASOURCE_UID = "ragmon-prometheus"
 DS = {"type": "prometheus", "uid": "${datasource}"}
+# The `explorer` variable's default: ragmon's API as the demo serves it. The compose stack's
+# Grafana entrypoint (grafana/contact-points.sh) puts RAGMON_EXPLORER_URL in its place.
+EXPLORER_DEFAULT = "http://localhost:8000"
+LABELS = ("app", "index", "retriever", "segment")
 
 
 def target(expr: str, legend: str = "", **extra: Any) -> dict[str, Any]:
@@ -156,4 +160,36 @@ def dashboard(
             }
         ],
         "panels": layout(panels),
+    }
+
+
+def explorer_variable() -> dict[str, Any]:
+    """Where the event explorer is (ragmon's API as the browser reaches it): the base of the
+    panels' data links."""
+    return {
+        "name": "explorer",
+        "label": "Explorer URL",
+        "type": "textbox",
+        "query": EXPLORER_DEFAULT,
+        "current": {"selected": False, "text": EXPLORER_DEFAULT, "value": EXPLORER_DEFAULT},
+        "options": [{"selected": True, "text": EXPLORER_DEFAULT, "value": EXPLORER_DEFAULT}],
+        "hide": 0,
+    }
+
+
+def explorer_link(per_field: tuple[str, ...] = (), sort: str | None = None) -> dict[str, Any]:
+    """A data link to the explorer's events for the panel's labels and time range.
+
+    The label variables go as `${name:pipe}` (`a|b`, or `.*` for All: the explorer reads both);
+    labels in `per_field` come from the clicked series instead (a per-retriever panel)."""
+    params = [
+        f"{k}=${{__field.labels.{k}}}" if k in per_field else f"{k}=${{{k}:pipe}}" for k in LABELS
+    ]
+    params += ["from=${__from}", "to=${__to}"]
+    if sort:
+        params.append(f"sort={sort}")
+    return {
+        "title": "Events in the ragmon explorer",
+        "url": "${explorer}/ui/events?" + "&".join(params),
+        "targetBlank": True,
     }

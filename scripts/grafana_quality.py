@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from grafana_panels import dashboard, panel, query_variable, row, stat, target, timeseries
+from grafana_panels import (
+    dashboard,
+    explorer_link,
+    explorer_variable,
+    panel,
+    query_variable,
+    row,
+    stat,
+    target,
+    timeseries,
+)
 
 from monitor.measure_table import MEASURES as TABLE
 
@@ -107,7 +117,20 @@ def _quality_variables() -> list[dict[str, Any]]:
         "hide": 0,
         "refresh": 2,
     }
-    return [*(query_variable(*c) for c in chain), window]
+    return [*(query_variable(*c) for c in chain), window, explorer_variable()]
+
+
+def _link_to_explorer(panels: list[dict[str, Any]]) -> None:
+    """Every data panel links to the explorer's events behind it: its labels (the clicked
+    retriever on a per-retriever panel), its time range, sorted worst first by its measure."""
+    for p in panels:
+        if p["type"] in ("row", "text"):
+            continue
+        legends = " ".join(t.get("legendFormat", "") for t in p["targets"])
+        per_field = ("retriever",) if "{{retriever}}" in legends else ()
+        first = p["targets"][0]["expr"]
+        sort = next((m.key for m in TABLE if m.explore and f"retrieval_{m.key}_" in first), None)
+        p["fieldConfig"]["defaults"]["links"] = [explorer_link(per_field, sort)]
 
 
 def retrieval_quality() -> dict[str, Any]:
@@ -282,6 +305,7 @@ def retrieval_quality() -> dict[str, Any]:
                      "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
         )
     )  # fmt: skip
+    _link_to_explorer(p)
     return dashboard(
         "ragmon-quality",
         "ragmon: Retrieval quality",

@@ -113,6 +113,9 @@ def test_readme_walkthrough_from_a_fresh_clone(tmp_path):
 
         metrics = httpx.get(f"{serving.group(1)}/metrics", timeout=30).text
         assert "ragmon_retrieval_ndcg_bucket" in metrics
+        assert f"event explorer: {serving.group(1)}/ui" in text
+        explorer = httpx.get(f"{serving.group(1)}/ui/events", params={"retriever": "bm25"})
+        assert explorer.status_code == 200 and "support-bot: kb-2026-10/bm25/" in explorer.text
 
         started = psutil.Process(demo.pid).children(recursive=True)
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C, as the README says

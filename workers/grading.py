@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from monitor.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
-from monitor.store import event_day
+from monitor.store import event_day, query_hash, text_hash
 from monitor.store.keys import SEP
 from workers.judges import utility
 from workers.judges.base import Judge, JudgeError, PartialGrades
@@ -51,7 +51,23 @@ def duplicates(passages: list[dict]) -> list[int | None]:
     return out
 
 
-async def grade_event(event: dict, judge: Judge, store: Store) -> Graded:
+@dataclass
+class InFlight:
+    """Grades the judge is being asked for within one job, by (query, passage text).
+
+    Repeated questions arrive together: when two events of a job hold the same passage for
+    the same query, the second waits for the first one's grade instead of paying the judge
+    twice (and both get the same grade). A grade the first could not get is asked again."""
+
+    asked: dict[tuple[str, str], asyncio.Future[int | None]] = field(default_factory=dict)
+
+    def key(self, query: str, text: str) -> tuple[str, str]:
+        return query_hash(query), text_hash(text)
+
+
+async def grade_event(
+    event: dict, judge: Judge, store: Store, inflight: InFlight | None = None
+) -> Graded:
     """Known grades (at every depth), then the judgment cache, then the judge (top 2K only).
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
@@ -91,29 +107,63 @@ async def grade_event(event: dict, judge: Judge, store: Store) -> Graded:
     store.incr("judge_cache_misses", len(misses), day=day)
     if not misses:
         return out
-    items = [(passages[i]["id"], passages[i]["text"]) for i in misses]
+    if inflight is None:
+        await _ask(judge, store, query, passages, misses, out)
+        return out
+    keys = {i: inflight.key(query, passages[i]["text"]) for i in misses}
+    others = {i: inflight.asked[keys[i]] for i in misses if keys[i] in inflight.asked}
+    mine = [i for i in misses if i not in others]
+    loop = asyncio.get_running_loop()
+    for i in mine:
+        inflight.asked.setdefault(keys[i], loop.create_future())
+    try:
+        await _ask(judge, store, query, passages, mine, out)
+    finally:
+        for i in mine:  # resolved and forgotten: later events of the job find the cache
+            fut = inflight.asked.pop(keys[i], None)
+            if fut is not None and not fut.done():
+                fut.set_result(out.grades[i])
+    again = []
+    for i, fut in others.items():
+        g = await fut
+        if g is None:
+            again.append(i)
+        else:
+            out.grades[i], out.sources[i] = g, JUDGE
+    await _ask(judge, store, query, passages, again, out)
+    return out
+
+
+async def _ask(
+    judge: Judge, store: Store, query: str, passages: list[dict], idx: list[int], out: Graded
+) -> None:
+    """Have the judge grade passages `idx` into `out` and cache the grades. A lasting failure
+    leaves them unjudged (counted) unless no passage has a grade: then it raises, as a passing
+    one does."""
+    if not idx:
+        return
+    items = [(passages[i]["id"], passages[i]["text"]) for i in idx]
     try:
         new = await judge.grade(query, items)
     except PartialGrades as partial:
-        for i, g, reason in zip(misses, partial.grades, partial.reasons, strict=True):
+        for i, g, reason in zip(idx, partial.grades, partial.reasons, strict=True):
             out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
             if reason is not None:
                 out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
-        return out  # the judge cached what it got
+        return  # the judge cached what it got
     except JudgeError as exc:
         if exc.retryable or all(g is None for g in out.grades):
             raise
-        out.unjudged[exc.reason] = len(misses)  # lasting, and other passages have grades
-        return out
-    for i, g in zip(misses, new, strict=True):
+        out.unjudged[exc.reason] = out.unjudged.get(exc.reason, 0) + len(idx)
+        return
+    for i, g in zip(idx, new, strict=True):
         out.grades[i], out.sources[i] = g, JUDGE
     store.cache_grades(
         judge.model,
         judge.prompt_version,
         query,
-        [(passages[i]["text"], g) for i, g in zip(misses, new, strict=True)],
+        [(passages[i]["text"], g) for i, g in zip(idx, new, strict=True)],
     )
-    return out
 
 
 def _grades_1_to_5(judge: Judge) -> bool:

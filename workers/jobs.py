@@ -15,7 +15,7 @@ from monitor.measures import MeasureParams, compute
 from monitor.store import Store, event_day, ref_of, text_hash
 from monitor.store.keys import SEP
 from workers.context import WorkerContext, current_context
-from workers.grading import grade_event, on_both_scales, probe_event
+from workers.grading import InFlight, grade_event, on_both_scales, probe_event
 from workers.judges.base import Judge, JudgeError
 
 log = logging.getLogger("ragmon.worker")
@@ -51,9 +51,10 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
     tasks: dict[asyncio.Future, dict] = {}
     outcomes: list[tuple[dict, object]] = []
     claims = Claims(store)
+    inflight = InFlight()  # a passage repeated across the job's events is judged once
     try:
         for e in events:
-            tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e))] = e
+            tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e, inflight))] = e
         until = time.monotonic() + GREEDY_MAX_S
         while True:
             if greedy and (time.monotonic() > until or store.queue_depth()):
@@ -61,7 +62,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
                 greedy = False
             if greedy:
                 for e in claims.take(ctx.settings.job_batch_size - len(tasks)):
-                    tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e))] = e
+                    tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e, inflight))] = e
             if not tasks:
                 break
             finished, _ = await asyncio.wait(
@@ -164,9 +165,14 @@ class Claims:
 
 
 async def _one(
-    ctx: WorkerContext, store: Store, judge: Judge, params: MeasureParams, event: dict
+    ctx: WorkerContext,
+    store: Store,
+    judge: Judge,
+    params: MeasureParams,
+    event: dict,
+    inflight: InFlight | None = None,
 ) -> str:
-    graded = await grade_event(event, judge, store)
+    graded = await grade_event(event, judge, store, inflight)
     grades, utility = on_both_scales(graded.grades, judge)
     k = event["k"]
     ps: list[float | None] | None = None

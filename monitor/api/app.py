@@ -6,7 +6,6 @@ import asyncio
 import gc
 import gzip
 import logging
-import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,13 +19,17 @@ from starlette.requests import ClientDisconnect
 
 from monitor.api import otlp
 from monitor.api.auth import KeyRing, Principal
+from monitor.api.explorer import explorer_ui, scope
 from monitor.api.ingest import IngestWriter, sampled_in
 from monitor.api.metrics import MetricsText
+from monitor.explorer import SEARCH_HELP, SearchError, parse_search
 from monitor.schemas import (
+    FIELD_INVALID,
     LABEL_PATTERN,
     Accepted,
     BatchAccepted,
     ErrorResponse,
+    EventPage,
     RetrievalBatch,
     RetrievalEvent,
     RetrievalResult,
@@ -37,7 +40,6 @@ from monitor.store import IngestItem, Store
 log = logging.getLogger("ragmon.api")
 
 RETRY_AFTER_S = 5
-_FIELD_IN_MSG = re.compile(r"^(?:Value error, )?(\w+): ")
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 GC_YOUNG_THRESHOLD = 5000
 
@@ -50,16 +52,16 @@ class Refused(Exception):
 
 
 def _errors(exc: ValidationError) -> list[dict]:
-    """Pydantic errors as `{loc, msg, type}` with the offending field named in `loc`."""
+    """Pydantic's errors as `{loc, msg, type}`; a check across fields (`schemas.invalid`) names
+    its field in `loc`, read from the error's context."""
     out = []
     for err in exc.errors(include_url=False, include_input=False):
-        loc = ["body", *err["loc"]]
-        msg = err["msg"]
-        m = _FIELD_IN_MSG.match(msg)
-        if m and err["type"] == "value_error":
-            loc.append(m.group(1))
-            msg = msg[m.end() :]
-        out.append({"loc": loc, "msg": msg, "type": err["type"]})
+        loc, msg, kind = ["body", *err["loc"]], err["msg"], err["type"]
+        if kind == FIELD_INVALID:
+            ctx = err.get("ctx") or {}
+            loc.append(ctx["field"])
+            msg, kind = ctx["detail"], "value_error"
+        out.append({"loc": loc, "msg": msg, "type": kind})
     return out
 
 
@@ -319,6 +321,34 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         return Response(body, 200, media_type=media)
 
     @app.get(
+        "/v1/retrievals",
+        response_model=EventPage,
+        responses={
+            400: {"model": ErrorResponse, "description": "A parameter that cannot be used."},
+            401: responses[401],
+            403: {"model": ErrorResponse, "description": "The key may not read this app."},
+            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+        },
+        summary="Search judged events by labels, time, measures, grade source or trace",
+        description=SEARCH_HELP,
+        tags=["events"],
+    )
+    async def search_events(request: Request) -> JSONResponse:
+        principal = authorize(request)
+        try:
+            search = scope(parse_search(dict(request.query_params)), principal)
+        except SearchError as exc:
+            return JSONResponse({"detail": str(exc)}, 400)
+        except PermissionError as exc:
+            return JSONResponse({"detail": str(exc)}, 403)
+        read = asyncio.to_thread(store.explore.search, search)
+        try:
+            page = await asyncio.wait_for(read, settings.store_timeout_s)
+        except Exception as exc:
+            raise store_unavailable(exc) from exc
+        return JSONResponse(page.answer())
+
+    @app.get(
         "/v1/retrievals/{event_id:path}",
         response_model=RetrievalResult,
         responses={
@@ -394,6 +424,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
             return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
         return Response(await asyncio.to_thread(gzip.decompress, body), media_type=PROMETHEUS_TEXT)
+
+    app.include_router(explorer_ui(settings, store, keys))
 
     def openapi() -> dict:
         if app.openapi_schema is None:

@@ -1,6 +1,6 @@
-"""/metrics off the ingest path: the text is rendered in a child process and kept for
-RAGMON_METRICS_REFRESH_S, so concurrent scrapers share one rendering and the API's event loop
-(and its GIL) only copies bytes.
+"""/metrics off the ingest path: the text is rendered in a child process ahead of the scrapes,
+every RAGMON_METRICS_REFRESH_S, so scrapers share one rendering, never wait for one, and the
+API's event loop (and its GIL) only copies bytes.
 
 At 500 series one rendering is ~7 MB of text and about a second of CPU; done in the API
 process it held the GIL while events waited (four scrapers: ingest p99 43 → 604 ms). The
@@ -10,6 +10,7 @@ child has its own Redis connection and interpreter; `docs/performance.md` has th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import multiprocessing
 import os
@@ -23,6 +24,9 @@ from monitor.settings import Settings
 from monitor.store import Store
 
 RENDER_NICENESS = 19
+# Pause between the renderer's HSCAN steps: its reads of 26k-140k fields, back to back, kept
+# Redis busy enough to double the ingest p99 (docs/performance.md); spread, they do not.
+RENDER_READ_PAUSE_S = 0.002
 _child_store: Store | None = None  # the child's store, connected on its first rendering
 
 
@@ -39,18 +43,37 @@ def render_in_child(settings: Settings) -> bytes:
     global _child_store
     if _child_store is None:
         _child_store = Store.connect(settings)
-    return compressed(_child_store)
+        _child_store.read_pause_s = RENDER_READ_PAUSE_S
+    return compressed(_child_store, paced=True)
 
 
-def compressed(store: Store) -> bytes:
+def compressed(store: Store, paced: bool = False) -> bytes:
     """The text gzipped once per rendering: 11 MB at 500 series is ~0.4 MB on the wire, and
-    Prometheus asks for gzip."""
-    return gzip.compress(export.metrics_text(store), compresslevel=1, mtime=0)
+    Prometheus asks for gzip. `paced`: rest as long as each step worked (the child), so a
+    rendering never takes a CPU for long at a time."""
+    between = None
+    if paced:
+        mark = [time.perf_counter()]
+
+        def between() -> None:
+            time.sleep(time.perf_counter() - mark[0])
+            mark[0] = time.perf_counter()
+
+    return gzip.compress(export.metrics_text(store, between), compresslevel=1, mtime=0)
 
 
 class MetricsText:
-    """The current /metrics body, refreshed at most every `refresh_s` seconds, one rendering
-    at a time (in a child process, or in a thread when `in_process`)."""
+    """The current /metrics body, rendered ahead of the scrapes (in a child process, or in a
+    thread when `in_process`).
+
+    A scrape never waits for a rendering once one exists: while scrapes keep coming, a
+    background task renders every `refresh_s` seconds, and each scrape gets the latest body
+    (at most `refresh_s` plus one rendering old). Only the first scrape, and one that finds
+    the body older than 2 x `refresh_s` (after `IDLE_S` without scrapes the task stops; or
+    renderings keep failing), wait for a rendering. With `refresh_s` 0 every scrape gets a
+    rendering of its own (tests)."""
+
+    IDLE_S = 120.0
 
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
@@ -61,21 +84,40 @@ class MetricsText:
         self._body = b""
         self._at = float("-inf")
         self._pending: asyncio.Future[bytes] | None = None
+        self._ahead: asyncio.Task[None] | None = None
+        self._scraped_at = float("-inf")
 
     async def body(self) -> bytes:
-        """The gzipped text, at most `refresh_s` old: scrapes within that share one rendering,
-        and scrapes that arrive during a rendering wait for that one (0: one per scrape)."""
-        if time.monotonic() - self._at < self.refresh_s:
-            return self._body
+        """The gzipped text: the latest rendering while it is fresh enough, else a new one
+        (concurrent scrapes share it)."""
+        now = time.monotonic()
+        self._scraped_at = now
+        if self.refresh_s > 0:
+            if self._ahead is None or self._ahead.done():
+                self._ahead = asyncio.ensure_future(self._render_ahead())
+            if now - self._at <= 2 * self.refresh_s:
+                return self._body
+        return await self._rendering()
+
+    def _rendering(self) -> asyncio.Future[bytes]:
         if self._pending is None:
             self._pending = asyncio.ensure_future(self._render())
             self._pending.add_done_callback(self._settled)
-        return await asyncio.shield(self._pending)
+        return asyncio.shield(self._pending)
 
     def _settled(self, fut: asyncio.Future[bytes]) -> None:
         self._pending = None
         if not fut.cancelled() and fut.exception() is None:
             self._body, self._at = fut.result(), time.monotonic()
+
+    async def _render_ahead(self) -> None:
+        """Render every `refresh_s` while scrapes come; a failed rendering (Redis down) is
+        tried again next time, and scrapes keep the last body until it is too old."""
+        while time.monotonic() - self._scraped_at < self.IDLE_S:
+            started = time.monotonic()
+            with contextlib.suppress(Exception):  # said by a scrape once the body is too old
+                await self._rendering()
+            await asyncio.sleep(max(0.0, self.refresh_s - (time.monotonic() - started)))
 
     async def _render(self) -> bytes:
         if self.in_process:
@@ -97,6 +139,9 @@ class MetricsText:
         return self._pool
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.cancel()
+            self._ahead = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

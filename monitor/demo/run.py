@@ -308,7 +308,10 @@ def _run(
             return 1
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port}"
-    say(f"API on {url} (docs {url}/docs, metrics {url}/metrics); {options.workers} workers")
+    say(
+        f"API on {url} (docs {url}/docs, metrics {url}/metrics, event explorer {url}/ui); "
+        f"{options.workers} workers"
+    )
     t0 = time.monotonic()
     replay(url, events, _auth_headers(settings), label="replaying demo traffic")
     ids = [ref_of(e) for e in events]
@@ -336,7 +339,8 @@ def _run(
     if options.once:
         return 0 if done == len(ids) else 1
     print(
-        f"\nServing {url}/metrics until Ctrl-C. Point Prometheus at it, or run in another shell:\n"
+        f"\nServing {url}/metrics until Ctrl-C (event explorer: {url}/ui). Point Prometheus "
+        "at it, or run in another shell:\n"
         # the embedded Redis's address; a REDIS_URL of the user's (maybe with a password) is
         # already in their environment and is not echoed
         f"  {f'REDIS_URL={settings.redis_url} ' if embedded else ''}"

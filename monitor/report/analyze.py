@@ -57,6 +57,7 @@ class Report:
     trend_labels: list[str]
     store_text: bool
     result_ttl_days: float
+    explorer_url: str | None = None
     volumes: dict[Group, tuple[Volume, Volume]] = field(default_factory=dict)
     mix: list[SegmentMix] = field(default_factory=list)
     population: list[QueryPopulation] = field(default_factory=list)
@@ -292,6 +293,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         trend_labels=[b.window.label for b in data.trend],
         store_text=data.store_text,
         result_ttl_days=data.result_ttl_days,
+        explorer_url=data.explorer_url,
         volumes=compared.volumes,
         mix=[m for m in mixes.values() if m is not None],
         population=list(pops.values()),

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 _CODE = re.compile(r"`([^`]+)`")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A table cell that links somewhere (`url` is ours: http(s), percent-encoded)."""
+
+    text: str
+    url: str
+
+
+Cell = str | Link
 
 
 @dataclass
@@ -27,7 +39,9 @@ class Doc:
         if items:
             self.blocks.append(("ul", items))
 
-    def table(self, headers: list[str], rows: list[list[str]], css_id: str = "") -> None:
+    def table(
+        self, headers: Sequence[str], rows: Sequence[Sequence[Cell]], css_id: str = ""
+    ) -> None:
         self.blocks.append(("table", headers, rows, css_id))
 
     def img(self, png_b64: str, alt: str) -> None:
@@ -48,8 +62,10 @@ def _md(text: str) -> str:
     )
 
 
-def _md_cell(text: str) -> str:
-    return _md(text).replace("|", "\\|").replace("\n", " ")
+def _md_cell(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f"[{_md_cell(cell.text)}](<{cell.url}>)"
+    return _md(cell).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(doc: Doc) -> str:
@@ -71,6 +87,12 @@ def to_markdown(doc: Doc) -> str:
         elif kind == "img":
             out += [f"*Plot: {_md(b[2])} (embedded in report.html).*", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _html_cell(cell: Cell) -> str:
+    if isinstance(cell, Link):
+        return f'<a href="{html.escape(cell.url)}">{_inline(cell.text)}</a>'
+    return _inline(cell)
 
 
 def _inline(text: str) -> str:
@@ -116,9 +138,11 @@ def to_html(doc: Doc) -> str:
             out.append("".join(f"<th>{_inline(h)}</th>" for h in headers) + "</tr></thead><tbody>")
             for row in rows:
                 cls = ""
-                if css_id == "regressions" and len(row) > 6:
+                if css_id == "regressions" and len(row) > 6 and isinstance(row[6], str):
                     cls = f' class="{html.escape(row[6].split()[0])}"'
-                out.append(f"<tr{cls}>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>")
+                out.append(
+                    f"<tr{cls}>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>"
+                )
             out.append("</tbody></table>")
         elif kind == "img":
             out.append(

@@ -101,6 +101,7 @@ class Dataset:
     trend: list[WindowData]
     store_text: bool
     result_ttl_days: float
+    explorer_url: str | None = None  # RAGMON_EXPLORER_URL: the worst events link there
 
 
 def merge_hists(parts: Iterable[Hists]) -> Hists:
@@ -178,7 +179,8 @@ def gather(
         block = Window(block.end.fromordinal(block.end.toordinal() - 6), block.end)
         trend.append(cache.window(block, with_events=False))
     progress(f"read {len(cache.hists)} days of histograms for the {TREND_WEEKS}-week trend")
-    return Dataset(cur, base, trend, store.settings.store_text, store.settings.result_ttl_days)
+    s = store.settings
+    return Dataset(cur, base, trend, s.store_text, s.result_ttl_days, s.explorer_url)
 
 
 def record_ref(record: dict) -> str:

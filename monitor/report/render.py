@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from monitor.pages import event_url
 from monitor.report.analyze import Report, fmt
 from monitor.report.compare import (
     ALPHA,
@@ -15,7 +16,7 @@ from monitor.report.compare import (
     Row,
     group_name,
 )
-from monitor.report.document import Doc
+from monitor.report.document import Cell, Doc, Link
 from monitor.report.gather import record_ref
 from monitor.report.ops import JudgeOps
 from monitor.report.population import MIX_MIN_SHARE, SegmentMix
@@ -282,12 +283,12 @@ def worst_section(doc: Doc, report: Report) -> None:
         ("Highest Harm@K", report.worst_harm),
     ):
         doc.h(3, title)
-        rows = []
+        rows: list[list[Cell]] = []
         for e in events:
             lb = e["labels"]
             rows.append(
                 [
-                    e["id"],
+                    _event_cell(report.explorer_url, lb["app"], e["id"]),
                     e["ts"],
                     f"{lb['retriever']} / {lb['segment']}",
                     fmt(e["m"].get("ndcg")),
@@ -312,6 +313,13 @@ def worst_section(doc: Doc, report: Report) -> None:
         )
         texts = [t for e in events[:3] for t in _texts(e, report.details.get(record_ref(e)))]
         doc.ul(texts)
+
+
+def _event_cell(explorer_url: str | None, app: str, event_id: str) -> Cell:
+    """The event's id, a link to it in the explorer when RAGMON_EXPLORER_URL is set."""
+    if not explorer_url:
+        return event_id
+    return Link(event_id, explorer_url.rstrip("/") + event_url(app, event_id))
 
 
 def _query(payload: dict | None, store_text: bool) -> str:

@@ -1,20 +1,17 @@
 """All Redis access: events, results, aggregates, the RQ queue. Everything else calls this.
 
 Layout of the keys: `monitor.store.keys`; atomic multi-key changes: `monitor.store.scripts`;
-how jobs sit in RQ: `monitor.store.rq_jobs`.
+how jobs sit in RQ: `monitor.store.rq_jobs`; the values it keeps and returns:
+`monitor.store.records` (re-exported here).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 import redis
 import redis.asyncio
@@ -25,63 +22,36 @@ from monitor.measures import HISTOGRAM_MEASURES, histogram_bounds
 from monitor.results import describe
 from monitor.settings import Settings
 from monitor.store import scripts
+from monitor.store.explore import ExploreIndex
 from monitor.store.grouping import Grouping
 from monitor.store.ingest import AsyncIngest, plan_ingest
-from monitor.store.keys import SEP, Keys, event_ref, split_ref, utc_day
+from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.records import (
+    QUERY_KEY_CHARS,
+    Histogram,
+    IngestItem,
+    bucket_index,
+    day_record,
+    event_day,
+    number_of,
+    query_hash,
+    ref_of,
+    text_hash,
+    text_of,
+)
 from monitor.store.rq_jobs import Jobs
 from monitor.store.sealing import Sealer
 from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
 
+__all__ = [
+    "QUERY_KEY_CHARS", "Histogram", "IngestItem", "Store", "bucket_index", "day_record",
+    "event_day", "query_hash", "ref_of", "text_hash",
+]  # fmt: skip
+
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
 DAY_EVENTS_KEEP = 50_000
-QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
+HSCAN_COUNT = 1000  # fields per step of `Store.read_hash`
 CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
-
-
-@dataclass(frozen=True)
-class IngestItem:
-    """One validated event ready to store: payload is the normalized event JSON; `app` is its
-    `labels.app`, the scope of its id."""
-
-    event_id: str
-    payload: str
-    sampled_out: bool = False
-    app: str = "default"
-
-    @property
-    def ref(self) -> str:
-        return event_ref(self.app, self.event_id)
-
-    @property
-    def status(self) -> str:
-        """The status it is stored with: judged later (queued) or never (sampled_out)."""
-        return "sampled_out" if self.sampled_out else "queued"
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series, and
-    the sum of squared values where recorded (quality measures; None for older data)."""
-
-    buckets: list[int]
-    sum: float
-    count: int
-    sum_squares: float | None = None
-
-
-def bucket_index(bounds: Sequence[float], value: float) -> int:
-    """Index of the first bucket whose upper bound is >= value (len(bounds) for +Inf)."""
-    return bisect_left(bounds, value - 1e-12)
-
-
-def event_day(event: dict) -> str:
-    """The UTC day of an event's `timestamp`: per-day aggregates are keyed by it."""
-    return utc_day(datetime.fromisoformat(event["timestamp"]).timestamp())
-
-
-def ref_of(event: dict) -> str:
-    """The `event_ref` of a stored event payload."""
-    return event_ref(event["labels"]["app"], event["event_id"])
 
 
 class Store:
@@ -99,8 +69,11 @@ class Store:
         self.series = SeriesBudget(self)
         self.grouping = Grouping(self)
         self.sealer = Sealer(settings)
+        self.explore = ExploreIndex(self)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
+        # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
+        self.read_pause_s = 0.0
 
     @classmethod
     def connect(cls, settings: Settings) -> Store:
@@ -292,13 +265,15 @@ class Store:
         ]
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=keys, args=argv, client=pipe)
+            self.explore.index(pipe, event, result)  # the explorer's index, in the same step
             for key in keys[2:7:2]:  # day hist, day counters, day events
                 pipe.expire(key, DAY_TTL_S)
-            if s.series_idle_days > 0:
-                pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
+            pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
             replies = pipe.execute()
-        if s.series_idle_days > 0 and replies[-1]:  # this process sweeps for the fleet
-            self.series.free_idle(now)
+        if replies[-1]:  # this process sweeps for the fleet
+            if s.series_idle_days > 0:
+                self.series.free_idle(now)
+            self.explore.trim(now)
         return bool(replies[0])
 
     def fail(self, ref: str, reason: str, message: str) -> bool:
@@ -322,11 +297,11 @@ class Store:
             return None
         return describe(
             event_id,
-            _text(status),
+            text_of(status),
             json.loads(result) if result is not None else None,
             json.loads(self.sealer.open(payload)) if payload is not None else None,
             float(rt) if rt is not None else None,
-            _text(error) if error is not None else None,
+            text_of(error) if error is not None else None,
             show_text=self.settings.store_text,
         )
 
@@ -390,16 +365,39 @@ class Store:
 
     def counters(self, day: str | None = None) -> dict[str, float]:
         key = self.keys.day_counters(day) if day else self.keys.counters
-        return {_text(k): _num(v) for k, v in self.client.hgetall(key).items()}
+        return {text_of(k): number_of(v) for k, v in self.read_hash(key).items()}
+
+    def read_hash(self, key: str) -> dict[bytes, bytes]:
+        """A whole hash, read in HSCAN steps of `HSCAN_COUNT` fields rather than one HGETALL.
+
+        At 500 series the lifetime histograms are 26k-140k fields: one HGETALL kept Redis busy
+        8-45 ms, and every ingest write and worker finish waited behind it (the /metrics
+        render's cost to the ingest p99). A step takes ~0.4 ms. Not a snapshot: a field
+        written during the read is seen before or after its change (`histograms` keeps each
+        histogram consistent anyway)."""
+        if self.read_pause_s <= 0:
+            return dict(self.client.hscan_iter(key, count=HSCAN_COUNT))
+        out: dict[bytes, bytes] = {}
+        cursor = None
+        while cursor != 0:
+            cursor, part = self.client.hscan(key, cursor or 0, count=HSCAN_COUNT)
+            out.update(cast(dict[bytes, bytes], part))
+            time.sleep(self.read_pause_s)
+        return out
 
     def histograms(
         self, bounds: dict[str, Sequence[float]], day: str | None = None
     ) -> dict[str, dict[tuple[str, ...], Histogram]]:
-        """Histograms by name, then label values; `bounds` gives each name's buckets."""
-        raw = self.client.hgetall(self.keys.day_hist(day) if day else self.keys.hist)
+        """Histograms by name, then label values; `bounds` gives each name's buckets.
+
+        Read in steps (`read_hash`), a histogram's fields may straddle an observation: its count
+        is then the larger of its `count` field and its buckets' total, so the `+Inf` bucket,
+        which is the count, is never below a finite bucket and never falls from one read to the
+        next (`sum` may be one observation apart until the next read)."""
+        raw = self.read_hash(self.keys.day_hist(day) if day else self.keys.hist)
         acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
         for k, v in raw.items():
-            *head, part = _text(k).split(SEP)
+            *head, part = text_of(k).split(SEP)
             name, labels = head[0], tuple(head[1:])
             if name not in bounds:
                 continue
@@ -417,7 +415,10 @@ class Store:
                 if idx < len(h["b"]):
                     h["b"][idx] = int(v)
         return {
-            name: {lbl: Histogram(h["b"], h["s"], h["c"], h["q"]) for lbl, h in series.items()}
+            name: {
+                lbl: Histogram(h["b"], h["s"], max(h["c"], sum(h["b"])), h["q"])
+                for lbl, h in series.items()
+            }
             for name, series in acc.items()
         }
 
@@ -473,50 +474,3 @@ class Store:
         """Jobs RQ holds for a later retry after a passing judge failure (its scheduled
         registry: ragmon schedules nothing else there)."""
         return self.jobs.waiting_retry()
-
-
-def day_record(
-    event: dict, result: dict, grades: Sequence[int | None], judge: str | None
-) -> dict[str, Any]:
-    """The compact per-event record kept per day for the drift report: measures, labels, the
-    top K, a short hash and the word count of the query (repeated questions cluster; the query
-    population is compared), where the grades came from and which judge model gave them."""
-    query = event["query"]
-    qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
-    sources: dict[str, int] = {}
-    for src in result.get("grade_source") or ():
-        if src is not None:
-            sources[src] = sources.get(src, 0) + 1
-    return {
-        "id": event["event_id"],
-        "ts": event["timestamp"],
-        "labels": result["labels"],
-        "k": event["k"],
-        "m": {m: result["measures"].get(m) for m in HISTOGRAM_MEASURES},
-        "pids": [p["id"] for p in event["passages"][: event["k"]]],
-        "grades": list(grades[: event["k"]]),
-        "q": qkey[:QUERY_KEY_CHARS],
-        "ql": len(query.split()) if isinstance(query, str) else None,
-        "src": sources,
-        "jm": judge,
-    }
-
-
-def _text(raw: bytes | str) -> str:
-    """A value read from Redis: bytes from ragmon's clients (no decode_responses)."""
-    return raw.decode() if isinstance(raw, bytes) else raw
-
-
-def _num(raw: bytes | str) -> float:
-    text = _text(raw)
-    return int(text) if text.lstrip("-").isdigit() else float(text)
-
-
-def text_hash(text: str) -> str:
-    """Stable short hash of a text (cache keys, and what is kept when text storage is off)."""
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-def query_hash(query: str) -> str:
-    """Hash of the normalized query: case and runs of white space do not matter."""
-    return text_hash(" ".join(query.lower().split()))

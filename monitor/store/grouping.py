@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from monitor.store import scripts
-from monitor.store.ingest import group_args, job_chunks, texts
+from monitor.store.ingest import grouping_steps, texts
 
 if TYPE_CHECKING:
     from monitor.store import Store
@@ -31,15 +31,13 @@ class Grouping:
     def group(self, refs: Sequence[str]) -> int:
         """Enqueue the RQ jobs of events waiting in the grouping window, each event once: refs
         another process grouped meanwhile are left out. Returns how many this call grouped."""
-        done = 0
-        for chunk in job_chunks(self.store, refs):
-            while chunk:
-                reply = self._group(keys=[self.keys.ungrouped], args=group_args(self.store, chunk))
-                if reply == 1:
-                    done += len(chunk)
-                    break
-                chunk = texts(reply)  # some were grouped by another process: the rest
-        return done
+        steps = grouping_steps(self.store, refs)
+        try:
+            args = next(steps)
+            while True:
+                args = steps.send(self._group(keys=[self.keys.ungrouped], args=args))
+        except StopIteration as end:
+            return int(end.value)
 
     def claim(self, n: int, lease_s: float) -> list[str]:
         """Take up to `n` events waiting in the grouping window into the running job, leased for

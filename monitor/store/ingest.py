@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -144,18 +144,15 @@ class AsyncIngest:
         return [o for o in out if o is not None], plan.created_deferred(out)
 
     async def group(self, refs: Sequence[str]) -> int:
-        """`Grouping.group` on redis.asyncio."""
-        done = 0
-        for chunk in job_chunks(self.store, refs):
-            while chunk:
-                reply = await self._group(
-                    keys=[self.store.keys.ungrouped], args=group_args(self.store, chunk)
-                )
-                if reply == 1:
-                    done += len(chunk)
-                    break
-                chunk = texts(reply)  # some were grouped by another process: the rest
-        return done
+        """`Grouping.group` on redis.asyncio (the same steps, `grouping_steps`)."""
+        steps = grouping_steps(self.store, refs)
+        try:
+            args = next(steps)
+            while True:
+                reply = await self._group(keys=[self.store.keys.ungrouped], args=args)
+                args = steps.send(reply)
+        except StopIteration as end:
+            return int(end.value)
 
     async def stale(self, age_s: float, limit: int = 1000) -> list[str]:
         """Refs waiting in the grouping window for more than `age_s` (their writer is gone), and
@@ -171,9 +168,21 @@ class AsyncIngest:
         await self.client.aclose()
 
 
-def job_chunks(store: Store, refs: Sequence[str]) -> list[list[str]]:
+def grouping_steps(store: Store, refs: Sequence[str]) -> Generator[list[Any], Any, int]:
+    """How waiting events become RQ jobs, without I/O: yields the arguments of each GROUP call
+    and is sent its reply; returns how many events this caller grouped. A job's worth at a time;
+    refs another process grouped meanwhile are dropped and the rest tried again. The sync
+    (`Grouping.group`) and async (`AsyncIngest.group`) callers only run the calls."""
+    done = 0
     size = store.settings.job_batch_size
-    return [list(refs[i : i + size]) for i in range(0, len(refs), size)]
+    for chunk in (list(refs[i : i + size]) for i in range(0, len(refs), size)):
+        while chunk:
+            reply = yield group_args(store, chunk)
+            if reply == 1:
+                done += len(chunk)
+                break
+            chunk = texts(reply)  # some were grouped by another process: the rest
+    return done
 
 
 def group_args(store: Store, refs: Sequence[str]) -> list[Any]:

@@ -60,7 +60,8 @@ class Keys:
 
     @property
     def series_sweep(self) -> str:
-        """Present while a sweep of idle series was done recently (one per hour per fleet)."""
+        """Present while a sweep (idle series, expired explorer entries) was done recently: one
+        per hour per fleet."""
         return f"{self.prefix}:series:sweep"
 
     @property
@@ -79,6 +80,39 @@ class Keys:
         """Sorted set of event refs a running job took from `ungrouped`, by lease end (a dead
         work horse's claims go back to `ungrouped` once their lease ends)."""
         return f"{self.prefix}:claimed"
+
+    @property
+    def explore_series(self) -> str:
+        """Sorted set of the series the event explorer indexes, by the time one of their events
+        was last indexed (`monitor.store.explore`)."""
+        return f"{self.prefix}:x:series"
+
+    @property
+    def explore_traces(self) -> str:
+        """Hash `app|trace_id` → `[series, ref]` of the explorer's indexed events."""
+        return f"{self.prefix}:x:trace"
+
+    def explore_time(self, series: str) -> str:
+        """One series' indexed events by time: members `<time>|<ref>`, all scored 0, so that
+        a member is its own sort key and pages continue exactly after a cursor (ZRANGEBYLEX)."""
+        return f"{self.prefix}:x:t:{series}"
+
+    def explore_measure(self, measure: str, series: str) -> str:
+        """One series' indexed events by one measure: members `<value>|<time>|<ref>`, scored 0."""
+        return f"{self.prefix}:x:m:{measure}:{series}"
+
+    def explore_records(self, series: str) -> str:
+        """Hash ref → the compact record the explorer filters and lists (`explorer.record`)."""
+        return f"{self.prefix}:x:r:{series}"
+
+    def explore_hour(self, series: str, hour: str) -> str:
+        """Hash of one series' sums over one hour (unix hours) of the overview's measures:
+        `<measure>|n`, `|s`, `|q` (count, sum, sum of squares), for the explorer's overview."""
+        return f"{self.prefix}:x:hr:{series}:{hour}"
+
+    def explore_expiry(self, series: str) -> str:
+        """Sorted set of one series' indexed refs by when their event expires (trimming)."""
+        return f"{self.prefix}:x:e:{series}"
 
     def day_hist(self, day: str) -> str:
         """Per-UTC-day histograms of the quality measures (same layout as `hist`)."""

@@ -59,6 +59,7 @@ return out
 #       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
 #       for the variance the alerts need) and the count,
 #       then grades (one per graded passage).
+# Keeps the series it was counted in (after folding) in the event's `sr` for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = """
 local st = redis.call('HGET', KEYS[1], 's')
@@ -81,7 +82,7 @@ else
     redis.call('HINCRBY', KEYS[4], 'series_folded|' .. app, 1)
   end
 end
-redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1])
+redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1], 'sr', series)
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'p', ARGV[7]) end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 for _, c in ipairs(cjson.decode(ARGV[12])) do
@@ -254,3 +255,85 @@ for _, ref in ipairs(refs) do
 end
 return #refs
 """
+
+# The event explorer's index (`monitor.store.explore`). Both scripts: KEYS[1] the indexed-series
+# zset, KEYS[2] the trace hash; ARGV[1..4] key templates (by time, by measure, records, expiry)
+# where `{S}` stands for the series and `{M}` for the measure, ARGV[5] now, ARGV[6] how many
+# expired events to drop per series at most.
+_EXPLORE = """
+local function key(template, series, measure)
+  local k = string.gsub(template, '{S}', function() return series end)
+  if measure then k = string.gsub(k, '{M}', function() return measure end) end
+  return k
+end
+local now = tonumber(ARGV[5])
+local function trim(series)
+  local expiry = key(ARGV[4], series)
+  local records = key(ARGV[3], series)
+  local old = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))
+  for _, ref in ipairs(old) do
+    local raw = redis.call('HGET', records, ref)
+    if raw then
+      local r = cjson.decode(raw)
+      redis.call('ZREM', key(ARGV[1], series), r.t .. '|' .. ref)
+      for m, v in pairs(r.x) do
+        redis.call('ZREM', key(ARGV[2], series, m), v .. '|' .. r.t .. '|' .. ref)
+      end
+      if r.tid then
+        local field = r.app .. '|' .. r.tid
+        local held = redis.call('HGET', KEYS[2], field)
+        if held and cjson.decode(held)[2] == ref then redis.call('HDEL', KEYS[2], field) end
+      end
+      redis.call('HDEL', records, ref)
+    end
+    redis.call('ZREM', expiry, ref)
+  end
+  if redis.call('ZCARD', expiry) == 0 then redis.call('ZREM', KEYS[1], series) end
+  return #old
+end
+"""
+
+# Index one event the explorer lists, once: runs after FINISH in the same transaction and only
+# for an event FINISH has just made done (`sr` set, `ix` not yet), then trims its series.
+# KEYS[3]: the event. ARGV[7]: the record JSON (`explorer.record`), ARGV[8]: the event ref,
+# ARGV[9]: the hour key template (`{S}` series, `{H}` unix hour of the event), ARGV[10]: its
+# TTL, ARGV[11]: JSON {measure: value} added to that hour's count, sum and sum of squares.
+# Members are `<time>|<ref>` and `<value>|<time>|<ref>`, all scored 0 (read by lex order).
+# Returns 1 when indexed, 0 when not (already, or FINISH did not record it).
+EXPLORE_INDEX = (
+    _EXPLORE
+    + """
+local series = redis.call('HGET', KEYS[3], 'sr')
+if not series or redis.call('HSETNX', KEYS[3], 'ix', 1) == 0 then return 0 end
+local ref = ARGV[8]
+local r = cjson.decode(ARGV[7])
+redis.call('HSET', key(ARGV[3], series), ref, ARGV[7])
+redis.call('ZADD', key(ARGV[1], series), 0, r.t .. '|' .. ref)
+for m, v in pairs(r.x) do
+  redis.call('ZADD', key(ARGV[2], series, m), 0, v .. '|' .. r.t .. '|' .. ref)
+end
+redis.call('ZADD', key(ARGV[4], series), r.e, ref)
+redis.call('ZADD', KEYS[1], now, series)
+if r.tid then redis.call('HSET', KEYS[2], r.app .. '|' .. r.tid, cjson.encode({series, ref})) end
+local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
+local hkey = string.gsub(key(ARGV[9], series), '{H}', hour)
+for m, v in pairs(cjson.decode(ARGV[11])) do
+  redis.call('HINCRBY', hkey, m .. '|n', 1)
+  redis.call('HINCRBYFLOAT', hkey, m .. '|s', string.format('%.17g', v))
+  redis.call('HINCRBYFLOAT', hkey, m .. '|q', string.format('%.17g', v * v))
+end
+redis.call('EXPIRE', hkey, tonumber(ARGV[10]))
+trim(series)
+return 1
+"""
+)
+
+# Drop up to ARGV[6] expired events of the series ARGV[7] (the hourly sweep calls it per series
+# until none is left: series that stopped receiving events are trimmed here; one call keeps
+# Redis busy a few milliseconds at most). Returns how many were dropped.
+EXPLORE_TRIM = (
+    _EXPLORE
+    + """
+return trim(ARGV[7])
+"""
+)

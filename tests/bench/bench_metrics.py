@@ -7,12 +7,14 @@ Redis holds 500 series of every quality histogram (5 apps x 100, one event each)
 a fresh `ragmon serve` on that Redis:
   inline-every-scrape  the API renders in a thread on every scrape (before issue 14)
   inline-cached        rendered in a thread, kept RAGMON_METRICS_REFRESH_S (10 s)
-  child-cached         rendered in a child process, kept 10 s (the default)
-Per option: the time of an uncached scrape (median of 3) and of a cached one; then an
-open-loop sender at half of ragmon's measured maximum (single events, latency from each
-scheduled send) runs `--seconds` without scrapers, then as long with four scrapers (a process
-of their own, each scraping every `--interval` s, staggered); printed: p99 of each and their
-ratio (target <= 1.2), and scrape latencies under load. --short: 4 s phases, scrapes every 2 s.
+  child-cached         rendered in a child process ahead of the scrapes, every 10 s (default)
+Per option: an open-loop sender at half of ragmon's measured maximum (single events, latency
+from each scheduled send) runs `--seconds` before any scrape (nothing renders), then the time
+of an uncached scrape (median of 3) and of a cached one, then the sender runs as long again
+with four scrapers (a process of their own, each scraping every `--interval` s, staggered);
+printed: p99 of each and their ratio (target <= 1.2), and scrape latencies under load.
+--aa: the second phase without scrapers too (the ratio's noise; renderings then still run for
+RAGMON's idle time after the last scrape). --short: 4 s phases, scrapes every 2 s.
 """
 
 from __future__ import annotations
@@ -107,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated options to run, of " + ",".join(OPTIONS))
     p.add_argument("--seconds", type=float, default=None, help="per phase (default 60)")
     p.add_argument("--interval", type=float, default=None, help="scrape interval (default 15)")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="events/s of the sender (default: half the measured maximum)",
+    )
+    p.add_argument("--aa", action="store_true",
+                   help="A/A: no scrapers in the second phase either (noise)")  # fmt: skip
     p.add_argument("--scrape-only", nargs=3, metavar=("URL", "INTERVAL", "SECONDS"),
                    help=argparse.SUPPRESS)  # fmt: skip
     args = p.parse_args(argv)
@@ -123,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     with redis_server() as rs:
         fill(rs.url)
         print(f"{SERIES} series in Redis; phases of {seconds:g} s; 4 scrapers every {interval:g} s")
-        rate = None
+        rate = args.rate
         for name, (child, cached_on) in OPTIONS.items():
             if args.only and name not in args.only.split(","):
                 continue
@@ -135,23 +145,24 @@ def main(argv: list[str] | None = None) -> int:
             }
             proc, url = start_ragmon(rs.url, **env)
             try:
-                uncached, cached, size, lines = scrape_times(url)
                 if rate is None:  # half of the maximum, measured once on the first server
                     peak = closed_load(url + "/v1/retrievals", single, min(seconds, 5.0), 32)
                     rate = peak.rps / 2
                     print(f"max {peak.rps:.0f} events/s single; half load {rate:.0f} events/s")
+                # no scrape yet: nothing renders during the baseline
                 base = asyncio.run(
                     open_loop(url + "/v1/retrievals", Bodies(single).next, rate, seconds)
                 )
+                uncached, cached, size, lines = scrape_times(url)
                 scraping = subprocess.Popen(
                     [sys.executable, "-m", "tests.bench.bench_metrics", "--scrape-only", url,
-                     str(interval), str(seconds)],
+                     str(interval), str(0 if args.aa else seconds)],
                     stdout=subprocess.PIPE, text=True,
                 )  # fmt: skip
                 loaded = asyncio.run(
                     open_loop(url + "/v1/retrievals", Bodies(single).next, rate, seconds)
                 )
-                lat = json.loads(scraping.communicate(timeout=seconds + 120)[0])
+                lat = json.loads(scraping.communicate(timeout=seconds + 120)[0]) or [0.0]
             finally:
                 proc.stop()
             ratio = loaded.p99 / base.p99 if base.p99 else float("nan")

@@ -116,3 +116,15 @@ def test_metrics_benchmark_prints_each_option_and_the_ratio() -> None:
         assert row, out
         assert float(row.group(1)) > 1 and int(row.group(2)) > 50_000  # 500 series were there
     assert re.search(r"^targets \(child-cached\): .*: (met|NOT met)$", out, re.M), out
+
+
+def test_explorer_benchmark_prints_each_search_against_the_baseline() -> None:
+    out = run("bench_explorer", 300)
+    assert number(rf"^Redis memory: {NUM} bytes per event held", out) > 0
+    base = number(rf"baseline GET one event: p50 {NUM} ms", out)
+    rows = re.findall(rf"^(.+?)\s+{NUM}\s+{NUM}\s+{NUM}\s+(\d+)\s+(ok|MISSED)$", out, re.M)
+    assert len(rows) == 8, out
+    for name, p50, p95, ratio, _, _ in rows:
+        assert 0 < float(p50) <= float(p95), name
+        assert float(ratio) > 0
+    assert base > 0

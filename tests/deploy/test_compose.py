@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from importlib import resources
@@ -189,13 +190,18 @@ def test_grafana_provisioning_matches_the_mounts(services):
         for p in load_yaml(f).get("providers", [])
         if "path" in p.get("options", {})
     ]
-    dashboards_target = mounts["../grafana/dashboards"]
+    # grafana/dashboards is mounted where the entrypoint copies it from (putting
+    # RAGMON_EXPLORER_URL in), and the provider reads where it copies them to
+    entrypoint = (ROOT / "grafana/contact-points.sh").read_text()
+    src = re.search(r'RAGMON_DASHBOARDS_SRC:-([^}"]+)', entrypoint).group(1)
+    dst = re.search(r'RAGMON_DASHBOARDS_DIR:-([^}"]+)', entrypoint).group(1)
+    assert mounts["../grafana/dashboards"] == src
     assert paths, "no file dashboard provider"
     for path in paths:
-        assert path.rstrip("/").startswith(dashboards_target), (
-            f"dashboard provider reads {path} but grafana/dashboards is mounted at "
-            f"{dashboards_target}"
+        assert path.rstrip("/") == dst.rstrip("/"), (
+            f"dashboard provider reads {path} but the entrypoint copies the dashboards to {dst}"
         )
+    assert "RAGMON_EXPLORER_URL" in grafana["environment"]
 
 
 def test_grafana_entrypoint_provisions_notifications_then_runs_grafana(services):

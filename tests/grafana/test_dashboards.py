@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import parse_qsl, urlsplit
+
 import pytest
 import yaml
 
+from monitor.explorer import parse_search
 from tests.grafana.queries import PROVISIONING, dashboards, panels
 
 DASHBOARDS = dashboards()
@@ -124,3 +128,61 @@ def test_provisioning_points_at_the_dashboards() -> None:
     (provider,) = doc["providers"]
     assert provider["type"] == "file" and provider["folder"] == "ragmon"
     assert provider["options"]["path"].startswith("/var/lib/grafana/dashboards")
+
+
+GRAFANA_BUILTINS = {"__from", "__to"}
+
+
+def _interpolate(url: str, variables: dict[str, str], field: dict[str, str]) -> str:
+    """What Grafana puts in a data link: `${var:pipe}` joins the selected values with `|`
+    (All gives its allValue, `.*`), `${__field.labels.x}` the clicked series' label."""
+
+    def value(m: re.Match) -> str:
+        name, _, fmt = m.group(1).partition(":")
+        if name.startswith("__field.labels."):
+            return field[name.removeprefix("__field.labels.")]
+        assert fmt in ("", "pipe"), m.group(0)
+        return variables[name]
+
+    return re.sub(r"\$\{([^}]+)\}", value, url)
+
+
+def test_quality_panels_link_to_the_explorer_with_their_labels_and_time() -> None:
+    dash = DASHBOARDS["ragmon-quality"]
+    defined = {v["name"] for v in dash["templating"]["list"]}
+    assert "explorer" in defined
+    linked = 0
+    for p in panels(dash):
+        if p["type"] in ("row", "text"):
+            continue
+        (link,) = p["fieldConfig"]["defaults"]["links"]
+        url = link["url"]
+        assert url.startswith("${explorer}/ui/events?"), p["title"]
+        names = {m.split(":")[0] for m in re.findall(r"\$\{([^}]+)\}", url)}
+        field_labels = {
+            n.removeprefix("__field.labels.") for n in names if n.startswith("__field.")
+        }
+        assert names - {f"__field.labels.{x}" for x in field_labels} <= defined | GRAFANA_BUILTINS
+        per_retriever = any("{{retriever}}" in t.get("legendFormat", "") for t in p["targets"])
+        assert field_labels == ({"retriever"} if per_retriever else set()), p["title"]
+        # Grafana's substitution: app chosen, two indexes, All segments, the clicked retriever
+        variables = {
+            "explorer": "https://ragmon.example.com", "app": "shop", "index": "kb-1|kb-2",
+            "retriever": ".*", "segment": ".*", "__from": "1795132800000", "__to": "1795219200000",
+        }  # fmt: skip
+        final = _interpolate(url, variables, {"retriever": "bm25"})
+        parts = urlsplit(final)
+        assert (parts.scheme, parts.netloc, parts.path) == (
+            "https",
+            "ragmon.example.com",
+            "/ui/events",
+        )
+        search = parse_search(dict(parse_qsl(parts.query)))
+        assert search.labels["app"] == "shop" and search.labels["index"] == "kb-1|kb-2"
+        assert search.labels.get("retriever") == ("bm25" if per_retriever else None)
+        assert "segment" not in search.labels  # All: any segment
+        assert (search.since, search.until) == (1795132800.0, 1795219200.0)
+        assert search.series_matches("shop|kb-2|bm25|faq")
+        assert not search.series_matches("shop|kb-3|bm25|faq")
+        linked += 1
+    assert linked >= 30

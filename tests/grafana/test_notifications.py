@@ -4,6 +4,7 @@ every alerting file it is given passes the checks Grafana makes at start-up."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,13 @@ def run_entrypoint(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Comp
     marker = tmp_path / "grafana-started"
     run = subprocess.run(
         ["sh", str(SCRIPT), sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ok')"],
-        env={"PATH": "/usr/bin:/bin", "GF_PATHS_PROVISIONING": str(prov), **env},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "GF_PATHS_PROVISIONING": str(prov),
+            "RAGMON_DASHBOARDS_SRC": str(ROOT / "grafana" / "dashboards"),
+            "RAGMON_DASHBOARDS_DIR": str(tmp_path / "dashboards"),
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=30,
@@ -130,3 +137,24 @@ def test_the_datasource_uid_is_set_in_one_place():
         "my-prom", "__expr__"
     }  # fmt: skip
     assert check_files({"ragmon-alerts.yml": mine}, env={}) == []
+
+
+@pytest.mark.parametrize("url", [None, "https://ragmon.example.com/a&b|c/"])
+def test_dashboards_are_provisioned_with_the_explorer_url(tmp_path, url):
+    """The entrypoint copies the dashboards to where the provider reads them, with
+    RAGMON_EXPLORER_URL as the `explorer` variable's default and nothing else changed."""
+    run_entrypoint(tmp_path, {"RAGMON_EXPLORER_URL": url} if url else {})
+    want = (url or "http://localhost:8000").rstrip("/")
+    source = ROOT / "grafana" / "dashboards"
+    for path in sorted(source.glob("*.json")):
+        original = json.loads(path.read_text())
+        copied = json.loads((tmp_path / "dashboards" / path.name).read_text())
+        variables = {v["name"]: v for v in copied["templating"]["list"]}
+        if "explorer" in variables:
+            assert variables["explorer"]["query"] == want
+            assert variables["explorer"]["current"]["value"] == want
+            for v in (original, copied):
+                v["templating"]["list"] = [
+                    x for x in v["templating"]["list"] if x["name"] != "explorer"
+                ]
+        assert copied == original

@@ -186,6 +186,7 @@ def test_regression_ranked_first_and_stable_not_flagged(live: Live, tmp_path: Pa
         e["m"]["ndcg"] for e in store_events(store, cur) if e["m"]["ndcg"] is not None
     )
     assert "question q" in md and f"{worst['pids'][0]}:" in md
+    assert "/ui/events/" not in md  # no RAGMON_EXPLORER_URL: ids without links
     # volume, K and grades are reported per retriever
     ops = {o.group[2]: o for o in report.ops}
     assert ops["bm25"].cur.events == 210 and ops["bm25"].cur.k_mean == K
@@ -207,6 +208,7 @@ def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
             "RAGMON_JUDGE": "lexical",
             "RAGMON_STORE_TEXT": "false",
             "RAGMON_TEXT_KEYS": Fernet.generate_key().decode(),
+            "RAGMON_EXPLORER_URL": "https://ragmon.example.com/",
         },
         dotenv=None,
     )
@@ -218,6 +220,11 @@ def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     assert "RAGMON_STORE_TEXT=false" in md
     assert "not retained (hash only)" in md and "question q" not in md
+    # RAGMON_EXPLORER_URL: each worst event links to its page in the explorer
+    worst = md[md.index("Lowest nDCG@K") :]
+    assert "](<https://ragmon.example.com/ui/events/shop/" in worst
+    html = (tmp_path / "report.html").read_text()
+    assert '<a href="https://ragmon.example.com/ui/events/shop/' in html
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):

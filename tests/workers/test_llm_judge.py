@@ -528,6 +528,37 @@ def test_same_event_twice_makes_one_set_of_llm_calls(api, fake):
     assert f'ragmon_judge_requests_total{{model="{MODEL}",outcome="ok"}} 4.0' in metrics
 
 
+def test_a_passage_repeated_across_a_jobs_events_is_judged_once(api, fake):
+    """Repeated questions arrive together: three events of one job (one batch) with the same
+    query and passages cost one call per passage, and all three get the same grades."""
+    fake.script(*[Reply.slow(0.2)] * 4)  # the first asker is still waiting when the others ask
+    events = [_event(event_id=f"rep-{i}", labels={"app": "test", "retriever": r})
+              for i, r in enumerate(("bm25", "dense", "hybrid"))]  # fmt: skip
+    r = api.client.post("/v1/retrievals/batch", json={"events": events})
+    assert r.status_code == 202, r.text
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    results = [api.client.get(f"/v1/retrievals/rep-{i}?app=test").json() for i in range(3)]
+    assert [x["status"] for x in results] == ["done"] * 3, results
+    assert len(fake.chat_requests()) == 4  # top 2K = 4 distinct passages, one call each
+    assert results[0]["grades"] == results[1]["grades"] == results[2]["grades"]
+    assert all(x["grade_source"] == ["judge"] * 4 for x in results)
+
+
+def test_a_grade_the_first_asker_could_not_get_is_asked_again(api, fake):
+    """When the event that asked first gets no grade (refused), the events waiting for it ask
+    themselves rather than inherit the gap."""
+    fake.script(Reply.refusal(), *[Reply.slow(0.2)] * 3)
+    events = [_event(event_id=f"rep-{i}") for i in range(2)]
+    assert api.client.post("/v1/retrievals/batch", json={"events": events}).status_code == 202
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    first, second = (api.client.get(f"/v1/retrievals/rep-{i}?app=test").json() for i in range(2))
+    assert first["status"] == second["status"] == "done", (first, second)
+    assert sorted(x["grade"] is None for x in first["passages"][:4] + second["passages"][:4]) == [
+        False
+    ] * 7 + [True]
+    assert len(fake.chat_requests()) == 5  # 4 passages + the refused one asked again
+
+
 def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
     fake.script(Reply.refusal())  # the first passage asked; the others get grades
     res = _post_and_work(api, _event())

@@ -1,0 +1,118 @@
+"""The event explorer's pages under `/ui`: read-only, server-rendered (`monitor.pages`).
+
+With API keys on (RAGMON_API_KEYS), a browser signs in once with a key, kept in an HttpOnly
+cookie scoped to `/ui`; a key bound to an app sees that app only, as on `GET /v1/retrievals`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from monitor import pages
+from monitor.api.auth import KeyRing, Principal
+from monitor.explorer import Search, SearchError, parse_search
+from monitor.settings import Settings
+from monitor.store import Store
+
+COOKIE = "ragmon_key"
+COOKIE_AGE_S = 12 * 3600
+
+
+def scope(search: Search, principal: Principal | None) -> Search:
+    """The search an API key may run: a key bound to an app searches that app only (asking for
+    another app is refused, as on writes)."""
+    bound = principal.app if principal is not None else None
+    if bound is None:
+        return search
+    asked = search.labels.get("app")
+    if asked not in (None, bound):
+        raise PermissionError(f"app: this API key may only read app={bound}")
+    return search.with_app(bound)
+
+
+def explorer_ui(settings: Settings, store: Store, keys: KeyRing) -> APIRouter:
+    router = APIRouter(prefix="/ui", include_in_schema=False)
+
+    def signed_in(request: Request) -> Principal | None:
+        if not keys.enabled:
+            return Principal(None)
+        key = request.cookies.get(COOKIE)
+        return keys.check(f"Bearer {key}") if key else None
+
+    async def read(fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args), settings.store_timeout_s)
+
+    async def answer(request: Request, build: Callable[[Principal | None], Any]) -> Response:
+        principal = signed_in(request)
+        if principal is None:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/ui/login?next={quote(target, safe='')}", 303)
+        try:
+            html, status = await build(principal)
+        except SearchError as exc:
+            return HTMLResponse(pages.message("Bad search", str(exc)), 400)
+        except PermissionError as exc:
+            return HTMLResponse(pages.message("Not allowed", str(exc)), 403)
+        except Exception as exc:  # Redis unreachable or too slow
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            return HTMLResponse(pages.message("Event store unavailable", why), 503)
+        return HTMLResponse(html, status)
+
+    @router.get("")
+    async def overview(request: Request) -> Response:
+        async def build(principal: Principal | None) -> tuple[str, int]:
+            search = scope(parse_search(dict(request.query_params)), principal)
+            rows = await read(store.explore.overview, search)
+            shown = [pages.SeriesRow(**r) for r in rows]
+            return pages.overview(shown, settings.result_ttl_days), 200
+
+        return await answer(request, build)
+
+    @router.get("/events")
+    async def events(request: Request) -> Response:
+        async def build(principal: Principal | None) -> tuple[str, int]:
+            search = scope(parse_search(dict(request.query_params)), principal)
+            found = await read(store.explore.search, search)
+            return pages.events(search, found.events, found.cursor, found.partial), 200
+
+        return await answer(request, build)
+
+    @router.get("/events/{app}/{event_id:path}")
+    async def event(request: Request, app: str, event_id: str) -> Response:
+        async def build(principal: Principal | None) -> tuple[str, int]:
+            scope(parse_search({"app": app}), principal)
+            found = await read(store.result, app, event_id)
+            if found is None:
+                text = "Unknown event (never received, or expired: RAGMON_RESULT_TTL_DAYS)."
+                return pages.message("Unknown event", text), 404
+            return pages.event(found, settings.store_text), 200
+
+        return await answer(request, build)
+
+    @router.get("/login")
+    async def login_page(next: str = "/ui", failed: bool = False) -> Response:
+        return HTMLResponse(pages.login(next, failed))
+
+    @router.post("/login")
+    async def login(request: Request) -> Response:
+        form = parse_qs((await request.body())[:8192].decode(errors="replace"))
+        key = (form.get("key") or [""])[0].strip()
+        target = (form.get("next") or ["/ui"])[0]
+        if not target.startswith("/ui"):  # never redirect off the explorer
+            target = "/ui"
+        if keys.enabled and keys.check(f"Bearer {key}") is None:
+            return RedirectResponse(f"/ui/login?failed=1&next={quote(target, safe='')}", 303)
+        response = RedirectResponse(target, 303)
+        response.set_cookie(
+            COOKIE, key, max_age=COOKIE_AGE_S, path="/ui", httponly=True, samesite="strict",
+            secure=request.url.scheme == "https",
+        )  # fmt: skip
+        return response
+
+    return router

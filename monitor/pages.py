@@ -1,0 +1,251 @@
+"""The explorer's HTML pages, pure: data in, a page out. Server-rendered, no script, no build.
+
+Every link carries its filters in the query string, so a page's URL can be pasted into a
+ticket. Values are escaped where they are written (`_e`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from monitor.drift.changes import Cell, binned_change
+from monitor.explorer import OVERVIEW, SORTS, Search, describe_search
+from monitor.limits import LABEL_KEYS
+from monitor.measure_table import BY_KEY
+
+LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns
+CHANGE_P = 0.01  # the overview colours a change only below this p-value (one test per cell)
+WORDS = {"judge": "LLM judge", "cache": "judgment cache", "known": "known (sent by the app)"}
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;font-variant:
+tabular-nums}.worse{color:#b00}.better{color:#070}.note{color:#666}form{margin:.5em 0}
+form div{margin:.3em 0}.row{display:flex;gap:3em;align-items:flex-start}
+pre{white-space:pre-wrap;max-width:60em;margin:0}nav a{margin-right:1em}
+"""
+
+
+def _e(value: Any) -> str:
+    return escape("" if value is None else str(value))
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def page(title: str, body: str) -> str:
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{_e(title)} · ragmon</title><style>{_CSS}</style></head><body>"
+        '<nav><a href="/ui">Series</a><a href="/ui/events">Events</a></nav>'
+        f"<h1>{_e(title)}</h1>{body}</body></html>"
+    )
+
+
+def events_url(params: Mapping[str, str]) -> str:
+    return "/ui/events" + ("?" + urlencode(params) if params else "")
+
+
+def event_url(app: str, event_id: str) -> str:
+    return f"/ui/events/{quote(app, safe='')}/{quote(event_id, safe='')}"
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    """One series on the overview: its labels, events held, and per `OVERVIEW` measure the
+    (n, mean, variance) of its events in the last 24 hours and in the 7 days before."""
+
+    series: str
+    events: int
+    recent: dict[str, Cell | None]
+    before: dict[str, Cell | None]
+
+
+def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
+    head = "".join(f"<th>{k}</th>" for k in LABEL_KEYS) + "<th>events held</th>"
+    head += "".join(f"<th>{_e(BY_KEY[m].name)} last 24 h / 7 days before</th>" for m in OVERVIEW)
+    body = []
+    for r in rows:
+        labels = dict(zip(LABEL_KEYS, r.series.split("|"), strict=True))
+        cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
+        link = f'<a href="{_e(events_url(labels))}">{r.events}</a>'
+        cells += f'<td class=n data-events="{r.events}">{link}</td>'
+        for m in OVERVIEW:
+            cells += f"<td class=n>{_change(m, r.recent.get(m), r.before.get(m))}</td>"
+        body.append(f"<tr>{cells}</tr>")
+    note = (
+        f"<p class=note>Judged events held for the explorer (the last {retention_days:g} days, "
+        "RAGMON_RESULT_TTL_DAYS). Means over the last 24 hours (by the hour: this hour and the "
+        "23 before) / the 7 days before them (hover for counts and p-value); coloured when "
+        "Welch's test finds a change (p < 0.01): red worse, green better.</p>"
+    )
+    if not rows:
+        return page("Series", note + "<p>No judged events yet.</p>")
+    table = f"<table id=series><tr>{head}</tr>{''.join(body)}</table>"
+    return page("Series", note + table)
+
+
+def _change(measure: str, recent: Cell | None, before: Cell | None) -> str:
+    """The last 24 h's mean / the 7 days' before, coloured when Welch's test finds a change
+    (p < 0.01)."""
+    text = f"{_num(recent[1] if recent else None)} / {_num(before[1] if before else None)}"
+    if recent is None or before is None:
+        return text
+    title = f"{recent[0]} events in the last 24 h, {before[0]} in the 7 days before"
+    if min(recent[0], before[0]) < 2:
+        return f'<span title="{title}">{text}</span>'
+    change = binned_change({"all": before}, {"all": recent})
+    title += f"; change {change.total:+.3f}, p = {change.pvalue:.2g}"
+    if change.pvalue >= CHANGE_P:
+        return f'<span title="{title}">{text}</span>'
+    better = (change.total > 0) == (BY_KEY[measure].better != "lower")
+    return f'<span class={"better" if better else "worse"} title="{title}">{text}</span>'
+
+
+def events(
+    search: Search, found: Sequence[Mapping[str, Any]], cursor: str | None, partial: bool
+) -> str:
+    form = _filter_form(search)
+    cols = "".join(f"<th>{_e(BY_KEY[m].name)}</th>" for m in LISTED)
+    head = f"<tr><th>time (UTC)</th><th>event</th><th>series</th>{cols}<th>grades from</th></tr>"
+    rows = []
+    for ev in found:
+        labels = ev["labels"]
+        series = "/".join(labels[k] for k in LABEL_KEYS[1:])
+        link = f'<a href="{_e(event_url(labels["app"], ev["event_id"]))}">{_e(ev["event_id"])}</a>'
+        measures = ev.get("measures") or {}
+        cells = "".join(f"<td class=n>{_num(measures.get(m))}</td>" for m in LISTED)
+        sources = ", ".join(
+            f"{WORDS.get(s, s)} {n}" for s, n in (ev.get("grade_sources") or {}).items()
+        )
+        when = _e((ev.get("timestamp") or "").replace("T", " ")[:19])
+        rows.append(
+            f"<tr class=event><td>{when}</td><td>{link}</td>"
+            f"<td>{_e(labels['app'])}: {_e(series)}</td>{cells}<td>{_e(sources)}</td></tr>"
+        )
+    more = ""
+    if cursor:
+        why = " (few events match: this page stopped after reading its share)" if partial else ""
+        more = (
+            f'<p><a id=next href="{_e(events_url(search.params(cursor)))}">next page</a>{why}</p>'
+        )
+    table = f"<table id=events>{head}{''.join(rows)}</table>" if rows else "<p>No events match.</p>"
+    title = f"Events: {describe_search(search)}"
+    return page(title, form + table + more)
+
+
+def _filter_form(search: Search) -> str:
+    """The filters as a GET form: labels, trace and time, then thresholds and the order."""
+    current = search.params()
+
+    def box(name: str, label: str, size: int = 12) -> str:
+        value = _e(current.get(name, ""))
+        return f'<label>{_e(label)} <input name="{name}" value="{value}" size={size}></label> '
+
+    who = "".join(box(k, k) for k in (*LABEL_KEYS, "trace_id", "grade_source"))
+    when = box("from", "from", 22) + box("to", "to", 22)
+    limits = "".join(
+        box(f"{m}_{op}", f"{BY_KEY[m].name} {word}", 5)
+        for m in LISTED
+        for op, word in (("lt", "<"), ("gt", ">"))
+    )
+    options = "".join(
+        f'<option value="{s}"{" selected" if s == search.sort else ""}>'
+        f"{_e('time' if s == 'time' else BY_KEY[s].name)}</option>"
+        for s in SORTS
+    )
+    order = f'<label>sort by <select name="sort">{options}</select></label> '
+    shown = {*LABEL_KEYS, "trace_id", "grade_source", "from", "to", "sort"}
+    shown |= {f"{m}_{op}" for m in LISTED for op in ("lt", "gt")}
+    hidden = "".join(
+        f'<input type=hidden name="{_e(k)}" value="{_e(v)}">'
+        for k, v in current.items()
+        if k not in shown
+    )
+    rows = (
+        f"<div>{who}</div><div>{when}<span class=note>(ISO 8601 or epoch ms)</span></div>"
+        f"<div>{limits}</div><div>{order}{hidden}<button>Search</button></div>"
+    )
+    return f"<form id=filters method=get action=/ui/events>{rows}</form>"
+
+
+def event(found: Mapping[str, Any], store_text: bool) -> str:
+    """One event: query, measures, each passage with its grade, and the judge's error."""
+    labels = found.get("labels") or {}
+    parts = [
+        "<div class=row><div class=side><table id=facts>",
+        *(f"<tr><th>{_e(k)}</th><td>{_e(labels.get(k))}</td></tr>" for k in LABEL_KEYS),
+        f"<tr><th>status</th><td id=status>{_e(found.get('status'))}</td></tr>",
+        f"<tr><th>time</th><td>{_e(found.get('timestamp'))}</td></tr>",
+        f"<tr><th>K</th><td>{_e(found.get('k'))}</td></tr>",
+    ]
+    if found.get("trace_id"):
+        parts.append(f"<tr><th>trace</th><td>{_e(found['trace_id'])}</td></tr>")
+    if "query" in found:
+        parts.append(f"<tr><th>query</th><td id=query>{_e(found['query'])}</td></tr>")
+    elif "query_sha" in found:
+        parts.append(f"<tr><th>query hash</th><td id=query>{_e(found['query_sha'])}</td></tr>")
+    parts.append("</table>")
+    if labels:
+        link = events_url({k: labels[k] for k in LABEL_KEYS if k in labels})
+        parts.append(f'<p><a href="{_e(link)}">events of this series</a></p>')
+    if not store_text:
+        parts.append(
+            "<p class=note id=no-text>Text storage is off (RAGMON_STORE_TEXT=false): ragmon "
+            "dropped the query and passage texts once judged and keeps their hashes.</p>"
+        )
+    if found.get("error"):
+        what = (
+            "Failed" if found.get("status") == "failed" else "Last judge error (waits for a retry)"
+        )
+        parts.append(f"<p class=worse id=error>{what}: {_e(found['error'])}</p>")
+    parts.append("</div>")  # the facts' column
+    measures = found.get("measures") or {}
+    if measures:
+        cells = "".join(
+            f"<tr><th>{_e(BY_KEY[m].name)}</th><td class=n>{_num(v)}</td></tr>"
+            for m, v in measures.items()
+            if m in BY_KEY and v is not None
+        )
+        parts.append(f"<div class=side><h2>Measures</h2><table id=measures>{cells}</table></div>")
+    parts.append("</div>")  # the facts and the measures side by side
+    k = found.get("k") or 0
+    rows = []
+    for p in found.get("passages") or []:
+        dup = f"repeats rank {p['duplicate_of']}" if p.get("duplicate_of") else ""
+        text = p.get("text") if "text" in p else p.get("text_sha")
+        marker = " class=outside" if p["rank"] > k else ""
+        rows.append(
+            f"<tr{marker}><td class=n>{p['rank']}</td><td>{_e(p.get('id'))}</td>"
+            f"<td class=n>{_num(p.get('score'))}</td><td class=n>{_e(p.get('grade'))}</td>"
+            f"<td>{_e(WORDS.get(p.get('grade_source') or '', p.get('grade_source')))}</td>"
+            f"<td>{_e(dup)}</td><td><pre>{_e(text)}</pre></td></tr>"
+        )
+    column = "text" if store_text else "text hash"
+    parts.append(
+        f"<h2>Passages (top {k} went into the prompt)</h2><table id=passages><tr><th>rank</th>"
+        "<th>id</th><th>score</th><th>grade</th><th>grade from</th><th>duplicate</th>"
+        f"<th>{column}</th></tr>{''.join(rows)}</table>"
+    )
+    return page(f"Event {found.get('event_id')}", "".join(parts))
+
+
+def message(title: str, text: str, status_hint: str = "") -> str:
+    return page(title, f"<p id=message>{_e(text)}</p>{status_hint}")
+
+
+def login(next_url: str, failed: bool) -> str:
+    why = "<p class=worse>That key was refused.</p>" if failed else ""
+    form = (
+        f'<form method=post action=/ui/login><input type=hidden name=next value="{_e(next_url)}">'
+        '<label>API key <input type=password name=key autofocus style="width:24em"></label> '
+        "<button>Sign in</button></form>"
+    )
+    note = "<p class=note>The key is kept in a cookie for this site (HttpOnly, 12 hours).</p>"
+    return page("Sign in", why + form + note)

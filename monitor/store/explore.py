@@ -1,0 +1,293 @@
+"""The event explorer's index in Redis: written in the workers' finish step, read by searches.
+
+What a search means is `monitor.explorer` (pure); this module only moves its members and
+records in and out of Redis. Per series (after the series budget's folding, as on /metrics):
+a lex-ordered set by time, one per sortable measure, a hash of compact records and a set of
+refs by expiry (`Keys.explore_*`). Entries leave with their event (the result retention,
+RAGMON_RESULT_TTL_DAYS): each finish trims its own series and the hourly sweep trims all.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+import redis
+
+from monitor.explorer import (
+    HOUR_KEEP_S,
+    OVERVIEW,
+    SCAN_BUDGET,
+    SORTS,
+    Search,
+    encode_cursor,
+    member_ref,
+    moments,
+    overview_hours,
+    record,
+    row,
+    within,
+)
+from monitor.store import scripts
+from monitor.store.explore_walk import Page, Walk
+from monitor.store.keys import SEP, split_ref
+
+if TYPE_CHECKING:
+    from monitor.store import Store
+
+TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
+TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
+CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
+_S, _M = "{S}", "{M}"
+
+
+class ExploreIndex:
+    """The explorer's keys of one deployment."""
+
+    def __init__(self, store: Store) -> None:
+        self.client = store.client
+        self.keys = store.keys
+        self.store = store
+        self._index = store.client.register_script(scripts.EXPLORE_INDEX)
+        self._trim = store.client.register_script(scripts.EXPLORE_TRIM)
+        k = self.keys
+        self._templates = [
+            k.explore_time(_S), k.explore_measure(_M, _S), k.explore_records(_S),
+            k.explore_expiry(_S),
+        ]  # fmt: skip
+
+    # ---- writing (workers) --------------------------------------------------------------------
+
+    def index(
+        self, pipe: redis.client.Pipeline, event: Mapping[str, Any], result: Mapping[str, Any]
+    ) -> None:
+        """Queue the index write on the finish step's transaction `pipe` (after FINISH)."""
+        now = time.time()
+        rec = record(event, result, now + self.store.result_ttl_s)
+        ref = f"{rec['app']}{SEP}{rec['id']}"
+        measures = result["measures"]
+        hourly = {m: v for m in OVERVIEW if (v := measures.get(m)) is not None}
+        self._index(
+            keys=[self.keys.explore_series, self.keys.explore_traces, self.keys.event(ref)],
+            args=[
+                *self._templates,
+                now,
+                TRIM_PER_FINISH,
+                json.dumps(rec, separators=(",", ":")),
+                ref,
+                self.keys.explore_hour(_S, "{H}"),
+                HOUR_KEEP_S,
+                json.dumps(hourly),
+            ],  # fmt: skip
+            client=pipe,
+        )
+
+    def trim(self, now: float | None = None) -> int:
+        """Drop expired events from every series (the hourly sweep), `TRIM_PER_CALL` at a time
+        so that no call holds Redis for long; returns how many."""
+        now = now or time.time()
+        dropped = 0
+        for series in self.series():
+            while True:
+                n = int(
+                    self._trim(
+                        keys=[self.keys.explore_series, self.keys.explore_traces],
+                        args=[*self._templates, now, TRIM_PER_CALL, series],
+                    )
+                )
+                dropped += n
+                if n < TRIM_PER_CALL:
+                    break
+        return dropped
+
+    # ---- reading (API) ------------------------------------------------------------------------
+
+    def series(self, search: Search | None = None) -> list[str]:
+        """Indexed series matching the search's labels, most recently indexed first."""
+        raw = self.client.zrevrange(self.keys.explore_series, 0, -1)
+        names = [x.decode() for x in raw]  # type: ignore[union-attr]
+        return [s for s in names if search is None or search.series_matches(s)]
+
+    def counts(self, series: list[str]) -> list[int]:
+        """How many events each series holds in the index (its retained, judged events)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for s in series:
+                pipe.zcard(self.keys.explore_time(s))
+            return [int(n) for n in pipe.execute()]
+
+    def overview(self, search: Search, now: float | None = None) -> list[dict[str, Any]]:
+        """Per indexed series matching `search`: events held, and per `OVERVIEW` measure the
+        (n, mean, variance) over the last 24 hours and over the 7 days before (None without
+        events), from the hourly sums the index keeps (one round trip)."""
+        series = sorted(self.series(search))
+        if not series:
+            return []
+        recent, before = overview_hours(now or time.time())
+        fields = [f"{m}|{part}" for m in OVERVIEW for part in "nsq"]
+        with self.client.pipeline(transaction=False) as pipe:
+            for s in series:
+                pipe.zcard(self.keys.explore_time(s))
+                for hour in (*recent, *before):
+                    pipe.hmget(self.keys.explore_hour(s, str(hour)), fields)
+            replies = iter(pipe.execute())
+        out = []
+        for s in series:
+            row: dict[str, Any] = {"series": s, "events": int(next(replies))}
+            for window, hours in (("recent", recent), ("before", before)):
+                sums = [0.0] * len(fields)
+                for _ in hours:
+                    for i, raw in enumerate(next(replies)):
+                        if raw is not None:
+                            sums[i] += float(raw)
+                row[window] = {m: moments(*sums[3 * j : 3 * j + 3]) for j, m in enumerate(OVERVIEW)}
+            out.append(row)
+        return out
+
+    def search(self, search: Search, now: float | None = None, budget: int = SCAN_BUDGET) -> Page:
+        """One page of events matching `search` (`monitor.explorer`), reading at most
+        `budget` records."""
+        now = now or time.time()
+        series = self.series(search)
+        if search.trace_id:
+            return self._by_trace(search, series, now)
+        if search.status == "failed":
+            return self._failed(search, now, budget)
+        listed = self._candidates(search, series)
+        if listed is not None:
+            return self._check_in_order(search, listed, now, budget)
+        return Walk(self, search, series, now, budget).run()
+
+    def _candidates(self, search: Search, series: list[str]) -> list[tuple[str, str]] | None:
+        """Newest-first (or oldest-first) searches with thresholds on sortable measures: the
+        events inside every threshold's range of its index, as (time member, series) in order,
+        when one of those ranges holds at most CANDIDATE_CAP events; else None (walk the time
+        index). A selective threshold then reads its few members, not the whole time order."""
+        measures = sorted({b.measure for b in search.bounds if b.measure in SORTS[1:]})
+        if search.sort != "time" or not measures or not series:
+            return None
+        ranges = {m: search.measure_range(m) for m in measures}
+        with self.client.pipeline(transaction=False) as pipe:
+            for m in measures:
+                for s in series:
+                    pipe.zlexcount(self.keys.explore_measure(m, s), *ranges[m])
+            counts = iter(pipe.execute())
+        totals = {m: sum(int(next(counts)) for _ in series) for m in measures}
+        chosen = [m for m in measures if totals[m] <= CANDIDATE_CAP]
+        if not chosen:
+            return None
+        with self.client.pipeline(transaction=False) as pipe:
+            for m in chosen:
+                for s in series:
+                    pipe.zrangebylex(self.keys.explore_measure(m, s), *ranges[m])
+            replies = iter(pipe.execute())
+        found: dict[str, dict[str, str]] = {s: {} for s in series}  # series -> ref -> time
+        for i in range(len(chosen)):
+            for s in series:
+                times = {}
+                for raw in next(replies):
+                    _, ts, ref = raw.decode().split(SEP, 2)
+                    times[ref] = ts
+                found[s] = times if i == 0 else {r: t for r, t in found[s].items() if r in times}
+        lo, hi = search.lex_range()  # the time range and the cursor, on time members
+        listed = [
+            (member, s)
+            for s, refs in found.items()
+            for ref, ts in refs.items()
+            if within(member := f"{ts}{SEP}{ref}", lo, hi)
+        ]
+        listed.sort(reverse=search.descending)
+        return listed
+
+    def _check_in_order(
+        self, search: Search, listed: list[tuple[str, str]], now: float, budget: int
+    ) -> Page:
+        """Read the records of `listed` in order until the page is full or `budget` is spent."""
+        page, i, last = Page(), 0, None
+        while i < len(listed) and len(page.events) < search.limit and page.scanned < budget:
+            want = min(max(64, 2 * (search.limit - len(page.events))), budget - page.scanned)
+            batch = listed[i : i + want]
+            i += len(batch)
+            with self.client.pipeline(transaction=False) as pipe:
+                for member, s in batch:
+                    pipe.hget(self.keys.explore_records(s), member_ref(member, "time"))
+                records = pipe.execute()
+            for (member, s), raw in zip(batch, records, strict=True):
+                page.scanned += 1
+                last = member
+                if raw is not None and search.record_matches(rec := json.loads(raw), now):
+                    page.events.append(row(s, member_ref(member, "time"), rec))
+                    if len(page.events) == search.limit:
+                        break
+        page.partial = len(page.events) < search.limit and i < len(listed)
+        if last is not None and (page.partial or len(page.events) == search.limit):
+            page.cursor = encode_cursor(search, last)
+        return page
+
+    def _by_trace(self, search: Search, series: list[str], now: float) -> Page:
+        apps = [search.labels["app"]] if "app" in search.labels else sorted(
+            {s.split(SEP, 1)[0] for s in series}
+        )  # fmt: skip
+        if not apps:
+            return Page()
+        held = self.client.hmget(
+            self.keys.explore_traces, [f"{a}{SEP}{search.trace_id}" for a in apps]
+        )
+        page = Page()
+        for raw in held:
+            if raw is None:
+                continue
+            s, ref = json.loads(raw)
+            if s not in series:
+                continue
+            rec = self.client.hget(self.keys.explore_records(s), ref)
+            page.scanned += 1
+            if rec is not None and search.record_matches(r := json.loads(rec), now):
+                page.events.append(row(s, ref, r))
+        return page
+
+    def _failed(self, search: Search, now: float, budget: int) -> Page:
+        """Failed events, newest failure first: the failed set, their payloads for labels."""
+        hi = f"({search.after}" if search.after else "+inf"
+        page = Page()
+        while len(page.events) < search.limit and page.scanned < budget:
+            chunk = cast(
+                list[tuple[bytes, float]],
+                self.client.zrevrangebyscore(
+                    self.keys.failed, hi, "-inf", start=0, num=200, withscores=True
+                ),
+            )
+            if not chunk:
+                return page
+            refs = [r.decode() for r, _ in chunk]
+            events = self.store.load_events(refs)
+            for ref, (_, score), ev in zip(refs, chunk, events, strict=True):
+                page.scanned += 1
+                hi = f"({score!r}"
+                if ev is None:
+                    continue
+                labels = ev["labels"]
+                s = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
+                ts = ev["_received_at"]
+                if not search.series_matches(s) or not (
+                    (search.since is None or ts >= search.since)
+                    and (search.until is None or ts < search.until)
+                ):
+                    continue
+                page.events.append(
+                    {
+                        "event_id": split_ref(ref)[1],
+                        "status": "failed",
+                        "labels": labels,
+                        "timestamp": ev.get("timestamp"),
+                    }
+                )
+                if len(page.events) == search.limit:
+                    page.cursor = encode_cursor(search, repr(score))
+                    return page
+            if len(chunk) < 200:
+                return page
+        page.partial = True
+        page.cursor = encode_cursor(search, hi[1:])
+        return page

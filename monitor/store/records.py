@@ -1,0 +1,107 @@
+"""What the store keeps and hands out, as plain values (no I/O): the item to ingest, a
+histogram read back, the per-day record of an event, the hashes kept in place of text, and the
+small conversions of values read from Redis."""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from monitor.measures import HISTOGRAM_MEASURES
+from monitor.results import source_counts
+from monitor.store.keys import event_ref, utc_day
+
+QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
+
+
+@dataclass(frozen=True)
+class IngestItem:
+    """One validated event ready to store: payload is the normalized event JSON; `app` is its
+    `labels.app`, the scope of its id."""
+
+    event_id: str
+    payload: str
+    sampled_out: bool = False
+    app: str = "default"
+
+    @property
+    def ref(self) -> str:
+        return event_ref(self.app, self.event_id)
+
+    @property
+    def status(self) -> str:
+        """The status it is stored with: judged later (queued) or never (sampled_out)."""
+        return "sampled_out" if self.sampled_out else "queued"
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series, and
+    the sum of squared values where recorded (quality measures; None for older data)."""
+
+    buckets: list[int]
+    sum: float
+    count: int
+    sum_squares: float | None = None
+
+
+def bucket_index(bounds: Sequence[float], value: float) -> int:
+    """Index of the first bucket whose upper bound is >= value (len(bounds) for +Inf)."""
+    return bisect_left(bounds, value - 1e-12)
+
+
+def event_day(event: dict) -> str:
+    """The UTC day of an event's `timestamp`: per-day aggregates are keyed by it."""
+    return utc_day(datetime.fromisoformat(event["timestamp"]).timestamp())
+
+
+def ref_of(event: dict) -> str:
+    """The `event_ref` of a stored event payload."""
+    return event_ref(event["labels"]["app"], event["event_id"])
+
+
+def day_record(
+    event: dict, result: dict, grades: Sequence[int | None], judge: str | None
+) -> dict[str, Any]:
+    """The compact per-event record kept per day for the drift report: measures, labels, the
+    top K, a short hash and the word count of the query (repeated questions cluster; the query
+    population is compared), where the grades came from and which judge model gave them."""
+    query = event["query"]
+    qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
+    return {
+        "id": event["event_id"],
+        "ts": event["timestamp"],
+        "labels": result["labels"],
+        "k": event["k"],
+        "m": {m: result["measures"].get(m) for m in HISTOGRAM_MEASURES},
+        "pids": [p["id"] for p in event["passages"][: event["k"]]],
+        "grades": list(grades[: event["k"]]),
+        "q": qkey[:QUERY_KEY_CHARS],
+        "ql": len(query.split()) if isinstance(query, str) else None,
+        "src": source_counts(result.get("grade_source") or ()),
+        "jm": judge,
+    }
+
+
+def text_of(raw: bytes | str) -> str:
+    """A value read from Redis: bytes from ragmon's clients (no decode_responses)."""
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def number_of(raw: bytes | str) -> float:
+    text = text_of(raw)
+    return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+def text_hash(text: str) -> str:
+    """Stable short hash of a text (cache keys, and what is kept when text storage is off)."""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def query_hash(query: str) -> str:
+    """Hash of the normalized query: case and runs of white space do not matter."""
+    return text_hash(" ".join(query.lower().split()))

@@ -1,0 +1,205 @@
+"""The explorer's index on a real Redis: written once in the finish step, searched by filters,
+sorts and cursors (compared with the same filters applied to every event in Python), trimmed
+with the result retention, and scoped to one app."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from monitor.explorer import parse_search
+from monitor.measures import compute
+from monitor.settings import Settings
+from monitor.store import Store, explore
+from monitor.store.keys import event_ref
+
+START = datetime(2026, 11, 20, tzinfo=UTC)
+RETRIEVERS = ("bm25", "dense", "hybrid")
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = Store.connect(settings)
+    yield s
+    s.client.close()
+
+
+def finish(store: Store, app: str, i: int, retriever: str, grades: list[int], **extra) -> dict:
+    """Queue and finish one event the way a worker does; returns what a search should list."""
+    labels = {"app": app, "index": "kb", "retriever": retriever, "segment": "all"}
+    ts = START + timedelta(minutes=i)
+    event = {
+        "event_id": f"e{i}",
+        "timestamp": ts.isoformat(),
+        "query": f"query {i}",
+        "k": 4,
+        "passages": [{"id": f"p{j}"} for j in range(len(grades))],
+        "labels": labels,
+        "_received_at": time.time(),
+        **extra,
+    }
+    store.client.hset(store.keys.event(event_ref(app, f"e{i}")), mapping={"s": "queued"})
+    sources = ["judge", "cache", "known", "judge"][: len(grades)]
+    result = {"measures": compute(grades, 4), "labels": labels, "grade_source": sources}
+    assert store.finish(event, result, grades)
+    return {"id": f"e{i}", "ts": ts.timestamp(), "m": result["measures"], "labels": labels}
+
+
+@pytest.fixture
+def events(store: Store) -> list[dict]:
+    rng = random.Random(7)
+    out = []
+    for i in range(300):
+        grades = [rng.choice((0, 0, 0, 0, 1, 2, 3)) for _ in range(4)]
+        out.append(finish(store, "shop", i, RETRIEVERS[i % 3], grades))
+    return out
+
+
+def collect(store: Store, params: dict[str, str]) -> tuple[list[str], int]:
+    """Every page of a search, following cursors; returns ids in order and the page count."""
+    ids, pages, cursor = [], 0, None
+    while True:
+        page = store.explore.search(
+            parse_search({**params, **({"cursor": cursor} if cursor else {})})
+        )
+        pages += 1
+        ids += [e["event_id"] for e in page.events]
+        cursor = page.cursor
+        if cursor is None:
+            return ids, pages
+
+
+@pytest.mark.parametrize("cap", [0, explore.CANDIDATE_CAP], ids=["walk-by-time", "list-by-measure"])
+def test_time_order_with_measure_filters_matches_a_full_scan(
+    store: Store, events: list[dict], cap: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both plans (walk the time index and check records; list a threshold's range of its
+    measure index, then check in time order) give what a scan of every event gives."""
+    monkeypatch.setattr(explore, "CANDIDATE_CAP", cap)
+    want = [
+        e["id"]
+        for e in sorted(events, key=lambda e: -e["ts"])
+        if e["labels"]["retriever"] == "bm25" and e["m"]["ndcg"] < 0.7
+    ]
+    assert 10 < len(want) < 100
+    ids, pages = collect(store, {"retriever": "bm25", "ndcg_lt": "0.7", "limit": "7"})
+    assert ids == want
+    assert pages >= len(want) // 7
+    both = [
+        e["id"]
+        for e in sorted(events, key=lambda e: e["ts"])
+        if e["m"]["ndcg"] >= 0.8 and e["m"]["precision"] <= 0.5
+    ]
+    assert 5 < len(both) < len(events) // 2
+    params = {"ndcg_ge": "0.8", "precision_le": "0.5", "order": "asc", "limit": "4"}
+    assert collect(store, params)[0] == both
+
+
+def test_measure_order_breaks_ties_by_time_and_pages_through_them(
+    store: Store, events: list[dict]
+) -> None:
+    zero = [e for e in events if e["m"]["ndcg"] == 0.0]
+    assert len(zero) > 20  # many ties at the same value: a score cursor would loop or skip
+    want = [
+        e["id"] for e in sorted(events, key=lambda e: (round(e["m"]["ndcg"], 6), e["ts"], e["id"]))
+    ]
+    ids, _ = collect(store, {"sort": "ndcg", "limit": "9"})
+    assert len(ids) == len(events) and set(ids) == set(want)
+    got = {e["id"]: e for e in events}
+    values = [round(got[i]["m"]["ndcg"], 6) for i in ids]
+    assert values == sorted(values)  # worst first by default for a higher-is-better measure
+
+
+def test_exact_filters_time_range_and_hit(store: Store, events: list[dict]) -> None:
+    since, until = events[50]["ts"], events[120]["ts"]
+    want = {e["id"] for e in events[50:120] if e["m"]["hit"] == 0}
+    params = {"from": str(int(since * 1000)), "to": str(int(until * 1000)), "hit": "0"}
+    ids, _ = collect(store, params)
+    assert set(ids) == want and len(ids) == len(want)
+
+
+def test_a_finish_retried_is_indexed_once(store: Store) -> None:
+    finish(store, "shop", 1, "bm25", [3, 0, 0, 0])
+    store.client.hset(store.keys.event(event_ref("shop", "e1")), "s", "done")
+    labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "all"}
+    event = {"event_id": "e1", "timestamp": START.isoformat(), "query": "q", "k": 4,
+             "passages": [], "labels": labels, "_received_at": time.time()}  # fmt: skip
+    # a redelivered job with other grades: FINISH refuses, and the index keeps the first result
+    result = {"measures": compute([0, 0, 0, 0], 4), "labels": labels, "grade_source": []}
+    assert not store.finish(event, result, [0, 0, 0, 0])
+    page = store.explore.search(parse_search({}))
+    assert [e["measures"]["ndcg"] for e in page.events] == [1.0]
+    assert store.client.zcard(store.keys.explore_time("shop|kb|bm25|all")) == 1
+
+
+def test_expired_events_leave_the_index(
+    store: Store, events: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(explore, "TRIM_PER_CALL", 7)  # the sweep takes many short calls
+    series = "shop|kb|bm25|all"
+    assert store.explore.counts([series]) == [100]
+    later = time.time() + store.result_ttl_s + 1
+    assert store.explore.search(parse_search({}), now=later).events == []
+    assert store.explore.trim(later) == 300
+    assert store.explore.counts([series]) == [0]
+    assert store.explore.series() == []
+    leftover = store.client.keys(f"{store.keys.prefix}:x:*")
+    hourly = store.client.keys(f"{store.keys.prefix}:x:hr:*")
+    assert set(leftover) == set(hourly)  # only the overview's hourly sums, which expire
+    assert all(store.client.ttl(k) > 0 for k in hourly)
+
+
+def test_trace_lookup_and_app_scope(store: Store) -> None:
+    finish(store, "shop", 1, "bm25", [3, 0, 0, 0], trace_id="abc")
+    finish(store, "blog", 2, "bm25", [0, 0, 0, 0], trace_id="abc")
+    shop = parse_search({"trace_id": "abc"}).with_app("shop")
+    assert [e["event_id"] for e in store.explore.search(shop).events] == ["e1"]
+    both = store.explore.search(parse_search({"trace_id": "abc"})).events
+    assert sorted(e["labels"]["app"] for e in both) == ["blog", "shop"]
+    blog = store.explore.search(parse_search({}).with_app("blog")).events
+    assert [e["labels"]["app"] for e in blog] == ["blog"]
+
+
+def test_a_rare_match_stops_at_the_scan_budget_with_a_cursor(store: Store) -> None:
+    for i in range(300):
+        grades = [3, 0, 0, 0] if i != 3 else [0, 0, 0, 0]
+        finish(store, "shop", i, "bm25", grades)
+    page = store.explore.search(parse_search({"rr": "0"}), budget=200)
+    assert page.partial and page.events == [] and page.scanned == 200
+    rest = store.explore.search(parse_search({"rr": "0", "cursor": page.cursor}), budget=200)
+    assert [e["event_id"] for e in rest.events] == ["e3"] and rest.cursor is None
+
+
+def test_the_overview_compares_the_last_24_hours_with_the_7_days_before(store: Store) -> None:
+    """Hourly sums kept by the index give the exact means of both windows (events placed by
+    their own time), and the same variance as the values themselves."""
+    now = time.time()
+    ages_h = [0.1, 5, 23.5, 24.5, 30, 100, 190, 200]  # the last two: older than 8 days of hours
+    values: dict[str, list[float]] = {"recent": [], "before": []}
+    for i, age in enumerate(ages_h):
+        grades = [3, 0, 0, 0] if i % 2 else [0, 0, 3, 2]
+        ts = datetime.fromtimestamp(now - age * 3600, UTC)
+        labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "all"}
+        event = {"event_id": f"o{i}", "timestamp": ts.isoformat(), "query": "q", "k": 4,
+                 "passages": [], "labels": labels, "_received_at": now}  # fmt: skip
+        store.client.hset(store.keys.event(event_ref("shop", f"o{i}")), "s", "queued")
+        measures = compute(grades, 4)
+        assert store.finish(event, {"measures": measures, "labels": labels}, grades)
+        hour, this_hour = int((now - age * 3600) // 3600), int(now // 3600)
+        if hour > this_hour - 24:
+            values["recent"].append(measures["ndcg"])
+        elif hour > this_hour - 24 - 168:
+            values["before"].append(measures["ndcg"])
+    (row,) = store.explore.overview(parse_search({}), now=now)
+    assert row["events"] == len(ages_h)
+    for window, got in values.items():
+        n, mean, var = row[window]["ndcg"]
+        assert n == len(got) and mean == pytest.approx(sum(got) / len(got))
+        m = sum(got) / len(got)
+        assert var == pytest.approx(sum((x - m) ** 2 for x in got) / (len(got) - 1))
+    hours = store.client.keys(f"{store.keys.prefix}:x:hr:*")
+    assert hours and all(0 < store.client.ttl(k) <= 194 * 3600 for k in hours)
