@@ -11,8 +11,7 @@ import redis
 
 from monitor.settings import Settings
 from tests.support.api_server import ApiServer
-from tests.support.redis_server import RedisServer
-from tests.support.stack import Stack
+from tests.support.stack import RedisServer, Stack
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-dl"
 

@@ -27,7 +27,8 @@ from monitor.settings import Settings
 from monitor.store import Store
 from monitor.store.keys import event_ref
 from monitor.store.sealing import new_key
-from tests.bench.common import exit_on_sigterm, machine, ms, pct, redis_server, start_ragmon
+from tests.bench.common import exit_on_sigterm, machine, ms, pct
+from tests.support.stack import ragmon_env, redis_server, start_api
 
 APPS = ("shop", "support")
 RETRIEVERS = {"bm25": 0.35, "dense": 0.55, "hybrid": 0.7}  # share of relevant passages
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Redis memory: {used / args.events:.0f} bytes per event held, of which the "
             f"explorer's index {index / args.events:.0f} ({index / used:.0%})"
         )
-        proc, url = start_ragmon(redis.url, RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=text_key)
+        env = ragmon_env(redis.url, RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=text_key)
+        proc, url = start_api(env)
         try:
             client = httpx.Client(base_url=url, timeout=30)
             day = str(round((time.time() - 86400) * 1000))

@@ -37,11 +37,9 @@ from tests.bench.common import (
     ms,
     open_loop,
     pct,
-    redis_server,
-    start_ragmon,
-    start_worker,
     topics,
 )
+from tests.support.stack import ragmon_env, redis_server, start_api, start_worker, stop_all
 from workers.judges.lexical import lexical_grades
 
 METRIC = "ragmon_retrieval_ndcg_count"
@@ -186,10 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     floor = work_floor(pairs)
     with redis_server() as rs:
         r = redis.Redis.from_url(rs.url)
-        api, url = start_ragmon(rs.url, RAGMON_METRICS_REFRESH_S="0")  # the pipeline, not the cache
-        workers = [
-            start_worker(rs.url, f"fresh-{uuid.uuid4().hex[:6]}") for _ in range(args.workers)
-        ]
+        env = ragmon_env(rs.url, RAGMON_METRICS_REFRESH_S="0")  # the pipeline, not the cache
+        api, url = start_api(env)
+        workers = [start_worker(env, f"fresh-{uuid.uuid4().hex[:6]}") for _ in range(args.workers)]
         try:
             capacity(url, r, template, min(50, n_flood))  # warm-up: imports, first forks
             cap = capacity(url, r, template, n_flood, args.flood_connections)
@@ -199,9 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                 half_load(url, template, rate, seconds, sample_every)
             )
         finally:
-            for w in workers:
-                w.stop()
-            api.stop()
+            stop_all([*workers, api])
             r.close()
 
     print(

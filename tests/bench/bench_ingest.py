@@ -41,11 +41,10 @@ from tests.bench.common import (
     machine,
     ms,
     open_loop,
-    redis_server,
     start_noop,
-    start_ragmon,
     topics,
 )
+from tests.support.stack import ragmon_env, redis_server, start_api
 
 TARGET_RATIO = 0.6
 TARGET_HALF_P99_S = 0.025
@@ -123,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     with redis_server() as rs:
         flush = redis.Redis.from_url(rs.url)
         noop_proc, noop_url = start_noop()
-        rag_proc, rag_url = start_ragmon(rs.url)
-        assert noop_proc.proc is not None and rag_proc.proc is not None and rs.proc is not None
-        noop = Target("no-op", noop_url, noop_proc.proc.pid, None)
-        rag = Target("ragmon", rag_url, rag_proc.proc.pid, rs.proc.pid)
+        rag_proc, rag_url = start_api(ragmon_env(rs.url))
+        assert rs.proc is not None
+        noop = Target("no-op", noop_url, noop_proc.pid, None)
+        rag = Target("ragmon", rag_url, rag_proc.pid, rs.proc.pid)
         try:
             for t in (noop, rag):  # warm-up (imports, first connections), not counted
                 closed_load(t.url + "/v1/retrievals", single, min(1.0, seconds), 8)

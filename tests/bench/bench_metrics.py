@@ -40,10 +40,9 @@ from tests.bench.common import (
     exit_on_sigterm,
     machine,
     open_loop,
-    redis_server,
-    start_ragmon,
     topics,
 )
+from tests.support.stack import ragmon_env, redis_server, start_api
 
 SERIES = 500
 TARGET = 1.2
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 "RAGMON_METRICS_PROCESS": str(child).lower(),
                 "RAGMON_METRICS_REFRESH_S": refresh,
             }
-            proc, url = start_ragmon(rs.url, **env)
+            proc, url = start_api(ragmon_env(rs.url, **env))
             try:
                 if rate is None:  # half of the maximum, measured once on the first server
                     peak = closed_load(url + "/v1/retrievals", single, min(seconds, 5.0), 32)

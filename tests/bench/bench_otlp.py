@@ -46,11 +46,10 @@ from tests.bench.common import (
     exit_on_sigterm,
     machine,
     ms,
-    redis_server,
-    start_ragmon,
     topics,
 )
 from tests.support.spans import attributes, otlp_json
+from tests.support.stack import ragmon_env, redis_server, start_api
 
 MARK = b"\xab" * 8  # the first half of every trace id in a template: replaced per request
 MARK_HEX = MARK.hex().encode()
@@ -166,18 +165,18 @@ def main(argv: list[str] | None = None) -> int:
 
     with redis_server() as rs:
         flush = redis.Redis.from_url(rs.url)
-        proc, url = start_ragmon(rs.url, RAGMON_QUEUE_LIMIT="100000000")
-        assert proc.proc is not None and rs.proc is not None
+        proc, url = start_api(ragmon_env(rs.url, RAGMON_QUEUE_LIMIT="100000000"))
+        assert rs.proc is not None
         try:
             for v in variants:  # warm-up (imports, first connections), not counted
                 asyncio.run(run(url, v, min(1.0, seconds), args.connections))
             flush.flushall()
             for _ in range(rounds):
                 for v in variants:
-                    c0, r0 = cpu_seconds(proc.proc.pid), cpu_seconds(rs.proc.pid)
+                    c0, r0 = cpu_seconds(proc.pid), cpu_seconds(rs.proc.pid)
                     load = asyncio.run(run(url, v, seconds, args.connections))
                     events = max(1, load.requests * size)
-                    v.runs.append((load, (cpu_seconds(proc.proc.pid) - c0) / events,
+                    v.runs.append((load, (cpu_seconds(proc.pid) - c0) / events,
                                    (cpu_seconds(rs.proc.pid) - r0) / events))  # fmt: skip
                     stored = sum(1 for _ in flush.scan_iter("ragmon:ev:*", count=10_000))
                     flush.flushall()  # every run starts from an empty Redis

@@ -42,7 +42,6 @@ from tests.bench.bench_worker import JUDGED_PER_EVENT, enqueue, start_fake_llm
 from tests.bench.common import (
     ID_MARK,
     Bodies,
-    Proc,
     RawConn,
     _host_port,
     data_source,
@@ -51,12 +50,9 @@ from tests.bench.common import (
     machine,
     open_loop,
     pct,
-    ragmon_env,
-    redis_server,
-    start_ragmon,
-    start_worker,
     topics,
 )
+from tests.support.stack import Child, ragmon_env, redis_server, start_api, start_worker
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 TARGET_RATE = 0.85
@@ -92,7 +88,7 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def work_cpu(worker: Proc, at_start: float, at_ready: float) -> float:
+def work_cpu(worker: Child, at_start: float, at_ready: float) -> float:
     """Stop the worker (RQ's warm shutdown waits for its work horse) and return the CPU it and
     its horses used since it was ready."""
     worker.stop()
@@ -109,11 +105,11 @@ def steady_rate(done_at: list[float], start: float) -> float:
     return n * JUDGED_PER_EVENT / max(1e-9, done_at[-1] - start)
 
 
-def ready_worker(redis_url: str, env: dict[str, str]) -> tuple[Proc, float, float]:
+def ready_worker(redis_url: str, env: dict[str, str]) -> tuple[Child, float, float]:
     """A `ragmon worker` (LLM judge imported before its forks), once RQ lists it as idle; with
     this process's children's CPU before it started, and its own CPU at readiness."""
     at_start = children_cpu()
-    worker = start_worker(redis_url, f"bench-{uuid.uuid4().hex[:6]}", **env)
+    worker = start_worker(ragmon_env(redis_url, **env), f"bench-{uuid.uuid4().hex[:6]}")
     r = redis.Redis.from_url(redis_url)
     deadline = time.monotonic() + 60
     while not r.scard("rq:workers"):
@@ -122,8 +118,7 @@ def ready_worker(redis_url: str, env: dict[str, str]) -> tuple[Proc, float, floa
         time.sleep(0.05)
     r.close()
     time.sleep(0.5)  # past its start-up
-    assert worker.proc is not None
-    return worker, at_start, tree_cpu(worker.proc.pid)
+    return worker, at_start, tree_cpu(worker.pid)
 
 
 def batched(llm_env: dict[str, str], pairs: list, n: int) -> Run:
@@ -183,7 +178,7 @@ async def post_and_watch(
 def trickle(llm_env: dict[str, str], template: str, rate: float, seconds: float) -> Run:
     """`ragmon serve` + one worker; single-event POSTs at `rate` for `seconds`."""
     with redis_server() as rs:
-        api, url = start_ragmon(rs.url)
+        api, url = start_api(ragmon_env(rs.url))
         try:
             worker, at_start, at_ready = ready_worker(rs.url, llm_env)
             accepted, counted = asyncio.run(post_and_watch(url, template, rate, seconds))

@@ -32,16 +32,13 @@ from monitor.schemas import RetrievalEvent
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
 from tests.bench.common import (
-    Proc,
     data_source,
     exit_on_sigterm,
     machine,
     make_event,
-    ragmon_env,
-    redis_server,
-    start_worker,
     topics,
 )
+from tests.support.stack import Child, ragmon_env, redis_server, start_worker
 
 TARGET_PASSAGES_PER_S = 200.0
 # `ragmon worker` with the LLM judge's modules (openai, httpx) imported before RQ forks: each
@@ -128,12 +125,10 @@ def drain(
     t0 = time.perf_counter()
     name = f"bench-{judge}-{uuid.uuid4().hex[:6]}"
     if preload and judge == "openai":
-        worker = Proc(
-            [sys.executable, "-c", PRELOAD, "worker", "--name", name, "--burst"],
-            ragmon_env(redis_url, **env),
-        ).start()
+        argv = [sys.executable, "-c", PRELOAD, "worker", "--name", name, "--burst"]
+        worker = Child(argv, ragmon_env(redis_url, **env))
     else:
-        worker = start_worker(redis_url, name, burst=True, **env)
+        worker = start_worker(ragmon_env(redis_url, **env), name, burst=True)
     marks: dict[float, float] = {}
     finished = 0
     while True:
@@ -147,13 +142,12 @@ def drain(
         for frac in (0.1, 0.9):
             if frac not in marks and finished >= frac * n:
                 marks[frac] = now
-        if finished >= n or (worker.proc is not None and worker.proc.poll() is not None):
+        if finished >= n or worker.poll() is not None:
             break
         if now - t0 > 600:
             raise TimeoutError(f"{judge}: {finished}/{n} events after 600 s")
         time.sleep(0.02)
-    assert worker.proc is not None
-    worker.proc.wait(120)  # burst: exits when the queue is empty
+    worker.wait(120)  # burst: exits when the queue is empty
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)

@@ -1,11 +1,11 @@
 """Shared pieces of the server benchmarks (ingest, workers, freshness).
 
 Realistic events (TREC DL passages read at run time, never copied here; synthetic text when the
-file is absent), child processes (Redis, `ragmon serve`, workers, the no-op API), and two load
-generators: wrk with a Lua script that gives every event a distinct id, and a small asyncio
-client speaking raw HTTP/1.1 on keep-alive connections (closed loop when wrk is absent, open
-loop at a fixed rate for "half load": latency is counted from each request's scheduled send
-time, so a stalled server cannot hide its queueing).
+file is absent), the no-op API to compare `ragmon serve` with (tests/support/stack.py starts
+Redis and ragmon), and two load generators: wrk with a Lua script that gives every event a
+distinct id, and a small asyncio client speaking raw HTTP/1.1 on keep-alive connections (closed
+loop when wrk is absent, open loop at a fixed rate for "half load": latency is counted from
+each request's scheduled send time, so a stalled server cannot hide its queueing).
 
 `python -m tests.bench.common noop --port P` serves the no-op baseline endpoint.
 """
@@ -27,16 +27,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from monitor.schemas import RetrievalBatch, RetrievalEvent
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.stack import Child, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TREC = REPO.parent / "shared" / "data" / "trec-dl" / "trec-dl-top20.jsonl"
@@ -151,97 +150,16 @@ class Bodies:
         return b"".join(out)
 
 
-# ---- child processes -------------------------------------------------------------------------
+# ---- the no-op baseline server ---------------------------------------------------------------
 
 
-@dataclass
-class Proc:
-    """A child process in its own session (so stopping it stops its children too)."""
-
-    args: list[str]
-    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    proc: subprocess.Popen | None = None
-
-    def start(self) -> Proc:
-        self.proc = subprocess.Popen(
-            self.args,
-            env=self.env,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        return self
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-
-def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
-    """Wait until `url` answers 200, or raise when the process died or time ran out."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        if proc.proc is not None and proc.proc.poll() is not None:
-            raise RuntimeError(f"{' '.join(proc.args)} exited with {proc.proc.returncode}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer within {timeout} s")
-        time.sleep(0.05)
-
-
-def ragmon_env(redis_url: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMON_", "OPENAI_"))}
-    env.update({"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", **extra})
-    return env
-
-
-def start_ragmon(redis_url: str, **extra: str) -> tuple[Proc, str]:
-    """`ragmon serve` on a free port (uvicorn, 1 process, no access log): (process, base URL)."""
-    port = free_port()
-    proc = Proc(
-        [sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)]
-        + ["--log-level", "warning"],
-        ragmon_env(redis_url, **extra),
-    ).start()
-    url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/healthz", proc)
-    return proc, url
-
-
-def start_noop() -> tuple[Proc, str]:
+def start_noop() -> tuple[Child, str]:
     """The baseline: a FastAPI endpoint that parses the same body and answers 202."""
     port = free_port()
-    proc = Proc([sys.executable, "-m", "tests.bench.common", "noop", "--port", str(port)]).start()
+    proc = Child([sys.executable, "-m", "tests.bench.common", "noop", "--port", str(port)])
     url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/healthz", proc)
+    proc.wait_http(f"{url}/healthz")
     return proc, url
-
-
-def start_worker(redis_url: str, name: str, burst: bool = False, **extra: str) -> Proc:
-    args = [sys.executable, "-m", "monitor.cli", "worker", "--name", name]
-    args += ["--burst"] if burst else []
-    return Proc(args, ragmon_env(redis_url, **extra)).start()
-
-
-@contextlib.contextmanager
-def redis_server() -> Iterator[RedisServer]:
-    """A real redis-server on a free port (tests/support), removed afterwards."""
-    server = RedisServer().start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 def make_noop_app() -> FastAPI:
@@ -513,9 +431,6 @@ def closed_load(url: str, template: str, seconds: float, connections: int) -> Lo
     if have_wrk():
         return run_wrk(url, template, seconds, connections)
     return asyncio.run(closed_loop(url, Bodies(template).next, seconds, connections))
-
-
-# ---- the no-op baseline server ---------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -247,7 +247,7 @@ def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[s
 @contextlib.contextmanager
 def real_sidecar(cpus: set[int] | None = None) -> Iterator[str]:
     """`ragmon serve` on a real Redis, both at SIDECAR_NICE."""
-    from tests.support.redis_server import RedisServer
+    from tests.support.stack import RedisServer
 
     redis = RedisServer().start()
     assert redis.proc is not None

@@ -17,8 +17,7 @@ import uuid
 import redis
 
 from monitor.store.sealing import new_key
-from tests.support.redis_server import RedisServer
-from tests.support.stack import Stack
+from tests.support.stack import RedisServer, Stack
 
 WORDS = [
     "account",

@@ -140,7 +140,7 @@ def test_healthcheck_probe_fails_when_nothing_listens():
     """The probe's exit status is what Docker reads: it must be non-zero on a dead API."""
     (check,) = args_of(final_stage(), "HEALTHCHECK")
     probe = json.loads(check[check.index("CMD") + 3 :].strip())
-    from tests.support.redis_server import free_port
+    from tests.support.stack import free_port
 
     code = probe[-1].replace(":8000/", f":{free_port()}/")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30)

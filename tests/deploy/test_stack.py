@@ -26,7 +26,7 @@ import redis
 
 from monitor.settings import env_variables
 from tests.deploy.conftest import COMPOSE_FILE, PROMETHEUS_DIR, ROOT, interpolate, load_yaml
-from tests.support.redis_server import free_port
+from tests.support.stack import free_port
 
 pytestmark = pytest.mark.slow
 

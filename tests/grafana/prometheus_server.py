@@ -13,7 +13,7 @@ import httpx
 import yaml
 
 from tests.grafana.queries import PROM_DIR, RULE_FILES
-from tests.support.redis_server import free_port
+from tests.support.stack import free_port
 
 
 class PrometheusServer:

@@ -32,8 +32,7 @@ from tests.grafana.queries import (
     variable_queries,
 )
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.redis_server import RedisServer
-from tests.support.stack import Stack
+from tests.support.stack import RedisServer, Stack
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ import redis
 from monitor.api.auth import KeyRing, Principal
 from monitor.settings import Settings, SettingsError
 from tests.support.events import make_event, ref, result_url
-from tests.support.redis_server import free_port
+from tests.support.stack import free_port
 
 ANY_KEY = "any-app-key-0123456789abcdef"  # may write any app
 SUPPORT_KEY = "support-only-key-0123456789"  # may write only app=support

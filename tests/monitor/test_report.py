@@ -30,7 +30,7 @@ from monitor.report.gather import Dataset, WindowData
 from monitor.report.window import Window, windows
 from monitor.settings import Settings
 from monitor.store import Histogram, Store, bucket_index
-from tests.support.redis_server import free_port
+from tests.support.stack import free_port
 from workers.worker import make_worker
 
 POOL = (3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0)  # candidate grades per query; 10 are sent, K = 5

@@ -21,7 +21,7 @@ from rq.job import Job
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
 from monitor.store.rq_jobs import JOB_FUNC
-from tests.support.redis_server import RedisServer
+from tests.support.stack import RedisServer
 
 # Fields that hold the time they were written: compared by presence only.
 CLOCK_FIELDS = {b"rt", b"created_at", b"enqueued_at"}

@@ -8,7 +8,7 @@ import pytest
 
 from tests.reliability.support import FIGURES
 from tests.support.fake_llm import FakeLLM
-from tests.support.redis_server import RedisServer
+from tests.support.stack import RedisServer
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.stack import RedisServer, free_port
 
 KEY = "fuzz-api-key-0123456789abcdef"
 _STATUS = re.compile(r'"status_code": ?(\d{3})')

@@ -25,8 +25,7 @@ import redis
 
 from tests.reliability.support import events, labeled, statuses
 from tests.support.fake_llm import FakeLLM
-from tests.support.redis_server import RedisServer
-from tests.support.stack import Stack
+from tests.support.stack import RedisServer, Stack
 
 MIB = 1024 * 1024
 FLAT_MIB = 8.0  # growth after warm-up allowed per process (allocator noise, caches filling)

@@ -31,8 +31,7 @@ from tests.reliability.support import (
     worker_name,
 )
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.redis_server import free_port
-from tests.support.stack import Stack
+from tests.support.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
 SUFFIX = {False: "", True: ", single-event POSTs"}

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from tests.support.cli import clean_env
-from tests.support.redis_server import free_port
+from tests.support.stack import free_port
 
 SLOW = 2000
 DURATION_S = 15.0

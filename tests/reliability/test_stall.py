@@ -19,7 +19,7 @@ import pytest
 from monitor.settings import Settings
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
-from tests.support.redis_server import RedisServer
+from tests.support.stack import RedisServer
 
 STALL_S = 10.0
 CLIENTS = 4

@@ -11,7 +11,7 @@ import uvicorn
 from monitor.api import create_app
 from monitor.api.guard import uvicorn_config
 from monitor.settings import Settings
-from tests.support.redis_server import free_port
+from tests.support.stack import free_port
 
 
 class ApiServer:

@@ -13,7 +13,7 @@ from tests.support.api_server import ApiServer
 from tests.support.cli import Ragmon, clean_env
 from tests.support.events import make_event
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.stack import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
 
