@@ -37,7 +37,6 @@ from typing import Any
 
 from tests.bench.hook_apps import (
     App,
-    free_port,
     load,
     load_corpus,
     machine,
@@ -46,6 +45,7 @@ from tests.bench.hook_apps import (
     stub_sidecar,
 )
 from tests.bench.stats import median_interval, overlaps
+from tests.support.stack import free_port
 
 SLOW_S = 5.0
 SETTLE_S = 1.3  # > the SDK's flush interval (1 s) + encode interval (0.25 s)

@@ -27,7 +27,8 @@ from typing import Any
 
 from monitor.client import RetrievalMonitor
 from tests.bench.bench_app_latency import quantile
-from tests.bench.hook_apps import free_port, load_corpus, machine, stub_sidecar
+from tests.bench.hook_apps import load_corpus, machine, stub_sidecar
+from tests.support.stack import free_port
 
 
 def time_calls(fn: Callable[[], object], n: int) -> list[int]:

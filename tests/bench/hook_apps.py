@@ -22,7 +22,6 @@ import platform
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -158,39 +157,6 @@ def create_stub_sidecar(delay: float) -> Any:
 # ---- child processes ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(port: int, path: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    import httpx
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1).status_code < 500:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"server on port {port} did not start")
-
-
-def place(pid: int, nice: int = 0, cpus: set[int] | None = None) -> None:
-    """Lower a process's priority (its autogroup's too) and pin it to `cpus`, where allowed."""
-    if nice:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, pid, nice)
-        # a new session is a new autogroup: nice only counts if the group has it too
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write(str(nice))
-    if cpus:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(pid, cpus)
-
-
 @contextlib.contextmanager
 def process(
     args: list[str],
@@ -201,35 +167,23 @@ def process(
     cpus: set[int] | None = None,
 ) -> Iterator[subprocess.Popen]:
     """A child Python process serving HTTP on `port`, stopped (SIGINT) when the block ends."""
+    # imported here: the app and sidecar processes run this module without the harness's
+    # httpx, redis and psutil
+    from tests.support.stack import Child
 
-    def setup() -> None:  # in the child before exec: every thread it starts inherits this
-        if nice:
-            os.nice(nice)
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-
-    proc = subprocess.Popen(
-        [sys.executable, *args],
-        cwd=REPO,
-        env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
-        start_new_session=True,
-        preexec_fn=setup if nice or cpus else None,
-    )
-    place(proc.pid, nice)
+    env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
+    proc = Child([sys.executable, *args], env, nice=nice, cpus=cpus, stdout=None, stderr=None)
     try:
-        wait_http(port, ready, proc)
+        proc.wait_http(f"http://127.0.0.1:{port}{ready}", ok=lambda status: status < 500)
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        proc.stop(signal.SIGINT)
 
 
 @contextlib.contextmanager
 def rag_app(hook: bool, sidecar_url: str, cpus: set[int] | None = None) -> Iterator[App]:
+    from tests.support.stack import free_port
+
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port), "--sidecar-url", sidecar_url]
     with process([*args, *(["--hook"] if hook else [])], port, "/stats", cpus=cpus) as proc:
@@ -238,6 +192,8 @@ def rag_app(hook: bool, sidecar_url: str, cpus: set[int] | None = None) -> Itera
 
 @contextlib.contextmanager
 def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[str]:
+    from tests.support.stack import free_port
+
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "sidecar", "--port", str(port), "--delay", str(delay)]
     with process(args, port, "/healthz", nice=SIDECAR_NICE, cpus=cpus):
@@ -247,19 +203,15 @@ def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[s
 @contextlib.contextmanager
 def real_sidecar(cpus: set[int] | None = None) -> Iterator[str]:
     """`ragmon serve` on a real Redis, both at SIDECAR_NICE."""
-    from tests.support.stack import RedisServer
+    from tests.support.stack import ragmon_env, redis_server, start_api
 
-    redis = RedisServer().start()
-    assert redis.proc is not None
-    place(redis.proc.pid, SIDECAR_NICE, cpus)
-    port = free_port()
-    env = {"REDIS_URL": redis.url, "RAGMON_API_KEYS": API_KEY, "RAGMON_JUDGE": "lexical"}
-    args = ["-m", "monitor.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    try:
-        with process(args, port, "/healthz", env, SIDECAR_NICE, cpus):
-            yield f"http://127.0.0.1:{port}"
-    finally:
-        redis.cleanup()
+    with redis_server(nice=SIDECAR_NICE, cpus=cpus) as redis:
+        env = ragmon_env(redis.url, RAGMON_API_KEYS=API_KEY, PYTHONHASHSEED="0")
+        api, url = start_api(env, ready="/healthz", nice=SIDECAR_NICE, cpus=cpus, stdout=None)
+        try:
+            yield url
+        finally:
+            api.stop(signal.SIGINT)
 
 
 class App:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ import redis
 
 from monitor.settings import env_variables
 from tests.deploy.conftest import COMPOSE_FILE, PROMETHEUS_DIR, ROOT, interpolate, load_yaml
-from tests.support.stack import free_port
+from tests.support.stack import Child, free_port, stop_all
 
 pytestmark = pytest.mark.slow
 
@@ -53,18 +52,15 @@ def local_argv(command: list[str], port: int | None = None) -> list[str]:
 
 
 class Processes:
-    """Child processes in their own sessions, ended by pid at teardown."""
+    """Child processes by name, each logging to a file of its own."""
 
     def __init__(self, logs: Path) -> None:
         self.logs = logs
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, Child] = {}
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen(
-            argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
+        with open(self.logs / f"{name}.log", "wb") as log:
+            self.procs[name] = Child(argv, env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None
@@ -73,15 +69,7 @@ class Processes:
         return (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        stop_all(list(self.procs.values()), grace=15)
 
 
 def wait_for(check, timeout: float, what: str) -> Any:

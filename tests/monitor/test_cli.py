@@ -14,9 +14,9 @@ import pytest
 
 from monitor.cli import KEY_VARIABLES, build_parser, version
 from monitor.settings import env_variables
-from tests.support.cli import Ragmon, clean_env, run_ragmon
+from tests.support.cli import Ragmon, run_ragmon
 from tests.support.events import make_event
-from tests.support.stack import RedisServer, free_port
+from tests.support.stack import RedisServer, clean_env, free_port
 
 
 def one_line(stderr: str) -> str:

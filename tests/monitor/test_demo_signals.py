@@ -9,7 +9,8 @@ import signal
 import psutil
 import pytest
 
-from tests.support.cli import Ragmon, clean_env
+from tests.support.cli import Ragmon
+from tests.support.stack import clean_env
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,9 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.support.stack import RedisServer, free_port
+from tests.support.stack import REPO, RedisServer, ragmon_env, start_api
 
 KEY = "fuzz-api-key-0123456789abcdef"
 _STATUS = re.compile(r'"status_code": ?(\d{3})')
@@ -62,35 +58,11 @@ def schemathesis_bin() -> str:
 def fuzz(examples: int, seed: int = 1, workers: int = 1) -> FuzzResult:
     """Run the whole fuzz on fresh processes and return what the server answered."""
     redis = RedisServer().start()
-    port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="ragmon-fuzz-"))
-    env = {
-        **os.environ,
-        "REDIS_URL": redis.url,
-        "RAGMON_API_KEYS": KEY,
-        "RAGMON_JUDGE": "lexical",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-    }
-    api = subprocess.Popen(
-        [sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)],
-        env=env,
-        cwd=tmp,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    env = ragmon_env(redis.url, RAGMON_API_KEYS=KEY, PYTHONPATH=str(REPO))
+    api = None
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or api.poll() is not None:
-                raise RuntimeError("ragmon serve did not start")
-            time.sleep(0.1)
+        api, url = start_api(env, cwd=tmp)
         report = tmp / "report.ndjson"
         started = time.monotonic()
         proc = subprocess.run(
@@ -114,8 +86,8 @@ def fuzz(examples: int, seed: int = 1, workers: int = 1) -> FuzzResult:
                 statuses.update(int(c) for c in _STATUS.findall(line))
         return FuzzResult(statuses, proc.returncode, seconds, proc.stdout + proc.stderr)
     finally:
-        os.killpg(api.pid, signal.SIGTERM)
-        api.wait(15)
+        if api is not None:
+            api.stop(grace=15)
         redis.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -6,13 +6,10 @@ accepted == done == counted. Run with `-s` (or see the summary) for the figures.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 import redis
 from rq import Queue, Worker
@@ -84,13 +81,8 @@ def test_sigkill_worker_mid_job(redis_url, single):
         time.sleep(1.0)  # mid-request: the fake LLM answers after 3 s
         # the work horse calls setpgrp(): kill the worker's whole process tree, as a node
         # or container death would
-        tree = [psutil.Process(victim.pid), *psutil.Process(victim.pid).children(recursive=True)]
-        assert len(tree) >= 2, "no work horse under the victim"
         killed_at = time.monotonic()
-        for proc in tree:
-            proc.send_signal(signal.SIGKILL)
-        victim.wait(10)
-        psutil.wait_procs(tree, timeout=10)
+        assert len(victim.kill_tree()) >= 2, "no work horse under the victim"
         job = Job.fetch(job_id, connection=conn)
         job_events = job.args[0]
         calls_before = len(fake.chat_requests())
@@ -213,8 +205,7 @@ def test_api_killed_inside_the_grouping_window(redis_url):
         tally = Tally("API SIGKILL inside the grouping window", sent=len(evs))
         tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs, single=True))
         assert stack.api is not None
-        os.killpg(stack.api.pid, signal.SIGKILL)
-        stack.api.wait(10)
+        stack.api.kill_tree()
         conn = redis.Redis.from_url(redis_url)
         assert conn.zcard("ragmon:ungrouped") == len(evs)  # stored, no job yet
         assert conn.llen("rq:queue:ragmon") == 0

@@ -21,8 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.cli import clean_env
-from tests.support.stack import free_port
+from tests.support.stack import ragmon_env, start_api
 
 SLOW = 2000
 DURATION_S = 15.0
@@ -74,29 +73,16 @@ def _slow_clients(port: int, seconds: float) -> dict[str, int]:
 
 @pytest.mark.slow  # real processes for 12-17 s: out of scripts/test --quick
 def test_health_stays_responsive_under_2000_slow_connections(redis_url: str) -> None:
-    port = free_port()
     log_path = Path(tempfile.mkdtemp(prefix="ragmon-slow-")) / "api.log"
-    env = clean_env(
-        REDIS_URL=redis_url,
+    env = ragmon_env(
+        redis_url,
         RAGMON_HEADER_TIMEOUT_S=HEADER_TIMEOUT_S,
         RAGMON_MAX_CONNECTIONS=os.environ.get("SLOW_MAX_CONNECTIONS", "4096"),
     )
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)],
-            env=env, stdout=log, stderr=log,
-        )  # fmt: skip
+    with log_path.open("w") as log:  # the API's own log level: what it writes is checked
+        proc, url = start_api(env, args=(), ready="/healthz", stdout=log, stderr=log)
+    port = int(url.rsplit(":", 1)[1])
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                conn.request("GET", "/healthz")
-                assert conn.getresponse().status == 200
-                break
-            except OSError:
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.1)
         server = psutil.Process(proc.pid)
         rss0, log0 = server.memory_info().rss, log_path.stat().st_size
         # the slow clients in a process of their own: in this one they would hold the GIL
@@ -137,8 +123,7 @@ def test_health_stays_responsive_under_2000_slow_connections(redis_url: str) -> 
         assert grew < 1_000_000, log_path.read_text()[-2000:]
         assert rss_max - rss0 < 200 * 2**20
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.stop()
 
 
 if __name__ == "__main__":  # the slow clients: PORT SECONDS; prints their counts as JSON

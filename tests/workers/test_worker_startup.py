@@ -10,10 +10,10 @@ import pytest
 
 from monitor.settings import Settings
 from tests.support.api_server import ApiServer
-from tests.support.cli import Ragmon, clean_env
+from tests.support.cli import Ragmon
 from tests.support.events import make_event
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.stack import RedisServer, free_port
+from tests.support.stack import RedisServer, clean_env, free_port
 
 pytestmark = pytest.mark.slow
 
