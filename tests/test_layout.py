@@ -396,3 +396,21 @@ def test_rq_internals_are_used_only_by_the_adapter() -> None:
         rel(p) for p in package_files() if "command_stack" in p.read_text(encoding="utf-8")
     )
     assert users == [RQ_ADAPTER]
+
+
+# --- 5. scripts/ stands on the project alone ----------------------------------------------------
+
+
+def test_scripts_never_import_the_tests() -> None:
+    """scripts/ are build tools (dashboards, rules): they stand on the product alone, so that
+    reworking the test harness cannot break them. What a script shares with the tests lives in
+    monitor/ or next to the script."""
+    files = sorted((ROOT / "scripts").glob("*.py"))
+    assert ROOT / "scripts" / "regenerate.py" in files, files
+    bad = [
+        f"{rel(path)}:{lineno}: import {module}"
+        for path in files
+        for lineno, module in imported_modules(parse(path))
+        if module == "tests" or module.startswith("tests.")
+    ]
+    assert not bad, bad

@@ -1,15 +1,15 @@
-#!/usr/bin/env python3
 """Pictures of ragmon's main dashboard panels for the README (docs/img/*.png).
 
 Grafana cannot run where ragmon is built, so this runs the *same queries* as the dashboards'
 main panels (read from grafana/dashboards/*.json) against a real Prometheus and draws them with
-matplotlib. It starts everything itself from a repository checkout: a Redis, `ragmon serve`
-and two `ragmon worker`s (tests/support/stack.py), Debian's `prometheus` scraping them every
-second with ragmon's rules (tests/grafana/prometheus_server.py), and a live feed of the demo
-traffic (three retrievers; `bm25` regresses half-way through, as in `ragmon demo`).
+matplotlib. It starts everything itself from a repository checkout with the test harness
+(hence its place in tests/, not scripts/): a Redis, `ragmon serve` and two `ragmon worker`s
+(tests/support/stack.py), Debian's `prometheus` scraping them every second with ragmon's rules
+(tests/grafana/prometheus_server.py), and a live feed of the demo traffic (three retrievers;
+`bm25` regresses half-way through, as in `ragmon demo`).
 
 Time is compressed: a few minutes of traffic instead of days, so the averaging window is one
-minute instead of an hour. Usage: `python scripts/render_dashboards.py [--minutes 8]`.
+minute instead of an hour. Usage: `python -m tests.grafana.render_dashboards [--minutes 8]`.
 """
 
 from __future__ import annotations
@@ -23,19 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import matplotlib
+import matplotlib.pyplot as plt
 
-import matplotlib  # noqa: E402
+from monitor.demo import traffic
+from tests.grafana.prometheus_server import PrometheusServer
+from tests.support.stack import RedisServer, Stack
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from monitor.demo import traffic  # noqa: E402
-from tests.grafana.prometheus_server import PrometheusServer  # noqa: E402
-from tests.support.redis_server import RedisServer  # noqa: E402
-from tests.support.stack import Stack  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "img"
 VARS = {"$app": ".*", "$index": ".*", "$retriever": ".*", "$segment": ".*", "$job": "ragmon"}
 # (dashboard uid, panel title) of each picture's panels, in reading order.
@@ -184,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=3.0, help="events per second")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    matplotlib.use("Agg")
     args.out.mkdir(parents=True, exist_ok=True)
     redis_server = RedisServer().start()
     stack = Stack(redis_server.url, workers=2).start()
