@@ -1,8 +1,10 @@
 """`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
 text-key, metrics.
 
-Each command is a function that takes its options as plain values and the one `Settings`;
-what goes wrong in a way the user can fix ends the command with one line on stderr.
+Arguments are parsed here and nowhere else: each subcommand names its `cmd_*` function
+(`set_defaults(run=...)`), which unpacks the parsed options into plain values for a function
+that takes them and the one `Settings`. What goes wrong in a way the user can fix ends the
+command with one line on stderr.
 """
 
 from __future__ import annotations
@@ -121,9 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--days", type=int, default=14, help="days of traffic to replay (default 14)")
     d.add_argument("--per-day", type=int, default=60, help="events per day (default 60)")
     d.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    d.add_argument(
-        "--report", type=Path, metavar="DIR", help="write a drift report of the demo's traffic"
-    )
+    d.add_argument("--report", metavar="DIR", help="write a drift report of the demo's traffic")
     d.add_argument(
         "--send-to", metavar="URL", help="only replay the demo traffic to a running ragmon API"
     )
@@ -136,11 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = command("report", help="weekly drift report (markdown + self-contained HTML)")
     r.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        metavar="DIR",
-        help="directory for report.md and report.html",
+        "--out", required=True, metavar="DIR", help="directory for report.md and report.html"
     )
     r.add_argument("--end", metavar="YYYY-MM-DD", help="last day of the window (default today)")
     r.add_argument("--days", type=int, default=7, help="window length in days (default 7)")
@@ -154,9 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(run=cmd_report, redis=True)
 
     c = command("calibrate", help="judge agreement with known grades")
-    c.add_argument(
-        "file", type=Path, help="JSONL: TREC DL rankings or ragmon events with known grades"
-    )
+    c.add_argument("file", help="JSONL: TREC DL rankings or ragmon events with known grades")
     c.add_argument("--limit", type=int, default=None, help="at most this many records")
     c.set_defaults(run=cmd_calibrate, redis=False)
 
@@ -302,7 +296,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         days=args.days,
         per_day=args.per_day,
         workers=args.workers,
-        report=args.report,
+        report=Path(args.report) if args.report else None,
         send_to=args.send_to,
         keep=args.keep,
     )
@@ -314,7 +308,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
     return run_report(
         settings,
-        args.out,
+        Path(args.out),
         end=args.end,
         days=args.days,
         week=args.week,
@@ -325,7 +319,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
     from monitor.calibrate.command import run_calibrate
 
-    return run_calibrate(args.file, settings, limit=args.limit)
+    return run_calibrate(Path(args.file), settings, limit=args.limit)
 
 
 def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:

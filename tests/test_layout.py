@@ -1,8 +1,9 @@
 """The dependency and import-time rules of STYLE.md, checked on the source.
 
-1. The pure modules (`monitor/measures`, `monitor/measure_table`, `monitor/drift`, the wire
-   limits, the GET answer, the explorer's searches and pages) import nothing from the project
-   but each other and no I/O library: every other part depends on them, never the reverse.
+1. The pure modules (`monitor/measures`, `monitor/measure_table`, `monitor/drift`,
+   `monitor/agreement`, the wire limits, the GET answer, the explorer's searches and pages)
+   import nothing from the project but each other and no I/O library: every other part
+   depends on them, never the reverse.
 2. Nothing is built at import time in `monitor/` and `workers/`: no module-level Settings,
    app, Redis client, queue or metrics registry (tests could not configure them otherwise).
 3. The SDK (`monitor/client`) imports nothing of the server.

@@ -17,10 +17,9 @@ from monitor.settings import Settings
 
 
 def run_calibrate(
-    file: str | Path, settings: Settings, limit: int | None = None, out: TextIO = sys.stdout
+    path: Path, settings: Settings, limit: int | None = None, out: TextIO = sys.stdout
 ) -> int:
     """The `ragmon calibrate FILE [--limit N]` command; returns the exit code."""
-    path = Path(file)
     if settings.judge == "openai" and not settings.judge_configured:
         print(
             "ragmon calibrate: no LLM judge configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL "
