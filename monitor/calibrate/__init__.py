@@ -16,4 +16,7 @@ judgment cache), and prints:
 
 Agreement uses only passages that have a known grade; for the measures with known grades a
 passage without one counts as not relevant (the TREC convention).
+
+`records` reads the file, `judging` grades it, `analysis` compares (with the pure statistics of
+`monitor/agreement.py`), `render` writes the report, `command` runs the whole.
 """
