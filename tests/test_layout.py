@@ -9,7 +9,8 @@
 3. The SDK (`monitor/client`) imports nothing of the server.
 4. The store imports no worker code and names it only in its RQ adapter, the one user of RQ's
    internals.
-5. The command line stays at the edge: only `monitor/cli.py` (and the `python -m` tools listed
+5. Only the store touches its Redis client: everything else calls a `Store` method.
+6. The command line stays at the edge: only `monitor/cli.py` (and the `python -m` tools listed
    in ARGPARSE_EDGES) parse arguments or take an `argparse.Namespace`; every other function
    takes plain values and the one Settings, and no worker imports the CLI.
 """
@@ -402,7 +403,54 @@ def test_rq_internals_are_used_only_by_the_adapter() -> None:
     assert users == [RQ_ADAPTER]
 
 
-# --- 5. argument parsing stays in the CLI --------------------------------------------------------
+# --- 5. only the store touches its Redis client -------------------------------------------------
+
+STORE_PACKAGE = "monitor/store/"
+
+
+def store_client_uses(tree: ast.AST) -> Iterator[ast.Attribute]:
+    """`store.client`, `self._store.client`, `ctx.store.client`...: a Store's Redis client."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == "client"):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name):
+            name = owner.id
+        elif isinstance(owner, ast.Attribute):
+            name = owner.attr
+        else:
+            continue
+        if name.lstrip("_").lower().endswith("store"):
+            yield node
+
+
+def test_only_the_store_touches_its_redis_client() -> None:
+    """Keys, scripts and pipelines live in `monitor/store`; elsewhere a Store method says what
+    is wanted (`judge_state`, `close`, `set_retry`, `jobs.live_worker`...)."""
+    bad = [
+        f"{rel(path)}:{node.lineno}: {ast.unparse(node)}"
+        for path in package_files()
+        if not rel(path).startswith(STORE_PACKAGE)
+        for node in store_client_uses(parse(path))
+    ]
+    assert not bad, "add a Store method instead of reaching its Redis client: " + str(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("store.client.close()\n", ["store.client"]),
+        ("JudgeState(self._store.client, keys)\n", ["self._store.client"]),
+        ("Worker(q, connection=ctx.store.client)\n", ["ctx.store.client"]),
+        ("import http.client\nhttp.client.HTTPConnection(host)\n", []),
+        ("store.close()\nself.client.get('/')\n", []),
+    ],
+)
+def test_the_store_client_checker(source: str, expected: list[str]) -> None:
+    assert [ast.unparse(n) for n in store_client_uses(ast.parse(source))] == expected
+
+
+# --- 6. argument parsing stays in the CLI --------------------------------------------------------
 
 CLI = "monitor/cli.py"
 # Stand-alone `python -m` tools with a command line of their own, parsed in their `main`.

@@ -45,16 +45,14 @@ def run_calibrate(
         if probe.fatal:  # every call would fail the same way: say so now, not after retries
             print(f"ragmon calibrate: {probe.message}", file=sys.stderr)
             if store is not None:
-                store.client.close()
+                store.close()
             return 1
 
     async def go() -> Outcome:
         try:
             return await judge_records(records, judge, Progress(len(records)))
         finally:
-            close = getattr(judge, "aclose", None)
-            if close is not None:
-                await close()
+            await judge.aclose()
 
     started = time.monotonic()
     outcome = asyncio.run(go())
@@ -68,10 +66,10 @@ def run_calibrate(
         f"{len({r.retriever for r in records})} retrievers; {len(outcome.grades)} distinct "
         f"passages judged in {elapsed:.1f} s",
     ]
-    calls = getattr(judge, "calls", None)
-    if calls:
+    spent = getattr(judge, "accounting", None)  # an LLM judge's totals
+    if spent is not None and spent.calls:
         head.append(
-            f"judge calls: {calls}, tokens in {judge.usage_in}, out {judge.usage_out}"  # type: ignore[attr-defined]
+            f"judge calls: {spent.calls}, tokens in {spent.usage_in}, out {spent.usage_out}"
         )
     if outcome.failed_records:
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(outcome.failures.items()))
@@ -80,5 +78,5 @@ def run_calibrate(
         head.append(f"STOPPED early: {outcome.stopped}")
     print(render(res, head, settings.relevant_grade), file=out)
     if store is not None:
-        store.client.close()
+        store.close()
     return 1 if outcome.stopped or res["pairs"] == 0 else 0

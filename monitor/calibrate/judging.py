@@ -108,7 +108,7 @@ def make_judge(settings: Settings) -> tuple[Judge, Store | None]:
         return LexicalJudge(), None
     from workers.judges.llm import OpenAIJudge
 
-    store = None
+    store: Store | None = None
     if settings.redis_url:  # the fleet's rate limits, budget and cost counters
         from monitor.store import Store
 
