@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli import clean_env, run_ragmon
+from tests.support.cli import run_ragmon
+from tests.support.stack import clean_env
 
 pytestmark = pytest.mark.slow
 
