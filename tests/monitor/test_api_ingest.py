@@ -28,5 +28,5 @@ def test_stop_right_after_a_count_returns(settings: Settings) -> None:
     try:
         counters = asyncio.run(go())
     finally:
-        store.client.close()
+        store.close()
     assert counters[f"events_rejected{SEP}invalid"] == 2  # flushed by stop()

@@ -38,7 +38,7 @@ def run(settings: Settings, work: Callable[[IngestService], Awaitable[Any]]) -> 
     try:
         return asyncio.run(go())
     finally:
-        store.client.close()
+        store.close()
 
 
 def stored(settings: Settings, app: str, event_id: str) -> dict | None:
@@ -47,7 +47,7 @@ def stored(settings: Settings, app: str, event_id: str) -> dict | None:
     try:
         return store.result(app, event_id)
     finally:
-        store.client.close()
+        store.close()
 
 
 def body(*events: dict) -> bytes:
