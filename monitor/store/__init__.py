@@ -1,8 +1,9 @@
 """All Redis access: events, results, aggregates, the RQ queue. Everything else calls this.
 
-Layout of the keys: `monitor.store.keys`; atomic multi-key changes: `monitor.store.scripts`;
-how jobs sit in RQ: `monitor.store.rq_jobs`; the values it keeps and returns:
-`monitor.store.records` (re-exported here).
+Layout of the keys: `monitor.store.keys`, of an event's hash: `monitor.store.fields`; atomic
+multi-key changes: `monitor.store.scripts` (their arguments by name: `monitor.store.protocol`;
+the finish step's: `monitor.store.finish`); how jobs sit in RQ: `monitor.store.rq_jobs`; the
+values it keeps and returns: `monitor.store.records` (re-exported here).
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ class Store:
     def fail(self, ref: str, reason: str, message: str) -> bool:
         """Mark a queued event failed with a reason; False if it was not queued."""
         event_id = split_ref(ref)[1]
-        result = {"event_id": event_id, "status": Status.FAILED, "error": f"{reason}: {message}"}
+        error = f"{reason}: {message}"
+        result = {"event_id": event_id, "status": Status.FAILED.value, "error": error}
         call = scripts.FAIL.call(
             keys={"event": self.keys.event(ref), "counters": self.keys.counters,
                   "failed": self.keys.failed},

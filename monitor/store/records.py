@@ -37,7 +37,7 @@ class IngestItem:
     @property
     def status(self) -> str:
         """The status it is stored with: judged later (queued) or never (sampled_out)."""
-        return Status.SAMPLED_OUT if self.sampled_out else Status.QUEUED
+        return (Status.SAMPLED_OUT if self.sampled_out else Status.QUEUED).value
 
 
 @dataclass(frozen=True)
