@@ -62,6 +62,13 @@ def histograms_of(
     which is the count, is never below a finite bucket and never falls from one read to the
     next (`sum` may be one observation apart until the next read)."""
     acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
+    # plain strings: an enum member costs ~0.3 µs a lookup, times 100k fields on /metrics
+    total, count, sumsq, bucket = (
+        Part.SUM.value,
+        Part.COUNT.value,
+        Part.SUMSQ.value,
+        Part.BUCKET.value,
+    )
     for k, v in raw.items():
         *head, part = text_of(k).split(SEP)
         name, labels = head[0], tuple(head[1:])
@@ -70,14 +77,14 @@ def histograms_of(
         h = acc[name].setdefault(
             labels, {"b": [0] * (len(bounds[name]) + 1), "s": 0.0, "c": 0, "q": None}
         )
-        if part == Part.SUM:
+        if part == total:
             h["s"] = float(v)
-        elif part == Part.COUNT:
+        elif part == count:
             h["c"] = int(v)
-        elif part == Part.SUMSQ:
+        elif part == sumsq:
             h["q"] = float(v)
         else:
-            idx = int(part.removeprefix(Part.BUCKET))
+            idx = int(part.removeprefix(bucket))
             if idx < len(h["b"]):
                 h["b"][idx] = int(v)
     return {

@@ -40,8 +40,8 @@ class SeriesRow:
 
 
 def _series_fields() -> list[str]:
-    """Every lifetime-histogram field of one series as (name, part) pairs, the series left out
-    (`retrieval_ndcg`, `b0` ...)."""
+    """Every lifetime-histogram field of one series, the series left out: name, part, name,
+    part ... (`retrieval_ndcg`, `b0`, ...), as FREE_SERIES reads them."""
     out: list[str] = []
     for m in METRICS:
         if m.type == "histogram" and m.labels == SERIES_LABELS:
