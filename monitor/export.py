@@ -20,7 +20,7 @@ from prometheus_client.utils import floatToGoString
 
 from monitor import catalog
 from monitor.store import Histogram, Store
-from monitor.store.judging import Budget, JudgeState
+from monitor.store.judging import Budget
 from monitor.store.keys import SEP
 
 
@@ -147,10 +147,7 @@ class RagmonCollector:
             yield GaugeMetricFamily(name, catalog.BY_NAME[name].help, value=value)
 
     def budget_exhausted(self) -> bool:
-        budget = Budget(
-            JudgeState(self.store.client, self.store.keys), self.store.settings.daily_budget_usd
-        )
-        return budget.exhausted()
+        return Budget(self.store.judge_state(), self.store.settings.daily_budget_usd).exhausted()
 
 
 def make_registry(store: Store) -> CollectorRegistry:

@@ -8,6 +8,7 @@
 3. The SDK (`monitor/client`) imports nothing of the server.
 4. The store imports no worker code and names it only in its RQ adapter, the one user of RQ's
    internals.
+5. Only the store touches its Redis client: everything else calls a `Store` method.
 """
 
 from __future__ import annotations
@@ -396,3 +397,50 @@ def test_rq_internals_are_used_only_by_the_adapter() -> None:
         rel(p) for p in package_files() if "command_stack" in p.read_text(encoding="utf-8")
     )
     assert users == [RQ_ADAPTER]
+
+
+# --- 5. only the store touches its Redis client -------------------------------------------------
+
+STORE_PACKAGE = "monitor/store/"
+
+
+def store_client_uses(tree: ast.AST) -> Iterator[ast.Attribute]:
+    """`store.client`, `self._store.client`, `ctx.store.client`...: a Store's Redis client."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == "client"):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name):
+            name = owner.id
+        elif isinstance(owner, ast.Attribute):
+            name = owner.attr
+        else:
+            continue
+        if name.lstrip("_").lower().endswith("store"):
+            yield node
+
+
+def test_only_the_store_touches_its_redis_client() -> None:
+    """Keys, scripts and pipelines live in `monitor/store`; elsewhere a Store method says what
+    is wanted (`judge_state`, `close`, `set_retry`, `jobs.live_worker`...)."""
+    bad = [
+        f"{rel(path)}:{node.lineno}: {ast.unparse(node)}"
+        for path in package_files()
+        if not rel(path).startswith(STORE_PACKAGE)
+        for node in store_client_uses(parse(path))
+    ]
+    assert not bad, "add a Store method instead of reaching its Redis client: " + str(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("store.client.close()\n", ["store.client"]),
+        ("JudgeState(self._store.client, keys)\n", ["self._store.client"]),
+        ("Worker(q, connection=ctx.store.client)\n", ["ctx.store.client"]),
+        ("import http.client\nhttp.client.HTTPConnection(host)\n", []),
+        ("store.close()\nself.client.get('/')\n", []),
+    ],
+)
+def test_the_store_client_checker(source: str, expected: list[str]) -> None:
+    assert [ast.unparse(n) for n in store_client_uses(ast.parse(source))] == expected

@@ -30,13 +30,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from monitor.measure_table import MEASURES as TABLE
 from monitor.measures import MeasureParams, compute
 from monitor.settings import Settings
 from workers.grading import on_both_scales
 from workers.judges.base import Judge, JudgeError
+
+if TYPE_CHECKING:
+    from monitor.store import Store
 
 TREC_K = 10  # the TREC file holds each run's top 20: K = 10 so that 2K = 20 are judged
 QUERY_CONCURRENCY = 8  # queries graded at once (the judge's own semaphore bounds the calls)
@@ -456,14 +459,14 @@ def render(res: dict[str, Any], head: Sequence[str], relevant_grade: int) -> str
     return "\n".join(lines)
 
 
-def _make_judge(settings: Settings) -> tuple[Judge, Any]:
+def _make_judge(settings: Settings) -> tuple[Judge, Store | None]:
     if settings.judge == "lexical":
         from workers.judges.lexical import LexicalJudge
 
         return LexicalJudge(), None
     from workers.judges.llm import OpenAIJudge
 
-    store = None
+    store: Store | None = None
     if settings.redis_url:  # the fleet's rate limits, budget and cost counters
         from monitor.store import Store
 
@@ -501,16 +504,14 @@ def run_calibrate(
         if probe.fatal:  # every call would fail the same way: say so now, not after retries
             print(f"ragmon calibrate: {probe.message}", file=sys.stderr)
             if store is not None:
-                store.client.close()
+                store.close()
             return 1
 
     async def go() -> Outcome:
         try:
             return await judge_records(records, judge, Progress(len(records)))
         finally:
-            close = getattr(judge, "aclose", None)
-            if close is not None:
-                await close()
+            await judge.aclose()
 
     started = time.monotonic()
     outcome = asyncio.run(go())
@@ -524,10 +525,10 @@ def run_calibrate(
         f"{len({r.retriever for r in records})} retrievers; {len(outcome.grades)} distinct "
         f"passages judged in {elapsed:.1f} s",
     ]
-    calls = getattr(judge, "calls", None)
-    if calls:
+    spent = getattr(judge, "accounting", None)  # an LLM judge's totals
+    if spent is not None and spent.calls:
         head.append(
-            f"judge calls: {calls}, tokens in {judge.usage_in}, out {judge.usage_out}"  # type: ignore[attr-defined]
+            f"judge calls: {spent.calls}, tokens in {spent.usage_in}, out {spent.usage_out}"
         )
     if outcome.failed_records:
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(outcome.failures.items()))
@@ -536,5 +537,5 @@ def run_calibrate(
         head.append(f"STOPPED early: {outcome.stopped}")
     print(render(res, head, settings.relevant_grade), file=out)
     if store is not None:
-        store.client.close()
+        store.close()
     return 1 if outcome.stopped or res["pairs"] == 0 else 0

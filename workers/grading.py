@@ -11,6 +11,7 @@ from monitor.store import event_day, query_hash, text_hash
 from monitor.store.keys import SEP
 from workers.judges import utility
 from workers.judges.base import Judge, JudgeError, PartialGrades
+from workers.judges.cache import JudgmentCache
 
 if TYPE_CHECKING:
     from monitor.store import Store
@@ -74,7 +75,8 @@ async def grade_event(
     `on_both_scales` splits them). A passage the judge cannot grade for a lasting reason stays
     None and is counted in `unjudged`; a passing failure raises the judge's retryable
     `JudgeError` (the job is retried), and so does a lasting one when no passage of the event
-    has a grade at all (the event then fails). `store` holds the judgment cache.
+    has a grade at all (the event then fails). `store` holds the judgment cache, which gets
+    every grade the judge gives, even those of an event that then fails.
     """
     passages = event["passages"]
     depth = judged_depth(event)
@@ -95,7 +97,8 @@ async def grade_event(
 
     query = event["query"]
     texts = [passages[i]["text"] for i in todo]
-    cached = store.cached_grades(judge.model, judge.prompt_version, query, texts)
+    cache = JudgmentCache(store, judge.model)
+    cached = cache.grades(judge.prompt_version, query, texts)
     misses = []
     for i, g in zip(todo, cached, strict=True):
         if g is None:
@@ -108,7 +111,7 @@ async def grade_event(
     if not misses:
         return out
     if inflight is None:
-        await _ask(judge, store, query, passages, misses, out)
+        await _ask(judge, cache, query, passages, misses, out)
         return out
     keys = {i: inflight.key(query, passages[i]["text"]) for i in misses}
     others = {i: inflight.asked[keys[i]] for i in misses if keys[i] in inflight.asked}
@@ -117,7 +120,7 @@ async def grade_event(
     for i in mine:
         inflight.asked.setdefault(keys[i], loop.create_future())
     try:
-        await _ask(judge, store, query, passages, mine, out)
+        await _ask(judge, cache, query, passages, mine, out)
     finally:
         for i in mine:  # resolved and forgotten: later events of the job find the cache
             fut = inflight.asked.pop(keys[i], None)
@@ -130,40 +133,42 @@ async def grade_event(
             again.append(i)
         else:
             out.grades[i], out.sources[i] = g, JUDGE
-    await _ask(judge, store, query, passages, again, out)
+    await _ask(judge, cache, query, passages, again, out)
     return out
 
 
 async def _ask(
-    judge: Judge, store: Store, query: str, passages: list[dict], idx: list[int], out: Graded
+    judge: Judge,
+    cache: JudgmentCache,
+    query: str,
+    passages: list[dict],
+    idx: list[int],
+    out: Graded,
 ) -> None:
-    """Have the judge grade passages `idx` into `out` and cache the grades. A lasting failure
-    leaves them unjudged (counted) unless no passage has a grade: then it raises, as a passing
-    one does."""
+    """Have the judge grade passages `idx` into `out` and cache every grade it gives (also those
+    of a failed call, so a retry pays only for the rest). A lasting failure leaves them
+    unjudged (counted) unless no passage has a grade: then it raises, as a passing one does."""
     if not idx:
         return
     items = [(passages[i]["id"], passages[i]["text"]) for i in idx]
+    failure: JudgeError | None = None
     try:
-        new = await judge.grade(query, items)
-    except PartialGrades as partial:
-        for i, g, reason in zip(idx, partial.grades, partial.reasons, strict=True):
+        got: list[int | None] = list(await judge.grade(query, items))
+    except JudgeError as exc:
+        failure, got = exc, exc.grades or [None] * len(idx)
+    cache.keep(
+        judge.prompt_version, query, [(text, g) for (_, text), g in zip(items, got, strict=True)]
+    )
+    if failure is None or isinstance(failure, PartialGrades):
+        reasons = failure.reasons if failure is not None else [None] * len(idx)
+        for i, g, reason in zip(idx, got, reasons, strict=True):
             out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
             if reason is not None:
                 out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
-        return  # the judge cached what it got
-    except JudgeError as exc:
-        if exc.retryable or all(g is None for g in out.grades):
-            raise
-        out.unjudged[exc.reason] = out.unjudged.get(exc.reason, 0) + len(idx)
         return
-    for i, g in zip(idx, new, strict=True):
-        out.grades[i], out.sources[i] = g, JUDGE
-    store.cache_grades(
-        judge.model,
-        judge.prompt_version,
-        query,
-        [(passages[i]["text"], g) for i, g in zip(idx, new, strict=True)],
-    )
+    if failure.retryable or all(g is None for g in out.grades):
+        raise failure
+    out.unjudged[failure.reason] = out.unjudged.get(failure.reason, 0) + len(idx)
 
 
 def _grades_1_to_5(judge: Judge) -> bool:
@@ -199,7 +204,8 @@ async def probe_event(
         return ps, "no_llm"
     query = event["query"]
     texts = [p["text"] for p in passages[:k]]
-    ps[:k] = store.cached_p(judge.model, utility.PROMPT_VERSION, query, texts)
+    cache = JudgmentCache(store, judge.model)
+    ps[:k] = cache.ps(query, texts)
     misses = [i for i in range(k) if ps[i] is None]
     day = event_day(event)
     store.incr(f"utility_probes{SEP}cache", k - len(misses), day=day)
@@ -227,7 +233,7 @@ async def probe_event(
             raise r
     for name, n in how.items():
         store.incr(f"utility_probes{SEP}{name}", n, day=day)
-    store.cache_grades(judge.model, utility.PROMPT_VERSION, query, got)
+    cache.keep(utility.PROMPT_VERSION, query, got)
     if lasting is None and passing is not None:
         raise passing  # UDCG can still be had: let RQ retry the job
     return ps, lasting

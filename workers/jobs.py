@@ -80,9 +80,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
                     greedy = False  # the judge is failing for now: take no more
             claims.renew()
     finally:
-        close = getattr(judge, "aclose", None)
-        if close is not None:
-            await close()
+        await judge.aclose()
         claims.give_back()  # only on an error of the job itself: a sweep regroups them
     retry_reasons = []
     lasting: dict[str, str] = {}

@@ -100,7 +100,7 @@ def make_worker(
     check_judge(settings)
     if store is None:
         store = Store.connect(settings)
-        store.client.set_retry(patient_retry())
+        store.set_retry(patient_retry())
     ctx = build_context(settings, store)
     set_context(ctx)
     if settings.judge == "openai":
@@ -108,8 +108,7 @@ def make_worker(
         # per job, instead of in every horse: +30% judged passages/s (tests/bench/bench_worker).
         import workers.judges.llm  # noqa: F401
     worker = RagmonWorker(
-        [ctx.store.queue],
-        connection=ctx.store.client,
+        [ctx.store.queue],  # RQ takes the queue's connection: the store's
         name=name,
         maintenance_interval=maintenance_interval,
         job_monitoring_interval=job_monitoring_interval,
@@ -145,7 +144,7 @@ def start_worker(
             log.info("%s", probe.message)
         else:
             log.warning("%s (starting anyway: events wait in the queue meanwhile)", probe.message)
-    store.client.set_retry(patient_retry())
+    store.set_retry(patient_retry())
     if name is not None:
         holder = name_holder(store, name)
         if holder:
@@ -155,15 +154,13 @@ def start_worker(
 
 def name_holder(store: Store, name: str) -> str | None:
     """Who holds worker `name` (RQ refuses a second live worker of the same name), or None."""
-    key = f"{Worker.redis_worker_namespace_prefix}{name}"
-    other = Worker.find_by_key(key, connection=store.client)
-    if other is None or other.death_date is not None:
+    other, ttl = store.jobs.live_worker(name)
+    if other is None:
         return None
     seen = ""
     if other.last_heartbeat is not None:
         ago = (datetime.now(UTC) - other.last_heartbeat.replace(tzinfo=UTC)).total_seconds()
         seen = f", last heartbeat {max(0, round(ago))} s ago"
-    ttl = store.client.ttl(key)
     expiry = f"; if it is gone, the name frees itself within {ttl} s" if ttl and ttl > 0 else ""
     return (
         f"a running worker (pid {other.pid} on {other.hostname}{seen}): stop it or choose "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import redis
 import redis.asyncio
@@ -44,6 +44,11 @@ from monitor.store.records import (
 from monitor.store.rq_jobs import Jobs
 from monitor.store.sealing import Sealer
 from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
+
+if TYPE_CHECKING:
+    from redis.retry import Retry
+
+    from monitor.store.judging import JudgeState
 
 __all__ = [
     "QUERY_KEY_CHARS", "Histogram", "IngestItem", "Store", "bucket_index", "day_record",
@@ -100,6 +105,21 @@ class Store:
 
     def ping(self) -> bool:
         return bool(self.client.ping())
+
+    def set_retry(self, retry: Retry) -> None:
+        """How a long-lived process (a worker, and RQ on the same connection) rides out a
+        Redis restart."""
+        self.client.set_retry(retry)
+
+    def close(self) -> None:
+        """Close the connection pool (a one-off command that is done with Redis)."""
+        self.client.close()
+
+    def judge_state(self) -> JudgeState:
+        """The LLM judge's fleet-wide state: rate limits, the day's spend, call accounting."""
+        from monitor.store.judging import JudgeState  # it imports this module
+
+        return JudgeState(self.client, self.keys)
 
     def unreachable(self) -> str | None:
         """None when Redis answers PING, else why not in one line (start-up messages)."""

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from rq import Callback, Queue, Retry
+from rq import Callback, Queue, Retry, Worker
+from rq.worker import BaseWorker
 
 # The worker functions RQ imports by name (the store never imports worker code).
 JOB_FUNC = "workers.jobs.process_events"
@@ -59,3 +60,12 @@ class Jobs:
     def waiting_retry(self) -> int:
         """Jobs in RQ's scheduled registry: waiting out a retry interval."""
         return int(self.queue.scheduled_job_registry.get_job_count(cleanup=False))
+
+    def live_worker(self, name: str) -> tuple[BaseWorker | None, int]:
+        """The RQ worker registered under `name` unless it died (else None), and the seconds
+        left before its registration expires (-2 when there is none)."""
+        key = f"{Worker.redis_worker_namespace_prefix}{name}"
+        worker = Worker.find_by_key(key, connection=self.client)
+        if worker is not None and worker.death_date is not None:
+            worker = None
+        return worker, int(self.client.ttl(key))

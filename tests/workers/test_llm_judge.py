@@ -22,9 +22,11 @@ from monitor.store.judging import JudgeState
 from monitor.store.keys import utc_today
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM, Reply
+from workers.grading import grade_event
 from workers.judges import JudgeError, injection, prompt
+from workers.judges.accounting import price_of
 from workers.judges.lexical import lexical_grades
-from workers.judges.llm import OpenAIJudge, price_of, retry_after_s
+from workers.judges.llm import OpenAIJudge, retry_after_s
 from workers.worker import make_worker
 
 MODEL = "gpt-4o-mini"
@@ -274,14 +276,44 @@ def test_401_is_a_client_error_not_retried(redis_url, fake):
 
 def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_rest(redis_url, fake):
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
+    store = Store.connect(s)
+    texts = [t for _, t in PASSAGES]
+    event = {
+        "query": QUERY,
+        "k": 2,
+        "timestamp": "2030-01-01T00:00:00+00:00",
+        "passages": [{"id": i, "text": t} for i, t in PASSAGES],
+    }
+
+    async def grade() -> list[int | None]:
+        judge = OpenAIJudge(s, store)
+        try:
+            return (await grade_event(event, judge, store)).grades
+        finally:
+            await judge.aclose()
+
+    fake.script(Reply.text('{"grade": 3}'), Reply.error(500), Reply.text('{"grade": 1}'))
+    with pytest.raises(JudgeError) as info:
+        asyncio.run(grade())
+    err = info.value
+    assert err.reason == "server_error" and err.retryable and err.grades == [3, None, 1]
+    version = OpenAIJudge(s).prompt_version
+    assert store.cached_grades(MODEL, version, QUERY, texts) == [3, None, 1]
+    assert len(fake.chat_requests()) == 3
+    grades = asyncio.run(grade())  # the job's retry: only the passage that failed is asked
+    assert len(fake.chat_requests()) == 4
+    assert grades[0] == 3 and grades[2] == 1 and grades[1] is not None
+
+
+def test_the_judge_itself_writes_no_judgment_cache(redis_url, fake):
+    """The job caches what the judge got (`workers.judges.cache`): the judge only reports it."""
+    s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
     fake.script(Reply.text('{"grade": 3}'), Reply.error(500), Reply.text('{"grade": 1}'))
     err = grade_error(s, passages=PASSAGES)
-    assert err.reason == "server_error" and err.retryable
-    judge = OpenAIJudge(s)
-    cached = Store.connect(s).cached_grades(
-        MODEL, judge.prompt_version, QUERY, [t for _, t in PASSAGES]
-    )
-    assert cached == [3, None, 1]
+    assert err.retryable and err.grades == [3, None, 1]
+    version = OpenAIJudge(s).prompt_version
+    texts = [t for _, t in PASSAGES]
+    assert Store.connect(s).cached_grades(MODEL, version, QUERY, texts) == [None] * 3
 
 
 def test_429_out_of_quota_is_not_retried(redis_url, fake):
@@ -613,7 +645,7 @@ def test_listwise_uses_far_fewer_tokens_on_the_same_event(redis_url, fake):
         judge = OpenAIJudge(judge_settings(redis_url, fake, RAGMON_JUDGE_MODE=mode))
         await judge.grade(QUERY, passages)
         await judge.aclose()
-        return judge.usage_in, judge.calls
+        return judge.accounting.usage_in, judge.accounting.calls
 
     (point_in, point_calls), (list_in, list_calls) = (
         asyncio.run(tokens("pointwise")),

@@ -1,4 +1,4 @@
-"""The judge interface: one async method that grades passages for a query."""
+"""The judge interface: an async method that grades passages for a query, and `aclose`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,22 @@ class JudgeError(Exception):
     """The judge could not grade; `reason` is a short metric label (e.g. `timeout`, `http_500`).
 
     `retryable` says whether waiting and trying again may help (rate limits, outages), as
-    opposed to a request the provider refuses for good.
+    opposed to a request the provider refuses for good. `grades`, when set, holds the grades
+    the judge did get before it failed (None where not), one per passage asked, so that the
+    caller caches them and a retry pays only for the rest.
     """
 
-    def __init__(self, reason: str, message: str = "", retryable: bool = False) -> None:
+    def __init__(
+        self,
+        reason: str,
+        message: str = "",
+        retryable: bool = False,
+        grades: Sequence[int | None] | None = None,
+    ) -> None:
         super().__init__(message or reason)
         self.reason = reason
         self.retryable = retryable
+        self.grades = list(grades) if grades is not None else None
 
 
 class PartialGrades(JudgeError):
@@ -25,8 +34,9 @@ class PartialGrades(JudgeError):
 
     def __init__(self, grades: Sequence[int | None], reasons: Sequence[str | None]) -> None:
         first = next(r for r in reasons if r is not None)
-        super().__init__(first, f"{sum(r is not None for r in reasons)} passages not graded")
-        self.grades = list(grades)
+        message = f"{sum(r is not None for r in reasons)} passages not graded"
+        super().__init__(first, message, grades=grades)
+        self.grades: list[int | None] = list(grades)
         self.reasons = list(reasons)
 
 
@@ -41,4 +51,8 @@ class Judge(Protocol):
     async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
         """One grade per `(passage_id, text)`, in order; raises `JudgeError` on failure, or
         `PartialGrades` when only some passages failed, all for lasting reasons."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the judge holds (an HTTP client); the job calls it when it is done."""
         ...

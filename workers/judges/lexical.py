@@ -143,3 +143,6 @@ class LexicalJudge:
     async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
         """One 0-3 grade per `(passage_id, text)`, in order; never raises for odd text."""
         return lexical_grades(query, [text for _, text in passages])
+
+    async def aclose(self) -> None:
+        """Nothing to release: no client, no connection."""

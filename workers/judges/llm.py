@@ -6,9 +6,11 @@ inside that loop and never shared across processes.
 
 Per call: wait for the fleet-wide RPM/TPM limiter, send with a per-call timeout, retry passing
 failures (429, 5xx, timeout, connection) with exponential backoff and jitter that honours
-`Retry-After`, count the call (`judge_requests{model,outcome}`), its tokens, cost and latency.
-The openai client's own retries are off (`max_retries=0`) so that every attempt is counted
-and limited. A malformed or empty answer gets one repair attempt; a refusal never does.
+`Retry-After`, count the call (`judge_requests{model,outcome}`), its tokens, cost and latency
+(`accounting`). The openai client's own retries are off (`max_retries=0`) so that every attempt
+is counted and limited. A malformed or empty answer gets one repair attempt; a refusal never
+does. The judge writes no judgment cache: grades it got before failing travel on the
+`JudgeError` for the job to cache (`workers.judges.cache`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import openai
 
 from monitor.retry import retry_after_s
-from monitor.store.judging import Budget, JudgeState
-from monitor.store.keys import utc_today
 from workers.judges import prompt, utility
+from workers.judges.accounting import Accounting
 from workers.judges.base import JudgeError, PartialGrades
 from workers.limits import RateLimiter
 
@@ -42,7 +43,6 @@ MAX_INLINE_WAIT_S = 60.0  # a longer Retry-After gives the job back to RQ (retri
 LISTWISE_MAX = 20  # passages per listwise call; more are split into several calls
 EST_OUTPUT_TOKENS = 8  # per grade, for the TPM reservation before usage is known
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")  # reject temperature != 1
-_warned_unpriced: set[str] = set()
 
 
 class _Transient(Exception):
@@ -52,15 +52,6 @@ class _Transient(Exception):
         super().__init__(message)
         self.outcome = outcome
         self.retry_after = retry_after
-
-
-def price_of(prices: dict[str, tuple[float, float]], model: str) -> tuple[float, float] | None:
-    """USD per million (input, output) tokens: exact name, else the longest listed prefix
-    (`gpt-4o-mini-2024-07-18` costs what `gpt-4o-mini` costs), else None."""
-    if model in prices:
-        return prices[model]
-    best = max((m for m in prices if model.startswith(m)), key=len, default=None)
-    return prices[best] if best else None
 
 
 def backoff_s(attempt: int, retry_after: float | None) -> float:
@@ -81,32 +72,19 @@ class OpenAIJudge:
         self.mode = settings.judge_mode
         self.scale = prompt.SCALES[settings.judge_scale]
         self.prompt_version = f"{self.scale.version}-{self.mode}"
-        self._store = store
-        self._state = JudgeState(store.client, store.keys) if store is not None else None
+        state = store.judge_state() if store is not None else None
         self._limiter = (
-            RateLimiter(self._state, self.model, settings.judge_rpm, settings.judge_tpm)
-            if self._state is not None
+            RateLimiter(state, self.model, settings.judge_rpm, settings.judge_tpm)
+            if state is not None
             else None
         )
-        self._budget = (
-            Budget(self._state, settings.daily_budget_usd) if self._state is not None else None
-        )
+        #: Tokens, cost and outcome of every call (fleet counters with a store), and the budget.
+        self.accounting = Accounting(self.model, settings.prices, settings.daily_budget_usd, state)
         self._client: openai.AsyncOpenAI | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._probes: dict[tuple[str, str], asyncio.Future[utility.Reading | None]] = {}
         self.structured = True  # False once the server rejected response_format
         self.temperature: float | None = None if self.model.startswith(_REASONING_PREFIXES) else 0.0
-        #: Totals of this judge's calls (calibrate's summary, the token-saving measurement).
-        self.usage_in = self.usage_out = self.calls = 0
-        self._price = price_of(settings.prices, self.model)
-        if self._price is None and self.model not in _warned_unpriced:
-            _warned_unpriced.add(self.model)
-            log.warning(
-                'no price for judge model %r: its cost counts as 0; set RAGMON_PRICES=\'{"%s": '
-                "[usd_per_million_input, usd_per_million_output]}'",
-                self.model,
-                self.model,
-            )
 
     # ---- the Judge protocol -------------------------------------------------------------------
 
@@ -114,7 +92,7 @@ class OpenAIJudge:
         """One grade per `(passage_id, text)`; raises `JudgeError` (see module docstring)."""
         if not passages:
             return []
-        self._check_budget()
+        self.accounting.check_budget()
         texts = [text for _, text in passages]
         results: list[object]
         if self.mode == "listwise":
@@ -134,19 +112,19 @@ class OpenAIJudge:
         errors = [r for r in results if isinstance(r, BaseException)]
         if not errors:
             return [r for r in results if isinstance(r, int)]
-        self._keep_partial(query, texts, results)
         judge_errors = [e for e in errors if isinstance(e, JudgeError)]
         if len(judge_errors) < len(errors):
             raise next(e for e in errors if not isinstance(e, JudgeError))
+        grades = [r if isinstance(r, int) else None for r in results]
         passing = [e for e in judge_errors if e.retryable]
-        if passing:  # waiting may get every grade: the job is retried (kept grades are cached)
+        if passing:  # waiting may get every grade: the job is retried (the caller caches these)
+            passing[0].grades = grades
             raise passing[0]
         if len(errors) == len(results):
             raise judge_errors[0]
         # lasting failures on some passages only: they stay unjudged, the others count
         raise PartialGrades(
-            [r if isinstance(r, int) else None for r in results],
-            [r.reason if isinstance(r, JudgeError) else None for r in results],
+            grades, [r.reason if isinstance(r, JudgeError) else None for r in results]
         )
 
     async def no_response_p(self, query: str, text: str) -> utility.Reading | None:
@@ -167,7 +145,7 @@ class OpenAIJudge:
         return await task
 
     async def _probe(self, query: str, text: str) -> utility.Reading | None:
-        self._check_budget()
+        self.accounting.check_budget()
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.settings.judge_concurrency)
         options = {"max_tokens": 1, "logprobs": True, "top_logprobs": utility.TOP_LOGPROBS}
@@ -184,24 +162,8 @@ class OpenAIJudge:
         first = (getattr(logprobs, "content", None) or [None])[0]
         top = [(t.token, t.logprob) for t in getattr(first, "top_logprobs", None) or ()]
         reading = utility.read_p(top)
-        self._record("ok" if reading is not None else "no_logprobs", latency, usage)
+        self.accounting.record("ok" if reading is not None else "no_logprobs", latency, usage)
         return reading
-
-    def _check_budget(self) -> None:
-        if self._budget is not None and self._budget.exhausted():
-            raise JudgeError(
-                "budget_exhausted",
-                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
-                "the event is stored, re-judge it later with `ragmon requeue-failed`",
-            )
-
-    def _keep_partial(self, query: str, texts: Sequence[str], results: Sequence[object]) -> None:
-        """Cache the grades of an event that did get them, so a retry pays only for the rest."""
-        if self._store is None:
-            return
-        graded = [(t, r) for t, r in zip(texts, results, strict=True) if isinstance(r, int)]
-        if graded:
-            self._store.cache_grades(self.model, self.prompt_version, query, graded)
 
     async def aclose(self) -> None:
         """Close the HTTP client (called by the job when it is done)."""
@@ -247,7 +209,7 @@ class OpenAIJudge:
                 message = reply.message
                 refused = getattr(message, "refusal", None)
                 if refused or reply.finish_reason == "content_filter":
-                    self._record("refused", latency, usage)
+                    self.accounting.record("refused", latency, usage)
                     raise JudgeError(
                         "refused", f"the judge model refused: {str(refused or '')[:200]}"
                     )
@@ -260,9 +222,9 @@ class OpenAIJudge:
                     except prompt.ParseError as exc:
                         outcome, error = "malformed", str(exc)
                     else:
-                        self._record("ok", latency, usage)
+                        self.accounting.record("ok", latency, usage)
                         return value
-                self._record(outcome, latency, usage)
+                self.accounting.record(outcome, latency, usage)
                 if attempt == 0 and outcome == "malformed":
                     messages = [
                         *messages,
@@ -312,10 +274,10 @@ class OpenAIJudge:
                 latency = time.perf_counter() - started
                 self._settle(ticket, est)
                 if exc.status_code in (400, 422) and self._drop_option(exc, kwargs):
-                    self._record("client_error", latency)
+                    self.accounting.record("client_error", latency)
                     continue  # same attempt again without the option the server rejected
                 failure = self._classify(exc)
-                self._record(failure.outcome, latency)
+                self.accounting.record(failure.outcome, latency)
                 if failure.outcome == "client_error":
                     raise JudgeError(
                         "client_error", f"HTTP {exc.status_code}: {exc.message}"[:300]
@@ -328,13 +290,13 @@ class OpenAIJudge:
                 outcome = (
                     "timeout" if isinstance(exc, openai.APITimeoutError) else "connection_error"
                 )
-                self._record(outcome, latency)
+                self.accounting.record(outcome, latency)
                 attempt = await self._wait_or_raise(_Transient(outcome, str(exc)), attempt)
                 continue
             except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
                 latency = time.perf_counter() - started
                 self._settle(ticket, est)
-                self._record("server_error", latency)
+                self.accounting.record("server_error", latency)
                 failure = _Transient("server_error", f"bad response: {exc}"[:300])
                 attempt = await self._wait_or_raise(failure, attempt)
                 continue
@@ -342,7 +304,7 @@ class OpenAIJudge:
             usage = resp.usage
             self._settle(ticket, usage.total_tokens if usage is not None else est)
             if not resp.choices:
-                self._record("empty", latency, usage)
+                self.accounting.record("empty", latency, usage)
                 attempt = await self._wait_or_raise(_Transient("empty", "no choices"), attempt)
                 continue
             return resp.choices[0], usage, latency
@@ -391,23 +353,6 @@ class OpenAIJudge:
         await asyncio.sleep(backoff_s(attempt, hint))
         return attempt + 1
 
-    # ---- accounting ---------------------------------------------------------------------------
-
     def _settle(self, ticket: Any, tokens: int) -> None:
         if self._limiter is not None:
             self._limiter.settle(ticket, tokens)
-
-    def _record(self, outcome: str, latency: float, usage: Any = None) -> None:
-        """Count one call: outcome, latency, tokens and their cost (also into today's spend)."""
-        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = 0.0
-        if self._price is not None:
-            cost = (tokens_in * self._price[0] + tokens_out * self._price[1]) / 1_000_000
-        self.usage_in += tokens_in
-        self.usage_out += tokens_out
-        self.calls += 1
-        if self._state is not None:
-            self._state.record_call(
-                self.model, outcome, latency, utc_today(), tokens_in, tokens_out, cost
-            )

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import openai
 
 from monitor.preflight import judge_url
-from monitor.store.judging import JudgeState
 from workers.limits import RateLimiter
 
 if TYPE_CHECKING:
@@ -47,8 +46,9 @@ def probe_judge(
     """
     limiter = None
     if store is not None:
-        state = JudgeState(store.client, store.keys)
-        limiter = RateLimiter(state, settings.judge_model, settings.judge_rpm, settings.judge_tpm)
+        limiter = RateLimiter(
+            store.judge_state(), settings.judge_model, settings.judge_rpm, settings.judge_tpm
+        )
     ticket = asyncio.run(limiter.acquire(PROBE_TOKENS)) if limiter is not None else None
     try:
         return _probe(settings, timeout)

@@ -1,0 +1,83 @@
+"""What the LLM judge's calls cost: tokens, USD, today's spend and the daily budget.
+
+Apart from the judge because it answers different questions: the judge decides what a call's
+outcome was; this module turns the call's usage into tokens and dollars, counts them for the
+whole fleet (`JudgeState` in Redis) and for this judge (calibrate's summary), and says when
+the day's budget is spent. Without a store it only keeps this judge's totals.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from monitor.store.judging import Budget
+from monitor.store.keys import utc_today
+from workers.judges.base import JudgeError
+
+if TYPE_CHECKING:
+    from monitor.store.judging import JudgeState
+
+log = logging.getLogger("ragmon.judge")
+_warned_unpriced: set[str] = set()
+
+
+def price_of(prices: dict[str, tuple[float, float]], model: str) -> tuple[float, float] | None:
+    """USD per million (input, output) tokens: exact name, else the longest listed prefix
+    (`gpt-4o-mini-2024-07-18` costs what `gpt-4o-mini` costs), else None."""
+    if model in prices:
+        return prices[model]
+    best = max((m for m in prices if model.startswith(m)), key=len, default=None)
+    return prices[best] if best else None
+
+
+class Accounting:
+    """Counts one judge's calls (outcome, latency, tokens, cost) and guards the daily budget."""
+
+    def __init__(
+        self,
+        model: str,
+        prices: dict[str, tuple[float, float]],
+        daily_budget_usd: float,
+        state: JudgeState | None = None,
+    ) -> None:
+        self.model = model
+        self._state = state
+        self._budget = Budget(state, daily_budget_usd) if state is not None else None
+        #: Totals of this judge's calls (calibrate's summary, the token-saving measurement).
+        self.usage_in = self.usage_out = self.calls = 0
+        self._price = price_of(prices, model)
+        if self._price is None and model not in _warned_unpriced:
+            _warned_unpriced.add(model)
+            log.warning(
+                'no price for judge model %r: its cost counts as 0; set RAGMON_PRICES=\'{"%s": '
+                "[usd_per_million_input, usd_per_million_output]}'",
+                model,
+                model,
+            )
+
+    def check_budget(self) -> None:
+        """Raise `budget_exhausted` (lasting) once today's fleet-wide spend reached the budget."""
+        if self._budget is not None and self._budget.exhausted():
+            raise JudgeError(
+                "budget_exhausted",
+                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
+                "the event is stored, re-judge it later with `ragmon requeue-failed`",
+            )
+
+    def record(self, outcome: str, latency: float, usage: Any = None) -> None:
+        """Count one call: outcome, latency, tokens and their cost (also into today's spend).
+        `usage` is the completion's (`prompt_tokens`, `completion_tokens`), None when the call
+        got no answer."""
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = 0.0
+        if self._price is not None:
+            cost = (tokens_in * self._price[0] + tokens_out * self._price[1]) / 1_000_000
+        self.usage_in += tokens_in
+        self.usage_out += tokens_out
+        self.calls += 1
+        if self._state is not None:
+            self._state.record_call(
+                self.model, outcome, latency, utc_today(), tokens_in, tokens_out, cost
+            )
