@@ -23,10 +23,10 @@ from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.explore import ExploreIndex
 from monitor.store.fields import Field, Status
-from monitor.store.finish import day_keys, finish_call
+from monitor.store.finish import day_keys, fail_call, finish_call
 from monitor.store.grouping import Grouping
 from monitor.store.ingest import AsyncIngest, ingest_exact, plan_ingest
-from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.keys import SEP, Keys, event_ref
 from monitor.store.records import (
     QUERY_KEY_CHARS,
     Histogram,
@@ -232,14 +232,7 @@ class Store:
 
     def fail(self, ref: str, reason: str, message: str) -> bool:
         """Mark a queued event failed with a reason; False if it was not queued."""
-        event_id = split_ref(ref)[1]
-        error = f"{reason}: {message}"
-        result = {"event_id": event_id, "status": Status.FAILED.value, "error": error}
-        call = scripts.FAIL.call(
-            keys={"event": self.keys.event(ref), "counters": self.keys.counters,
-                  "failed": self.keys.failed},
-            args={"result": json.dumps(result), "reason": reason, "now": time.time(), "ref": ref},
-        )  # fmt: skip
+        call = fail_call(self, ref, reason, message, time.time())
         return bool(self._fail(keys=call.keys, args=call.args))
 
     def result(self, app: str, event_id: str) -> dict | None:

@@ -1,5 +1,6 @@
-"""The arguments of the finish step (`scripts.FINISH`): what one judged event adds to the
-histograms, the counters, the series budget and the per-day record, built without I/O."""
+"""The arguments of an event's last step, built without I/O: what a judged event adds to the
+histograms, the counters, the series budget and the per-day record (`scripts.FINISH`), or how
+a failed one is kept (`scripts.FAIL`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from monitor.catalog import LAG_BUCKETS
 from monitor.measures import HISTOGRAM_MEASURES
 from monitor.store import scripts
-from monitor.store.keys import OTHER, SEP, fold, series_name
+from monitor.store.fields import Status
+from monitor.store.keys import OTHER, SEP, fold, series_name, split_ref
 from monitor.store.protocol import Call
 from monitor.store.records import bucket_index, day_record, event_day, ref_of
 
@@ -78,4 +80,15 @@ def finish_call(
             "n_obs": len(obs) // 3,
         },
         more_args=[*obs, *(g for g in grades if g is not None)],
+    )  # fmt: skip
+
+
+def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> Call:
+    """FAIL for the event `ref`: its result says why (`reason: message`)."""
+    error = f"{reason}: {message}"
+    result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
+    return scripts.FAIL.call(
+        keys={"event": store.keys.event(ref), "counters": store.keys.counters,
+              "failed": store.keys.failed},
+        args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
     )  # fmt: skip
