@@ -1,30 +1,28 @@
 """`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
 text-key, metrics.
 
-Each command is a function that takes its options as plain values and the one `Settings`;
-what goes wrong in a way the user can fix ends the command with one line on stderr.
+Arguments are parsed here and nowhere else: each subcommand names its `cmd_*` function
+(`set_defaults(run=...)`), which unpacks the parsed options into plain values for a function
+that takes them and the one `Settings`. What goes wrong in a way the user can fix ends the
+command with one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import ipaddress
 import logging
 import os
-import socket
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import metadata
+from pathlib import Path
 
 from monitor.settings import Settings, SettingsError
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
-BACKLOG = 2048  # uvicorn's default
-FD_RESERVE = 100  # open files kept for Redis connections, logs, the listening socket
 # Import names of the `server` extra's packages: a command that needs one, in an install
 # without the extra (the app side's), says what to install instead of a traceback.
 SERVER_MODULES = frozenset(
@@ -240,120 +238,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _redis_problem(exc: Exception, settings: Settings) -> str | None:
     """The one line for a Redis that cannot be reached, or None for any other error."""
     try:
-        from redis.exceptions import ConnectionError, TimeoutError
+        from monitor.preflight import redis_error
     except ImportError:  # an SDK-only install: no Redis client, so not a Redis error
         return None
-
-    from monitor.preflight import redact_url
-
-    if not isinstance(exc, ConnectionError | TimeoutError):
-        return None
-    reason = " ".join(str(exc).split()) or type(exc).__name__
-    where = redact_url(settings.redis_url or DEFAULT_REDIS_URL)
-    return f"cannot reach Redis at {where} ({reason}): check REDIS_URL"
+    return redis_error(exc, settings.redis_url or DEFAULT_REDIS_URL)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    return serve(settings, args.host, args.port, args.allow_insecure_public, args.log_level)
+    from monitor.api.serve import ServeError, bind, check_exposure, run_api
+    from monitor.preflight import describe
 
-
-def serve(settings: Settings, host: str, port: int, insecure: bool, log_level: str) -> int:
-    import uvicorn
-
-    from monitor.api import create_app
-    from monitor.api.guard import uvicorn_config
-    from monitor.preflight import RedisWatch, describe
-
-    if not settings.api_keys:
-        if not _is_loopback(host) and not insecure:
-            raise CommandError(
-                f"ragmon serve: refusing to bind {host} without RAGMON_API_KEYS: anyone who "
-                "can reach it could write events. Set RAGMON_API_KEYS, or pass "
-                "--allow-insecure-public if a proxy in front authenticates."
-            )
-        log.warning("no RAGMON_API_KEYS: the API accepts events from anyone who can reach it")
-    sock = bind(host, port)
+    host, port = args.host, args.port
+    try:
+        check_exposure(settings, host, args.allow_insecure_public)
+        sock = bind(host, port)
+    except ServeError as exc:
+        raise CommandError(f"ragmon serve: {exc}") from None
     where = f"[{host}]" if ":" in host else host
     log.info("ragmon serve %s on http://%s:%d: %s", version(), where, port, describe(settings))
-    app = create_app(settings)
-    watch = RedisWatch(app.state.store).start()
-    settings = _fit_connections(settings)
-    config = uvicorn_config(app, settings, host=host, port=port, log_level=log_level)
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        watch.stop()
-        sock.close()
+    run_api(settings, sock, host, port, args.log_level)
     return 0
-
-
-def _fit_connections(settings: Settings) -> Settings:
-    """Raise the open-files limit to its hard limit and keep RAGMON_MAX_CONNECTIONS below it
-    (Redis connections, logs and the listening socket need some): past the limit every accept
-    fails and logs "Too many open files"."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-            soft = wanted
-        except (ValueError, OSError):
-            pass
-    room = soft - FD_RESERVE
-    if settings.max_connections > room:
-        log.warning(
-            "RAGMON_MAX_CONNECTIONS=%d is above what %d open files allow: using %d",
-            settings.max_connections, soft, room,
-        )  # fmt: skip
-        return replace(settings, max_connections=max(10, room))
-    return settings
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The API's listening socket, bound here so that a busy port is one clear line."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        problem = f"cannot resolve --host {host!r} ({exc.strerror})"
-        raise CommandError(f"ragmon serve: {problem}") from None
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-        sock.listen(BACKLOG)  # connections wait in the backlog while the app starts
-    except OSError as exc:
-        sock.close()
-        raise CommandError(f"ragmon serve: {_bind_problem(exc, host, port)}") from None
-    return sock
-
-
-def _bind_problem(exc: OSError, host: str, port: int) -> str:
-    if exc.errno == errno.EADDRINUSE:
-        return (
-            f"port {port} on {host} is already in use (another ragmon serve, or another "
-            "program): stop it or choose another --port"
-        )
-    if exc.errno == errno.EACCES:
-        return (
-            f"not allowed to listen on port {port} (ports below 1024 need privileges): choose "
-            "another --port"
-        )
-    if exc.errno == errno.EADDRNOTAVAIL:
-        return f"{host} is not an address of this machine (--host)"
-    return f"cannot listen on {host}:{port} ({exc.strerror})"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -392,7 +296,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         days=args.days,
         per_day=args.per_day,
         workers=args.workers,
-        report=args.report,
+        report=Path(args.report) if args.report else None,
         send_to=args.send_to,
         keep=args.keep,
     )
@@ -400,15 +304,22 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.report.cli import run_report
+    from monitor.report.publish import run_report
 
-    return run_report(args, settings)
+    return run_report(
+        settings,
+        Path(args.out),
+        end=args.end,
+        days=args.days,
+        week=args.week,
+        baseline=args.baseline,
+    )
 
 
 def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.calibrate import run_calibrate
+    from monitor.calibrate.command import run_calibrate
 
-    return run_calibrate(args.file, settings, limit=args.limit)
+    return run_calibrate(Path(args.file), settings, limit=args.limit)
 
 
 def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+import redis.exceptions
+
 from monitor.settings import Settings
 from monitor.store import Store
 
@@ -54,10 +56,18 @@ def redis_problem(store: Store) -> str | None:
     error = store.unreachable()
     if error is None:
         return None
-    return (
-        f"cannot reach Redis at {redact_url(store.settings.redis_url or '')} ({error}): "
-        "check REDIS_URL"
-    )
+    return _unreachable(store.settings.redis_url or "", error)
+
+
+def redis_error(exc: Exception, url: str) -> str | None:
+    """The one line for an error that says Redis cannot be reached, or None for any other."""
+    if not isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return None
+    return _unreachable(url, " ".join(str(exc).split()) or type(exc).__name__)
+
+
+def _unreachable(url: str, reason: str) -> str:
+    return f"cannot reach Redis at {redact_url(url)} ({reason}): check REDIS_URL"
 
 
 def wait_for_redis(

@@ -1,14 +1,18 @@
 """The dependency and import-time rules of STYLE.md, checked on the source.
 
-1. The pure modules (`monitor/measures`, `monitor/measure_table`, `monitor/drift`, the wire
-   limits, the GET answer, the explorer's searches and pages) import nothing from the project
-   but each other and no I/O library: every other part depends on them, never the reverse.
+1. The pure modules (`monitor/measures`, `monitor/measure_table`, `monitor/drift`,
+   `monitor/agreement`, the wire limits, the GET answer, the explorer's searches and pages)
+   import nothing from the project but each other and no I/O library: every other part
+   depends on them, never the reverse.
 2. Nothing is built at import time in `monitor/` and `workers/`: no module-level Settings,
    app, Redis client, queue or metrics registry (tests could not configure them otherwise).
 3. The SDK (`monitor/client`) imports nothing of the server.
 4. The store imports no worker code and names it only in its RQ adapter, the one user of RQ's
    internals.
 5. Only the store touches its Redis client: everything else calls a `Store` method.
+6. The command line stays at the edge: only `monitor/cli.py` (and the `python -m` tools listed
+   in ARGPARSE_EDGES) parse arguments or take an `argparse.Namespace`; every other function
+   takes plain values and the one Settings, and no worker imports the CLI.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("monitor", "workers")
-PURE = ("measures", "measure_table", "drift", "limits", "results", "explorer", "pages")
+PURE = ("measures", "measure_table", "drift", "agreement", "limits", "results", "explorer", "pages")
 
 # Standard-library modules with no I/O that the pure modules may use.
 PURE_IMPORTS = frozenset(
@@ -444,3 +448,74 @@ def test_only_the_store_touches_its_redis_client() -> None:
 )
 def test_the_store_client_checker(source: str, expected: list[str]) -> None:
     assert [ast.unparse(n) for n in store_client_uses(ast.parse(source))] == expected
+
+
+# --- 6. argument parsing stays in the CLI --------------------------------------------------------
+
+CLI = "monitor/cli.py"
+# Stand-alone `python -m` tools with a command line of their own, parsed in their `main`.
+ARGPARSE_EDGES = frozenset({CLI, "workers/judges/injection.py"})
+
+
+def namespace_uses(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """`import argparse`, and every `Namespace` named (an annotation, a call, an attribute)."""
+    for lineno, module in imported_modules(tree):
+        if module.split(".")[0] == "argparse":
+            yield lineno, f"import {module}"
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if name == "Namespace":
+            yield node.lineno, "Namespace"  # type: ignore[attr-defined]
+
+
+def test_only_the_cli_parses_arguments() -> None:
+    bad = [
+        f"{rel(path)}:{lineno}: {what}"
+        for path in package_files()
+        if rel(path) not in ARGPARSE_EDGES
+        for lineno, what in namespace_uses(parse(path))
+    ]
+    assert not bad, "parse arguments in monitor/cli.py and pass plain values down: " + str(bad)
+
+
+def test_the_argparse_checker_sees_a_namespace() -> None:
+    source = (
+        "import argparse\n"
+        "def run(args: argparse.Namespace) -> None: ...\n"
+        "def fake():\n    return Namespace(out='x')\n"
+    )
+    found = sorted(what for _, what in namespace_uses(ast.parse(source)))
+    assert found == ["Namespace", "Namespace", "import argparse"]
+    assert not list(namespace_uses(ast.parse("def f(out: str, days: int = 7) -> None: ...\n")))
+
+
+def imported_names(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every module and `from` name imported, dotted: `from monitor import cli` → `monitor.cli`."""
+    yield from imported_modules(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}" if node.module else base + alias.name
+
+
+def is_a_cli(module: str) -> bool:
+    return module.split(".")[-1] == "cli" or ".cli." in module
+
+
+def test_workers_never_import_a_cli() -> None:
+    """Workers run jobs; what a job shares with a command lives in its package, not a CLI."""
+    bad = [
+        f"{rel(path)}:{lineno}: import {module}"
+        for path in python_files("workers")
+        for lineno, module in imported_names(parse(path))
+        if is_a_cli(module)
+    ]
+    assert not bad, bad
+
+
+def test_the_cli_import_checker() -> None:
+    source = "from monitor import cli\nfrom monitor.cli import main\nimport monitor.report\n"
+    found = sorted(m for _, m in imported_names(ast.parse(source)) if is_a_cli(m))
+    assert found == ["monitor.cli", "monitor.cli", "monitor.cli.main"]
+    assert not is_a_cli("monitor.client") and not is_a_cli("monitor.report.publish")

@@ -35,7 +35,7 @@ JOB_TIMEOUT_S = 1800
 
 def weekly_report_job(out_dir: str | None = None, end: str | None = None) -> str:
     """RQ job: the report of the 7 days ending yesterday (UTC) into `settings.report_dir`."""
-    from monitor.report.cli import post_summary, write_report
+    from monitor.report.publish import post_summary, write_report
     from monitor.report.window import windows
     from workers.context import current_context
 

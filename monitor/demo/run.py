@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -13,7 +12,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -21,12 +19,11 @@ from pathlib import Path
 
 import httpx
 
-from monitor.measure_table import BY_KEY, MEASURES
+from monitor.demo.summary import format_table, summary_rows
 from monitor.preflight import judge_url
 from monitor.settings import Settings
 from monitor.store import Store, ref_of
 
-SUMMARY_MEASURES = tuple(m.key for m in MEASURES if m.summary)
 CHUNK = 200
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WORKER_GRACE_S = 10.0  # a worker finishes its job in hand (warm shutdown) within this
@@ -41,7 +38,7 @@ class DemoOptions:
     days: int = 14
     per_day: int = 60
     workers: int = 2
-    report: str | None = None
+    report: Path | None = None
     send_to: str | None = None
     keep: bool = False
 
@@ -152,51 +149,6 @@ def wait_done(store: Store, refs: list[str], timeout: float, progress: Progress)
         if finished >= len(refs) or time.monotonic() > deadline:
             return sum(s == "done" for s in statuses)
         time.sleep(0.25)
-
-
-def summary_rows(results: list[dict], split: datetime) -> list[dict]:
-    """Mean measures per retriever, over all events and for events before/after `split`."""
-    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in results:
-        if r.get("status") != "done":
-            continue
-        ret = r["labels"]["retriever"]
-        late = datetime.fromisoformat(r["timestamp"]) >= split
-        for m in SUMMARY_MEASURES:
-            v = r["measures"].get(m)
-            if v is not None:
-                acc[ret][m].append(v)
-        acc[ret]["_ndcg_late" if late else "_ndcg_early"].append(r["measures"]["ndcg"])
-    rows = []
-    for ret in sorted(acc):
-        row: dict = {"retriever": ret, "events": len(acc[ret]["ndcg"])}
-        for m in (*SUMMARY_MEASURES, "_ndcg_early", "_ndcg_late"):
-            vals = acc[ret][m]
-            row[m] = sum(vals) / len(vals) if vals else None
-        rows.append(row)
-    return rows
-
-
-def format_table(rows: list[dict]) -> str:
-    head = [
-        "retriever",
-        "events",
-        *(BY_KEY[m].name for m in SUMMARY_MEASURES),
-        "nDCG 1st wk",
-        "nDCG last wk",
-    ]
-    keys = ["retriever", "events", *SUMMARY_MEASURES, "_ndcg_early", "_ndcg_late"]
-    cells = [head] + [
-        [
-            str(r[k]) if k in ("retriever", "events") else ("—" if r[k] is None else f"{r[k]:.3f}")
-            for k in keys
-        ]
-        for r in rows
-    ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def run_demo(options: DemoOptions, settings: Settings) -> int:
@@ -328,14 +280,9 @@ def _run(
         "and within the last 7 days (bm25 regresses after an index rebuild)."
     )
     if options.report:
-        from monitor.report.cli import run_report
+        from monitor.report.publish import run_report
 
-        run_report(
-            argparse.Namespace(
-                out=options.report, end=None, days=7, week=None, baseline="previous"
-            ),
-            settings,
-        )
+        run_report(settings, options.report)
     if options.once:
         return 0 if done == len(ids) else 1
     print(

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.bench_ingest [--short] [--seconds 10] [--connections 32]
 
-Both servers run the same way (uvicorn, one process, no access log, `monitor/cli.py`'s call)
+Both servers run the same way (uvicorn, one process, no access log, as `monitor/api/serve.py`)
 and receive the same realistic event (K=10, 20 TREC DL passages of ~350 characters, ~9.5 kB of
 JSON) with a distinct event_id per request. The no-op endpoint parses the body with the same
 pydantic model (`RetrievalEvent.model_validate_json`) and answers 202; ragmon also stores the

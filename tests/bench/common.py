@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "noop":
         import uvicorn
 
-        # The same call as `ragmon serve` (monitor/cli.py): one process, no access log.
+        # The same call as `ragmon serve` (monitor/api/serve.py): one process, no access log.
         uvicorn.run(
             make_noop_app(), host="127.0.0.1", port=args.port, log_level="warning",
             access_log=False,

@@ -110,11 +110,23 @@ def test_metrics_benchmark_prints_each_option_and_the_ratio() -> None:
     out = run("bench_metrics", 300)
     assert re.search(rf"^max {NUM} events/s single; half load {NUM} events/s$", out, re.M), out
     for option in ("inline-every-scrape", "inline-cached", "child-cached"):
+        phases = re.findall(
+            rf"^  {option} round 1 (quiet|scraped) +p99 {NUM} ms .*errors 0", out, re.M
+        )
+        assert sorted(p[0] for p in phases) == ["quiet", "scraped"], out
+        scrape = re.search(
+            rf"^  {option} round 1 scraped .*; scrape {NUM} MB / (\d+) lines", out, re.M
+        )
+        assert scrape, out
+        assert float(scrape.group(1)) > 1 and int(scrape.group(2)) > 50_000  # 500 series
         row = re.search(
-            rf"^{option}\s+scrape {NUM} MB / (\d+) lines: .* = {NUM}x .*errors 0\)$", out, re.M
+            rf"^{option}\s+ingest p99 \(median of 1\) {NUM} ms quiet -> {NUM} ms scraped = {NUM}x;",
+            out,
+            re.M,
         )
         assert row, out
-        assert float(row.group(1)) > 1 and int(row.group(2)) > 50_000  # 500 series were there
+        quiet, scraped, ratio = (float(g) for g in row.groups())
+        assert ratio == pytest.approx(scraped / quiet, rel=0.05)
     assert re.search(r"^targets \(child-cached\): .*: (met|NOT met)$", out, re.M), out
 
 

@@ -51,9 +51,9 @@ row = replace(table.BY_KEY["ndcg"], key="zeta", name="Zeta@K", help="Zeta@K: a n
 table.MEASURES = (*table.MEASURES, row)
 table.BY_KEY = {m.key: m for m in table.MEASURES}
 from monitor import catalog, measures, schemas
-from monitor.demo import run
+from monitor.demo import summary
 from monitor.report import compare
-from workers import calibrate
+from monitor.calibrate import analysis as calibrate
 import grafana_quality
 dash = json.dumps(grafana_quality.retrieval_quality())
 print(json.dumps({
@@ -67,7 +67,7 @@ print(json.dumps({
     "report": [compare.NAMES["zeta"], "zeta" in compare.MEASURES, "zeta" in compare.OPTIONAL,
                "zeta" in compare.LOWER_IS_BETTER],
     "calibrate": ("zeta", "Zeta@K") in calibrate.MEASURES,
-    "demo": "zeta" in run.SUMMARY_MEASURES,
+    "demo": "zeta" in summary.SUMMARY_MEASURES,
     "dashboard": ["Zeta@K (mean)" in dash, "Zeta, explained." in dash],
 }))
 """

@@ -3,7 +3,6 @@ real worker on a real Redis; then the analysis alone over many seeds (false alar
 
 from __future__ import annotations
 
-import argparse
 import http.server
 import json
 import os
@@ -24,9 +23,9 @@ from cryptography.fernet import Fernet
 from monitor.api import create_app
 from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
 from monitor.report.analyze import analyze
-from monitor.report.cli import run_report
 from monitor.report.document import to_markdown
 from monitor.report.gather import Dataset, WindowData
+from monitor.report.publish import run_report
 from monitor.report.window import Window, windows
 from monitor.settings import Settings
 from monitor.store import Histogram, Store, bucket_index
@@ -129,12 +128,6 @@ def yesterday() -> date:
     return datetime.now(UTC).date() - timedelta(days=1)
 
 
-def report_args(out: Path, end: date) -> argparse.Namespace:
-    return argparse.Namespace(
-        out=str(out), end=end.isoformat(), days=7, week=None, baseline="previous"
-    )
-
-
 PLAN = {
     "bm25": (GOOD, BAD),
     "stable-a": (GOOD, GOOD),
@@ -149,10 +142,10 @@ def test_regression_ranked_first_and_stable_not_flagged(live: Live, tmp_path: Pa
     live.send(synthetic_events(seed=7, plan=PLAN, end=end, per_day=30))
     live.process()
     out = tmp_path / "reports"
-    assert run_report(report_args(out, end), live.settings) == 0
+    assert run_report(live.settings, out, end=end.isoformat()) == 0
 
     store = Store.connect(live.settings)
-    from monitor.report.cli import write_report
+    from monitor.report.publish import write_report
 
     cur, base = windows(end=end.isoformat(), days=7)
     report = write_report(store, cur, base, tmp_path / "again", progress=lambda m: None).report
@@ -216,7 +209,7 @@ def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
         end = yesterday()
         live.send(synthetic_events(seed=3, plan={"bm25": (GOOD, GOOD)}, end=end, per_day=3))
         live.process()
-        assert run_report(report_args(tmp_path, end), live.settings) == 0
+        assert run_report(live.settings, tmp_path, end=end.isoformat()) == 0
     md = (tmp_path / "report.md").read_text()
     assert "RAGMON_STORE_TEXT=false" in md
     assert "not retained (hash only)" in md and "question q" not in md
@@ -261,7 +254,7 @@ def test_keeps_last_n_and_posts_webhook(live: Live, tmp_path: Path) -> None:
         os.utime(p, (0, 0))  # older than any report
     try:
         for back in (2, 1, 0):
-            assert run_report(report_args(tmp_path, end - timedelta(days=back)), s) == 0
+            assert run_report(s, tmp_path, end=(end - timedelta(days=back)).isoformat()) == 0
             time.sleep(0.05)  # distinct modification times
     finally:
         hook.shutdown()
@@ -279,14 +272,9 @@ def test_keeps_last_n_and_posts_webhook(live: Live, tmp_path: Path) -> None:
 
 
 def test_bad_window_arguments_exit_2(settings: Settings, tmp_path: Path) -> None:
-    args = argparse.Namespace(
-        out=str(tmp_path), end=None, days=7, week="2026-W99", baseline="previous"
-    )
-    assert run_report(args, settings) == 2
-    args = argparse.Namespace(
-        out=str(tmp_path), end="2026-11-22", days=7, week=None, baseline="last"
-    )
-    assert run_report(args, settings) == 2
+    assert run_report(settings, tmp_path, week="2026-W99") == 2
+    assert run_report(settings, tmp_path, end="2026-11-22", baseline="last") == 2
+    assert run_report(settings, tmp_path, days=0) == 2
 
 
 def test_windows() -> None:
@@ -435,10 +423,7 @@ def test_hint_names_the_segment_that_collapsed() -> None:
 
 
 def test_report_of_an_empty_store_says_so(settings: Settings, tmp_path: Path) -> None:
-    args = argparse.Namespace(
-        out=str(tmp_path), end=None, days=7, week="2026-W47", baseline="previous"
-    )
-    assert run_report(args, settings) == 0
+    assert run_report(settings, tmp_path, week="2026-W47") == 0
     md = (tmp_path / "report.md").read_text()
     assert "No baseline yet" in md and "no data in the current window 2026-W47" in md
     assert (tmp_path / "report-2026-W47.html").exists()

@@ -315,7 +315,8 @@ def test_utility5_judge_feeds_ra_nwg_its_own_grades(redis_url: str, mode: str) -
 
 
 def test_calibrate_compares_a_utility5_judge_on_0_to_3(redis_url: str) -> None:
-    from workers.calibrate import Record, judge_records
+    from monitor.calibrate.judging import judge_records
+    from monitor.calibrate.records import Record
 
     rec = Record(
         "how long is the life cycle of a flea",

@@ -18,6 +18,10 @@ on a real model).
 Bump `PROMPT_VERSION` whenever the wording, the scale or the meaning of an answer changes: it is
 part of the judgment cache key, so grades made under an old prompt are not reused. (Reading more
 answer shapes, e.g. `"2"` or JSON after a reasoning block, changes no grade read before.)
+Breaking up `<<<` kept "umbrela-1" on purpose: it changes no prompt of a text without `<<<`, and
+a bump would re-judge every cached pair and start each user's grade series afresh; the few
+cached grades of texts with `<<<` (those an injection could have moved) expire with the cache
+(`RAGMON_CACHE_TTL_DAYS`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""`ragmon report`: gather, analyze, plot, write report.md + report.html, keep N, notify."""
+"""Publish a drift report: gather, analyze, plot, write report.md + report.html, keep N, notify.
+
+Shared by `ragmon report`, `ragmon demo --report` and the weekly job of the scheduling worker.
+"""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -124,15 +126,18 @@ def post_summary(url: str, report: Report, location: str) -> bool:
     return True
 
 
-def run_report(args: argparse.Namespace, settings: Settings) -> int:
-    """The `ragmon report` command; also called by `ragmon demo --report` and the weekly job."""
+def run_report(
+    settings: Settings,
+    out: Path,
+    *,
+    end: str | None = None,
+    days: int = 7,
+    week: str | None = None,
+    baseline: str = "previous",
+) -> int:
+    """The `ragmon report` command (also `ragmon demo --report`); returns the exit code."""
     try:
-        current, baseline = windows(
-            end=getattr(args, "end", None),
-            days=getattr(args, "days", 7) or 7,
-            week=getattr(args, "week", None),
-            baseline=getattr(args, "baseline", "previous") or "previous",
-        )
+        current, base = windows(end=end, days=days, week=week, baseline=baseline)
     except ValueError as exc:
         print(f"ragmon report: {exc}", file=sys.stderr)
         return 2
@@ -141,7 +146,7 @@ def run_report(args: argparse.Namespace, settings: Settings) -> int:
     if problem is not None:
         print(f"ragmon report: {problem}", file=sys.stderr)
         return 1
-    written = write_report(store, current, baseline, Path(args.out), settings.report_keep)
+    written = write_report(store, current, base, out, settings.report_keep)
     print(summary_line(written.report))
     print(f"report: {written.html.resolve()}")
     if settings.report_webhook:
