@@ -19,8 +19,8 @@ from monitor.schemas import RetrievalBatch, RetrievalEvent
 from monitor.settings import Settings
 from monitor.store import Store
 from tests.support.events import make_event
-from tests.support.redis_server import free_port
 from tests.support.spans import event_id, export, retriever_attrs, span
+from tests.support.stack import free_port
 
 
 def run(settings: Settings, work: Callable[[IngestService], Awaitable[Any]]) -> Any:
