@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from monitor.limits import LABEL_KEYS
 from monitor.measure_table import MEASURES
 from monitor.measures import HISTOGRAM_MEASURES
 
-SERIES_LABELS = ("app", "index", "retriever", "segment")
+SERIES_LABELS = LABEL_KEYS  # the per-series metrics' labels: an event's labels, in their order
 
 LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
                3600.0, 7200.0, 21600.0, 86400.0)  # fmt: skip

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from monitor.limits import LABEL_KEYS, LABEL_PATTERN
+from monitor.limits import LABEL_KEYS, LABEL_PATTERN, SEP
 from monitor.measure_table import BY_KEY, MEASURES
 from monitor.results import source_counts
 
@@ -39,7 +39,6 @@ SCAN_BUDGET = 5000  # records read per page at most: the cost bound of a search
 _OFFSET = 1000.0  # values in (-1000, 9e6) encode to 13 digits that sort as the numbers do
 _SCALE = 1e6
 _WIDTH = 13
-SEP = "|"
 ANY = ".*"  # a label filter that matches every value (Grafana's All)
 _LABEL = re.compile(LABEL_PATTERN)
 

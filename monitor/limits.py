@@ -17,11 +17,12 @@ MAX_PASSAGES = 200
 MAX_BATCH = 1000
 MAX_EVENT_AGE = timedelta(days=35)
 MAX_CLOCK_SKEW = timedelta(minutes=10)
-LABEL_KEYS = ("app", "index", "retriever", "segment")
+LABEL_KEYS = ("app", "index", "retriever", "segment")  # in this order they name a series
 MAX_TRACE_ID_CHARS = 128
 MAX_METADATA_KEYS = 32
 MAX_METADATA_BYTES = 4096  # as compact JSON
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+SEP = "|"  # joins label values in stored names: LABEL_PATTERN keeps it out of every label
 
 
 def event_id_problem(event_id: str) -> str | None:

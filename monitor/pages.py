@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from monitor.drift.changes import Cell, binned_change
 from monitor.explorer import OVERVIEW, SORTS, Search, describe_search
-from monitor.limits import LABEL_KEYS
+from monitor.limits import LABEL_KEYS, SEP
 from monitor.measure_table import BY_KEY
 
 LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns
@@ -72,7 +72,7 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
     head += "".join(f"<th>{_e(BY_KEY[m].name)} last 24 h / 7 days before</th>" for m in OVERVIEW)
     body = []
     for r in rows:
-        labels = dict(zip(LABEL_KEYS, r.series.split("|"), strict=True))
+        labels = dict(zip(LABEL_KEYS, r.series.split(SEP), strict=True))
         cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
         link = f'<a href="{_e(events_url(labels))}">{r.events}</a>'
         cells += f'<td class=n data-events="{r.events}">{link}</td>'

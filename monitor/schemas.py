@@ -72,7 +72,7 @@ FIELD_INVALID = "field_invalid"
 
 def invalid(field: str, detail: str) -> PydanticCustomError:
     """A check across fields that names the one at fault: the 422 answer puts `field` in `loc`
-    and `detail` in `msg` (`monitor.api.app`), read from the error's context."""
+    and `detail` in `msg` (`monitor.api.service`), read from the error's context."""
     return PydanticCustomError(
         FIELD_INVALID, "{field}: {detail}", {"field": field, "detail": detail}
     )

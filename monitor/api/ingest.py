@@ -131,8 +131,7 @@ class IngestWriter:
     async def _run(self) -> None:
         assert self._wake is not None
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            await _wait(self._wake, 1.0)
             self._wake.clear()
             await self._flush_rejections()
             if self._pending and LINGER_S > 0 and self._last_write < LINGER_BELOW:
@@ -164,8 +163,7 @@ class IngestWriter:
         """Its own task: a slow Redis call here never holds up the writes (and their 202s)."""
         self._group_wake = asyncio.Event()
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._group_wake.wait(), timeout=self._next_tick())
+            await _wait(self._group_wake, self._next_tick())
             self._group_wake.clear()
             try:
                 await self._grouping()
@@ -253,3 +251,11 @@ class IngestWriter:
 
 async def _no_deferral(write: Awaitable[list[Answer]]) -> tuple[list[Answer], list[str]]:
     return await write, []
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> None:
+    """Wait for `event` at most `timeout` seconds. Not `wait_for`: on Python 3.11 it drops a
+    cancellation that arrives as the event is set, and `stop()` then waited forever."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()

@@ -1,7 +1,7 @@
 """The Python SDK: `RetrievalMonitor.record()` from a RAG app, never touching its latency.
 
-`recorder` holds the buffer and the encoder and sender threads; `events` builds and validates
-wire events (pure).
+`recorder` holds the buffer and starts the `encoder` and `sender` threads; `events` builds and
+validates wire events (pure).
 """
 
 from monitor.client.events import InvalidEvent, build_event, encode_event, passage

@@ -22,17 +22,17 @@ and every loss is counted in `stats()`: at any moment `recorded` = `sent` + `inv
 `rejected` + the `dropped_*` counters + `buffered` + `in_flight`; `invalid` is the sum of the
 `invalid_<reason>` counters, and each repair made so that an event could be sent is counted
 under its own name (`events.FIXES`).
+
+This module is the app's side (`record()`, `stats()`, `close()`) and the process hooks;
+`encoder` and `sender` hold the two threads' work, `state` what the three share.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import http.client
 import itertools
-import logging
 import os
-import random
 import threading
 import time
 import weakref
@@ -41,65 +41,29 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from monitor.client.connection import Connection, Response
-from monitor.client.events import (
-    FIXES,
-    INVALID_REASONS,
-    InvalidEvent,
-    build_event,
-    decode,
-    encode_event,
-)
-from monitor.client.outbox import Batch, Outbox
+from monitor.client.connection import Connection
+from monitor.client.encoder import ENCODE_AT, Encoder
+from monitor.client.outbox import Outbox
+from monitor.client.sender import Sender
+from monitor.client.state import COUNTERS
 from monitor.limits import MAX_BATCH
-from monitor.retry import retry_after_s
 
-log = logging.getLogger("ragmon.client")
-
-LOG_INTERVAL_S = 60.0
 DEFAULT_BUFFER = 10_000
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH = MAX_BATCH
 DEFAULT_FLUSH_INTERVAL_S = 1.0
 DEFAULT_ENCODE_INTERVAL_S = 0.25
-ENCODE_AT = 256  # record() wakes the encoder early when this many events wait
-ID_POOL = 4 * ENCODE_AT  # event ids made ahead by the encoder for record() to take
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_RETRIES = 8
 DEFAULT_BACKOFF_S = 0.5
 DEFAULT_BACKOFF_MAX_S = 30.0
-MAX_RETRY_AFTER_S = 120.0
 # A batch closes at this size too: small enough that the three batch buffers in use (filling,
 # being sent, spare) add little to the memory the outbox holds, large enough that a post's
 # fixed cost (~0.1 ms) stays negligible per event.
 BATCH_BYTES = 2 * 1024 * 1024
-BATCH_PATH = "/v1/retrievals/batch"
-# The encoder gives the GIL back after this much work (about 25 typical events): without it, a
-# request arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's
-# thread. A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app
-# wakes. The longest hold is then this slice plus the encoding of one event.
-ENCODE_SLICE_S = 0.0002
-YIELD_FOR_S = 0.00005
-ENCODE_CHUNK = 64  # events taken off the buffer per lock round trip
-_COUNTERS = (
-    "recorded",  # record() calls that reached the buffer
-    "sent",  # events the server accepted (2xx)
-    "sampled_out",  # of those, answered "sampled_out"
-    "dropped_buffer_full",  # oldest events pushed out of a full buffer
-    "dropped_closed",  # record() after close()
-    "dropped_send_failed",  # gave up after max_retries
-    "dropped_at_close",  # still unsent when close() timed out
-    "invalid",  # failed client-side validation, never sent (sum of the invalid_<reason>)
-    "rejected",  # answered 4xx (not 429) by the server
-    "retries",  # HTTP attempts repeated after an error, 429 or 5xx
-    "batches",  # batches the server accepted
-    "errors",  # exceptions swallowed inside record() or the threads
-    *(f"invalid_{reason}" for reason in INVALID_REASONS),
-    *FIXES,
-)
 
 
-class RetrievalMonitor:
+class RetrievalMonitor(Encoder, Sender):
     """Non-blocking recorder of retrievals; one per process is enough (thread- and fork-safe).
 
     Use `record()` from sync or async code (it never blocks), `close()` (or `async with` /
@@ -163,7 +127,7 @@ class RetrievalMonitor:
         self._encoding = 0  # taken off _buf by the encoder (under _lock) ...
         self._encoded = 0  # ... of which settled: in the outbox or invalid (under _out_lock)
         self._sending = 0  # taken out of the outbox, not yet settled
-        self._n = dict.fromkeys(_COUNTERS, 0)
+        self._n = dict.fromkeys(COUNTERS, 0)
         # Event ids: a uuid4-shaped random prefix per process (a forked child draws its own)
         # and a counter from a random start. The encoder keeps a pool of them made ahead, so
         # record() only pops one (~30 ns; making one costs ~200 ns, str(uuid4()) ~1 us).
@@ -306,224 +270,8 @@ class RetrievalMonitor:
         for thread in self._threads:
             thread.start()
 
-    def _encode_loop(self) -> None:
-        while True:
-            try:
-                closing = self._closing.is_set()
-                if not closing:
-                    self._wake_encoder.wait(self._encode_interval)
-                    self._wake_encoder.clear()
-                self._encode_all()
-                if closing:
-                    self._encoder_done.set()
-                    self._wake_sender.set()
-                    return
-            except Exception:
-                self._bump("errors")
-                self._warn("encoder", "ragmon encoder error", exc_info=True)
-                time.sleep(0.1)
-
-    def _encode_all(self) -> None:
-        """Move every buffered event into the outbox as JSON (invalid ones are counted).
-
-        Events are taken ENCODE_CHUNK at a time (one lock round trip per chunk), each is copied
-        into the outbox as soon as it is encoded (one short-lived bytes object at a time), and
-        the GIL is given back after every ENCODE_SLICE_S of work.
-        """
-        slice_start = time.perf_counter()
-        pool = self._id_pool
-        if len(pool) < ID_POOL // 2:
-            pool.extend(itertools.islice(self._ids, ID_POOL - len(pool)))
-        while True:
-            with self._lock:  # record() never waits on the outbox's lock
-                n = min(len(self._buf), ENCODE_CHUNK)
-                if not n:
-                    break
-                items = [self._buf.popleft() for _ in range(n)]
-                self._encoding = n
-            for item in items:
-                data: bytes | None = None
-                fixes: dict[str, int] = {}
-                reason = "unreadable"
-                try:
-                    event = self._event(item, fixes)
-                    reason = "encoding"
-                    data = encode_event(event)
-                except Exception as exc:
-                    if isinstance(exc, InvalidEvent):
-                        reason = exc.reason
-                    with contextlib.suppress(Exception):  # even str(exc) may raise
-                        self._warn(f"invalid-{reason}", f"invalid event not sent: {exc}")
-                with self._out_lock:
-                    self._encoded += 1
-                    for name, n in fixes.items():
-                        self._n[name] += n
-                    if data is None:
-                        self._n["invalid"] += 1
-                        self._n[f"invalid_{reason}"] += 1
-                    else:
-                        self._n["dropped_buffer_full"] += self._out.add(data)
-                if time.perf_counter() - slice_start > ENCODE_SLICE_S:
-                    if not self._closing.is_set():  # at close, finish within its timeout
-                        time.sleep(YIELD_FOR_S)  # let the app's threads run (ENCODE_SLICE_S)
-                    slice_start = time.perf_counter()
-            del items, item  # the app's objects are released here, within encode_interval
-            with self._lock, self._out_lock:
-                self._encoding = self._encoded = 0
-            if self._out.full() and not self._wake_sender.is_set():
-                self._wake_sender.set()
-
-    def _send_loop(self) -> None:
-        while True:
-            try:
-                done = self._encoder_done.is_set()
-                if not self._closing.is_set():
-                    self._wake_sender.wait(self._flush_interval)
-                    self._wake_sender.clear()
-                elif not done:  # closing: full batches only until the encoder has finished
-                    self._encoder_done.wait(0.01)
-                while self._send_batch(full_only=self._closing.is_set() and not done):
-                    pass
-                if done:
-                    return
-            except Exception:
-                self._bump("errors")
-                self._warn("sender", "ragmon sender error", exc_info=True)
-                time.sleep(0.1)
-
-    def _send_batch(self, full_only: bool = False) -> bool:
-        """Take one batch out of the outbox and post it; False when there is none to send."""
-        with self._out_lock:
-            if full_only and not self._out.full():
-                return False
-            batch = self._out.take()
-            if batch is None:
-                return False
-            self._sending = len(batch)
-        try:
-            self._post(batch, batch.live())
-        except Exception:
-            self._settle("dropped_send_failed", self._sending)  # what _post left unsettled
-            raise
-        finally:
-            with self._out_lock:
-                self._out.release(batch)
-        return True
-
-    def _event(self, item: tuple, fixes: dict[str, int]) -> dict[str, Any]:
-        """The wire event of one buffered `record()` call (the monitor's labels under its own)."""
-        query, passages, k, labels, event_id, ts, rt, trace_id, metadata = item
-        merged = {**self._default_labels, **labels} if labels else self._default_labels
-        return build_event(query, passages, k, merged, event_id, ts, rt, trace_id, metadata, fixes)
-
-    def _post(self, batch: Batch, items: list[int]) -> None:
-        """Post these events with retries; split them on 413, drop bad items named by a 422."""
-        body = batch.body(items)
-        for attempt in range(self._max_retries + 1):
-            if attempt:
-                self._bump("retries")
-            try:
-                resp = self._http.post(BATCH_PATH, body)
-            except (OSError, http.client.HTTPException) as exc:
-                kind, delay = type(exc).__name__, None
-                self._warn(f"http-{kind}", f"ragmon sidecar unreachable ({kind}): {exc}")
-            else:
-                code = resp.status
-                if code < 300:
-                    self._settle("sent", len(items), sampled=_sampled_out(resp))
-                    return
-                if code == 413 and len(items) > 1:
-                    half = len(items) // 2
-                    del body
-                    self._post(batch, items[:half])
-                    self._post(batch, items[half:])
-                    return
-                if code == 422 and len(items) > 1:
-                    bad = _bad_items(resp)
-                    if bad and len(bad) < len(items):
-                        self._settle("rejected", len(bad))
-                        self._warn("422", f"ragmon rejected events: {resp.text[:500]}")
-                        del body
-                        self._post(batch, [e for i, e in enumerate(items) if i not in bad])
-                        return
-                if code != 429 and code < 500:
-                    self._settle("rejected", len(items))
-                    self._warn(f"{code}", f"ragmon answered {code}: {resp.text[:500]}")
-                    return
-                delay = retry_after_s(resp.headers)
-                self._warn(f"{code}", f"ragmon answered {code}; retrying")
-            if attempt == self._max_retries:
-                break
-            if delay is None:
-                cap = min(self._backoff_max, self._backoff * 2**attempt)
-                delay = cap / 2 + random.uniform(0, cap / 2)
-            else:
-                delay = min(delay, MAX_RETRY_AFTER_S) * random.uniform(1.0, 1.1)
-            if not self._sleep(delay):
-                self._settle("dropped_at_close", len(items))
-                return
-        self._settle("dropped_send_failed", len(items))
-
-    def _settle(self, outcome: str, n: int, sampled: int = 0) -> None:
-        """Count `n` in-flight events under `outcome` (atomically, so the totals add up)."""
-        with self._out_lock:
-            self._n[outcome] += n
-            self._sending -= n
-            if outcome == "sent":
-                self._n["sampled_out"] += sampled
-                self._n["batches"] += 1
-
-    def _sleep(self, seconds: float) -> bool:
-        """Sleep, cut short by the close deadline; False if the deadline has passed."""
-        end = time.monotonic() + seconds
-        while True:
-            now = time.monotonic()
-            deadline = self._deadline
-            limit = end if deadline is None else min(end, deadline)
-            if now >= limit:
-                return deadline is None or now < deadline
-            if self._closing.is_set():
-                time.sleep(limit - now)
-            else:
-                self._closing.wait(limit - now)
-
     def _connection(self) -> Connection:
         return Connection(self.url, self._headers, self._timeout, min(self._timeout, 3.0))
-
-    def _bump(self, name: str, n: int = 1) -> None:
-        with self._out_lock:
-            self._n[name] += n
-
-    def _warn(self, kind: str, msg: str, exc_info: bool = False) -> None:
-        """Log at most once per LOG_INTERVAL_S per kind of problem."""
-        now = time.monotonic()
-        last = self._last_log.get(kind)
-        if last is not None and now - last < LOG_INTERVAL_S:
-            return
-        self._last_log[kind] = now
-        log.warning(msg, exc_info=exc_info)
-
-
-def _sampled_out(resp: Response) -> int:
-    """How many items a batch answer says were sampled out (parsed only when there are some)."""
-    if b"sampled_out" not in resp.body:
-        return 0
-    with contextlib.suppress(Exception):
-        return sum(r.get("status") == "sampled_out" for r in decode(resp.body)["results"])
-    return 0
-
-
-def _bad_items(resp: Response) -> set[int]:
-    """Positions of batch items a 422 names (`loc` = ["body", "events", i, ...])."""
-    try:
-        detail = decode(resp.body)["detail"]
-        return {
-            d["loc"][2]
-            for d in detail
-            if list(d["loc"][:2]) == ["body", "events"] and isinstance(d["loc"][2], int)
-        }
-    except Exception:
-        return set()
 
 
 # ---- process hooks (installed once, when the first monitor is made) ------------------------

@@ -8,6 +8,7 @@ from monitor import drift
 from monitor.measures import BUCKETS
 from monitor.report.compare import Group, group_hist, group_of
 from monitor.report.gather import WindowData
+from monitor.store.fields import Name
 from monitor.store.keys import SEP
 
 GRADES = (0, 1, 2, 3)
@@ -74,11 +75,11 @@ def group_ops(w: WindowData, group: Group) -> Ops:
         parts = key.split(SEP)
         if len(parts) < 5 or group_of(parts[1:4]) != group:
             continue
-        if parts[0] == "events":
+        if parts[0] == Name.EVENTS:
             ops.events += int(value)
-        elif parts[0] == "k_sum":
+        elif parts[0] == Name.K_SUM:
             ops.k_sum += int(value)
-        elif parts[0] == "grades" and len(parts) == 6 and parts[5].isdigit():
+        elif parts[0] == Name.GRADES and len(parts) == 6 and parts[5].isdigit():
             grades[int(parts[5])] += int(value)
     ops.grades = tuple(grades)  # type: ignore[assignment]
     h = group_hist(w.hists, "k_over_np", group)

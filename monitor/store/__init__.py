@@ -1,15 +1,15 @@
 """All Redis access: events, results, aggregates, the RQ queue. Everything else calls this.
 
-Layout of the keys: `monitor.store.keys`; atomic multi-key changes: `monitor.store.scripts`;
-how jobs sit in RQ: `monitor.store.rq_jobs`; the values it keeps and returns:
-`monitor.store.records` (re-exported here).
+Layout of the keys: `monitor.store.keys`, of an event's hash: `monitor.store.fields`; atomic
+multi-key changes: `monitor.store.scripts` (their arguments by name: `monitor.store.protocol`;
+the finish step's: `monitor.store.finish`); how jobs sit in RQ: `monitor.store.rq_jobs`; the
+values it keeps and returns: `monitor.store.records` (re-exported here).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -17,15 +17,16 @@ import redis
 import redis.asyncio
 from rq import Queue
 
-from monitor.catalog import LAG_BUCKETS
-from monitor.measures import HISTOGRAM_MEASURES, histogram_bounds
+from monitor.measures import histogram_bounds
 from monitor.results import describe
 from monitor.settings import Settings
 from monitor.store import scripts
 from monitor.store.explore import ExploreIndex
+from monitor.store.fields import Field, Status
+from monitor.store.finish import day_keys, fail_call, finish_call
 from monitor.store.grouping import Grouping
-from monitor.store.ingest import AsyncIngest, plan_ingest
-from monitor.store.keys import SEP, Keys, event_ref, split_ref
+from monitor.store.ingest import AsyncIngest, ingest_exact, plan_ingest
+from monitor.store.keys import SEP, Keys, event_ref
 from monitor.store.records import (
     QUERY_KEY_CHARS,
     Histogram,
@@ -33,6 +34,7 @@ from monitor.store.records import (
     bucket_index,
     day_record,
     event_day,
+    histograms_of,
     number_of,
     query_hash,
     ref_of,
@@ -54,7 +56,6 @@ __all__ = [
 ]  # fmt: skip
 
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
-DAY_EVENTS_KEEP = 50_000
 HSCAN_COUNT = 1000  # fields per step of `Store.read_hash`
 CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
 
@@ -66,11 +67,11 @@ class Store:
         self.client = client
         self.settings = settings
         self.keys = keys or Keys()
-        self._ingest = client.register_script(scripts.INGEST)
-        self._ingest_jobs = client.register_script(scripts.INGEST_JOBS)
+        self._ingest = client.register_script(scripts.INGEST.source)
+        self._ingest_jobs = client.register_script(scripts.INGEST_JOBS.source)
         self.jobs = Jobs(client, settings.queue_name, settings.job_batch_size)
-        self._finish = client.register_script(scripts.FINISH)
-        self._fail = client.register_script(scripts.FAIL)
+        self._finish = client.register_script(scripts.FINISH.source)
+        self._fail = client.register_script(scripts.FAIL.source)
         self.series = SeriesBudget(self)
         self.grouping = Grouping(self)
         self.sealer = Sealer(settings)
@@ -163,38 +164,13 @@ class Store:
         """`ingest` in two steps (read the statuses, then write events and jobs of the new ids in
         one transaction): the path for jobs that would mix known and new ids. Past `deadline`
         no event is created (a job enqueued with them finds no event and does nothing)."""
-        existing = self.statuses([it.ref for it in items])
-        out: list[tuple[str, bool] | None] = [None] * len(items)
-        new: dict[str, int] = {}
-        for i, (it, st) in enumerate(zip(items, existing, strict=True)):
-            if st is not None:
-                out[i] = (st, False)
-            elif it.ref in new:
-                first = items[new[it.ref]]
-                out[i] = (first.status, False)
-            else:
-                new[it.ref] = i
-        if new:
-            fresh = [items[i] for i in new.values()]
-            argv: list[str | float] = [self.result_ttl_s, deadline]
-            for it in fresh:
-                argv += [it.payload, it.status, time.time()]
-            to_judge = [it.ref for it in fresh if not it.sampled_out]
-            with self.client.pipeline(transaction=True) as pipe:
-                keys = [self.keys.event(it.ref) for it in fresh] + [self.keys.counters]
-                self._ingest(keys=keys, args=argv, client=pipe)
-                if to_judge:
-                    self.jobs.enqueue(to_judge, pipe)
-                created = pipe.execute()[0]
-            for it, c in zip(fresh, created, strict=True):
-                out[new[it.ref]] = (it.status, bool(c))
-        return [o for o in out if o is not None]
+        return ingest_exact(self, self._ingest, items, deadline)
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
         """The stored status of each event by `event_ref` (None when unknown or expired)."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hget(self.keys.event(ref), "s")
+                pipe.hget(self.keys.event(ref), Field.STATUS)
             return [s.decode() if s is not None else None for s in pipe.execute()]
 
     def record_rejection(self, reason: str, count: int = 1) -> None:
@@ -211,7 +187,7 @@ class Store:
         expired)."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hmget(self.keys.event(ref), "p", "s", "rt")
+                pipe.hmget(self.keys.event(ref), Field.PAYLOAD, Field.STATUS, Field.RECEIVED)
             rows = pipe.execute()
         out: list[dict | None] = []
         for payload, status, rt in rows:
@@ -239,79 +215,33 @@ class Store:
         `series_counts` adds to per-series counters once with it: `name` or `name|reason`
         becomes the field `name|app|index|retriever|segment[|reason]`.
         """
-        s = self.settings
-        measures = result["measures"]
-        labels = result["labels"]
-        series = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
-        day = event_day(event)
         now = time.time()
-        lag = max(0.0, now - event["_received_at"])
-        obs: list[str | int | float] = []
-        n_obs = 0
-        for m in HISTOGRAM_MEASURES:
-            v = measures.get(m)
-            if v is None:
-                continue
-            obs += [f"retrieval_{m}", bucket_index(self.bounds[m], v), repr(float(v))]
-            n_obs += 1
-        compact = json.dumps(day_record(event, result, grades, judge), separators=(",", ":"))
-        argv = [
-            json.dumps(result, separators=(",", ":")),
-            self.result_ttl_s,
-            series,
-            json.dumps({"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}),
-            compact,
-            DAY_EVENTS_KEEP,
-            stripped_payload or "",
-            repr(lag),
-            bucket_index(LAG_BUCKETS, lag),
-            event["k"],
-            ref_of(event),
-            json.dumps(sorted((series_counts or {}).items())),
-            n_obs,
-            *obs,
-            *[g for g in grades if g is not None],
-        ]
-        keys = [
-            self.keys.event(ref_of(event)),
-            self.keys.hist,
-            self.keys.day_hist(day),
-            self.keys.counters,
-            self.keys.day_counters(day),
-            self.keys.series,
-            self.keys.day_events(day),
-            self.keys.failed,
-            self.keys.series_per_app,
-        ]
+        call = finish_call(self, event, result, grades, now, stripped_payload, judge, series_counts)
         with self.client.pipeline(transaction=True) as pipe:
-            self._finish(keys=keys, args=argv, client=pipe)
+            self._finish(keys=call.keys, args=call.args, client=pipe)
             self.explore.index(pipe, event, result)  # the explorer's index, in the same step
-            for key in keys[2:7:2]:  # day hist, day counters, day events
+            for key in day_keys(self, event):
                 pipe.expire(key, DAY_TTL_S)
             pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
             replies = pipe.execute()
         if replies[-1]:  # this process sweeps for the fleet
-            if s.series_idle_days > 0:
+            if self.settings.series_idle_days > 0:
                 self.series.free_idle(now)
             self.explore.trim(now)
         return bool(replies[0])
 
     def fail(self, ref: str, reason: str, message: str) -> bool:
         """Mark a queued event failed with a reason; False if it was not queued."""
-        event_id = split_ref(ref)[1]
-        result = {"event_id": event_id, "status": "failed", "error": f"{reason}: {message}"}
-        return bool(
-            self._fail(
-                keys=[self.keys.event(ref), self.keys.counters, self.keys.failed],
-                args=[json.dumps(result), reason, time.time(), ref],
-            )
-        )
+        call = fail_call(self, ref, reason, message, time.time())
+        return bool(self._fail(keys=call.keys, args=call.args))
 
     def result(self, app: str, event_id: str) -> dict | None:
         """What `GET /v1/retrievals/{id}` answers for `app`'s event, or None when that app has
         no such event (another app's event of the same id is never read)."""
         ref = event_ref(app, event_id)
-        fields = self.client.hmget(self.keys.event(ref), "s", "r", "p", "rt", "e")
+        f = Field
+        fields = self.client.hmget(self.keys.event(ref), f.STATUS, f.RESULT, f.PAYLOAD, f.RECEIVED,
+                                   f.ERROR)  # fmt: skip
         status, result, payload, rt, error = fields
         if status is None:
             return None
@@ -330,7 +260,7 @@ class Store:
         they are queued; a later finish or fail answers with its own result)."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hset(self.keys.event(ref), "e", error[:500])
+                pipe.hset(self.keys.event(ref), Field.ERROR, error[:500])
             pipe.execute()
 
     def results(self, refs: Sequence[str]) -> list[dict | None]:
@@ -338,7 +268,7 @@ class Store:
         trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hget(self.keys.event(ref), "r")
+                pipe.hget(self.keys.event(ref), Field.RESULT)
             rows = pipe.execute()
         return [json.loads(r) if r is not None else None for r in rows]
 
@@ -351,7 +281,7 @@ class Store:
         """Put failed events back on the queue (status queued); returns how many."""
         wanted = list(refs)
         statuses = self.statuses(wanted)
-        todo = [ref for ref, st in zip(wanted, statuses, strict=True) if st == "failed"]
+        todo = [ref for ref, st in zip(wanted, statuses, strict=True) if st == Status.FAILED]
         gone = [ref for ref, st in zip(wanted, statuses, strict=True) if st is None]
         if gone:  # their events expired (RAGMON_RESULT_TTL_DAYS): nothing left to requeue
             self.client.zrem(self.keys.failed, *gone)
@@ -359,7 +289,7 @@ class Store:
             return 0
         with self.client.pipeline(transaction=True) as pipe:
             for ref in todo:
-                pipe.hset(self.keys.event(ref), "s", "queued")
+                pipe.hset(self.keys.event(ref), Field.STATUS, Status.QUEUED)
                 pipe.zrem(self.keys.failed, ref)
             self.jobs.enqueue(todo, pipe)
             pipe.execute()
@@ -408,39 +338,9 @@ class Store:
     def histograms(
         self, bounds: dict[str, Sequence[float]], day: str | None = None
     ) -> dict[str, dict[tuple[str, ...], Histogram]]:
-        """Histograms by name, then label values; `bounds` gives each name's buckets.
-
-        Read in steps (`read_hash`), a histogram's fields may straddle an observation: its count
-        is then the larger of its `count` field and its buckets' total, so the `+Inf` bucket,
-        which is the count, is never below a finite bucket and never falls from one read to the
-        next (`sum` may be one observation apart until the next read)."""
-        raw = self.read_hash(self.keys.day_hist(day) if day else self.keys.hist)
-        acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
-        for k, v in raw.items():
-            *head, part = text_of(k).split(SEP)
-            name, labels = head[0], tuple(head[1:])
-            if name not in bounds:
-                continue
-            h = acc[name].setdefault(
-                labels, {"b": [0] * (len(bounds[name]) + 1), "s": 0.0, "c": 0, "q": None}
-            )
-            if part == "sum":
-                h["s"] = float(v)
-            elif part == "count":
-                h["c"] = int(v)
-            elif part == "sumsq":
-                h["q"] = float(v)
-            else:
-                idx = int(part[1:])
-                if idx < len(h["b"]):
-                    h["b"][idx] = int(v)
-        return {
-            name: {
-                lbl: Histogram(h["b"], h["s"], max(h["c"], sum(h["b"])), h["q"])
-                for lbl, h in series.items()
-            }
-            for name, series in acc.items()
-        }
+        """Lifetime (or one day's) histograms by name, then label values (`histograms_of`)."""
+        return histograms_of(self.read_hash(self.keys.day_hist(day) if day else self.keys.hist),
+                             bounds)  # fmt: skip
 
     def day_events(self, day: str) -> list[dict]:
         """The compact per-event results kept for one UTC day (newest last)."""

@@ -32,7 +32,8 @@ from monitor.explorer import (
 )
 from monitor.store import scripts
 from monitor.store.explore_walk import Page, Walk
-from monitor.store.keys import SEP, split_ref
+from monitor.store.fields import HourPart, Slot
+from monitor.store.keys import SEP, event_ref, series_name, split_ref
 
 if TYPE_CHECKING:
     from monitor.store import Store
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
 CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
-_S, _M = "{S}", "{M}"
 
 
 class ExploreIndex:
@@ -50,13 +50,14 @@ class ExploreIndex:
         self.client = store.client
         self.keys = store.keys
         self.store = store
-        self._index = store.client.register_script(scripts.EXPLORE_INDEX)
-        self._trim = store.client.register_script(scripts.EXPLORE_TRIM)
-        k = self.keys
-        self._templates = [
-            k.explore_time(_S), k.explore_measure(_M, _S), k.explore_records(_S),
-            k.explore_expiry(_S),
-        ]  # fmt: skip
+        self._index = store.client.register_script(scripts.EXPLORE_INDEX.source)
+        self._trim = store.client.register_script(scripts.EXPLORE_TRIM.source)
+        k, s = self.keys, Slot.SERIES
+        self._templates = {
+            "time_key": k.explore_time(s), "measure_key": k.explore_measure(Slot.MEASURE, s),
+            "records_key": k.explore_records(s), "expiry_key": k.explore_expiry(s),
+        }  # fmt: skip
+        self._keys = {"indexed": k.explore_series, "traces": k.explore_traces}
 
     # ---- writing (workers) --------------------------------------------------------------------
 
@@ -66,23 +67,23 @@ class ExploreIndex:
         """Queue the index write on the finish step's transaction `pipe` (after FINISH)."""
         now = time.time()
         rec = record(event, result, now + self.store.result_ttl_s)
-        ref = f"{rec['app']}{SEP}{rec['id']}"
+        ref = event_ref(rec["app"], rec["id"])
         measures = result["measures"]
         hourly = {m: v for m in OVERVIEW if (v := measures.get(m)) is not None}
-        self._index(
-            keys=[self.keys.explore_series, self.keys.explore_traces, self.keys.event(ref)],
-            args=[
-                *self._templates,
-                now,
-                TRIM_PER_FINISH,
-                json.dumps(rec, separators=(",", ":")),
-                ref,
-                self.keys.explore_hour(_S, "{H}"),
-                HOUR_KEEP_S,
-                json.dumps(hourly),
-            ],  # fmt: skip
-            client=pipe,
+        call = scripts.EXPLORE_INDEX.call(
+            keys={**self._keys, "event": self.keys.event(ref)},
+            args={
+                **self._templates,
+                "now": now,
+                "trim_max": TRIM_PER_FINISH,
+                "record": json.dumps(rec, separators=(",", ":")),
+                "ref": ref,
+                "hour_key": self.keys.explore_hour(Slot.SERIES, Slot.HOUR),
+                "hour_ttl": HOUR_KEEP_S,
+                "hourly": json.dumps(hourly),
+            },
         )
+        self._index(keys=call.keys, args=call.args, client=pipe)
 
     def trim(self, now: float | None = None) -> int:
         """Drop expired events from every series (the hourly sweep), `TRIM_PER_CALL` at a time
@@ -91,12 +92,12 @@ class ExploreIndex:
         dropped = 0
         for series in self.series():
             while True:
-                n = int(
-                    self._trim(
-                        keys=[self.keys.explore_series, self.keys.explore_traces],
-                        args=[*self._templates, now, TRIM_PER_CALL, series],
-                    )
-                )
+                call = scripts.EXPLORE_TRIM.call(
+                    keys=self._keys,
+                    args={**self._templates, "now": now, "trim_max": TRIM_PER_CALL,
+                          "series": series},
+                )  # fmt: skip
+                n = int(self._trim(keys=call.keys, args=call.args))
                 dropped += n
                 if n < TRIM_PER_CALL:
                     break
@@ -125,7 +126,7 @@ class ExploreIndex:
         if not series:
             return []
         recent, before = overview_hours(now or time.time())
-        fields = [f"{m}|{part}" for m in OVERVIEW for part in "nsq"]
+        fields = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]
         with self.client.pipeline(transaction=False) as pipe:
             for s in series:
                 pipe.zcard(self.keys.explore_time(s))
@@ -268,7 +269,7 @@ class ExploreIndex:
                 if ev is None:
                     continue
                 labels = ev["labels"]
-                s = SEP.join(labels[k] for k in ("app", "index", "retriever", "segment"))
+                s = series_name(labels)
                 ts = ev["_received_at"]
                 if not search.series_matches(s) or not (
                     (search.since is None or ts >= search.since)

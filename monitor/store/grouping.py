@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from monitor.store import scripts
-from monitor.store.ingest import grouping_steps, texts
+from monitor.store.ingest import expired_claims_call, grouping_steps, texts
 
 if TYPE_CHECKING:
     from monitor.store import Store
@@ -24,26 +24,29 @@ class Grouping:
         self.store = store
         self.client = store.client
         self.keys = store.keys
-        self._group = store.client.register_script(scripts.GROUP)
-        self._claim = store.client.register_script(scripts.CLAIM)
-        self._expired_claims = store.client.register_script(scripts.EXPIRED_CLAIMS)
+        self._group = store.client.register_script(scripts.GROUP.source)
+        self._claim = store.client.register_script(scripts.CLAIM.source)
+        self._expired_claims = store.client.register_script(scripts.EXPIRED_CLAIMS.source)
 
     def group(self, refs: Sequence[str]) -> int:
         """Enqueue the RQ jobs of events waiting in the grouping window, each event once: refs
         another process grouped meanwhile are left out. Returns how many this call grouped."""
         steps = grouping_steps(self.store, refs)
         try:
-            args = next(steps)
+            call = next(steps)
             while True:
-                args = steps.send(self._group(keys=[self.keys.ungrouped], args=args))
+                call = steps.send(self._group(keys=call.keys, args=call.args))
         except StopIteration as end:
             return int(end.value)
 
     def claim(self, n: int, lease_s: float) -> list[str]:
         """Take up to `n` events waiting in the grouping window into the running job, leased for
         `lease_s` (renew with `renew`, end with `release`)."""
-        return texts(self._claim(keys=[self.keys.ungrouped, self.keys.claimed],
-                                 args=[n, time.time() + lease_s]))  # fmt: skip
+        call = scripts.CLAIM.call(
+            keys={"ungrouped": self.keys.ungrouped, "claimed": self.keys.claimed},
+            args={"limit": n, "lease_end": time.time() + lease_s},
+        )
+        return texts(self._claim(keys=call.keys, args=call.args))
 
     def renew(self, refs: Sequence[str], lease_s: float) -> None:
         if refs:
@@ -72,6 +75,5 @@ class Grouping:
 
     def expire_claims(self) -> int:
         """Claims whose lease ended go back to the window, first in line for the sweep."""
-        return int(
-            self._expired_claims(keys=[self.keys.claimed, self.keys.ungrouped], args=[time.time()])
-        )
+        call = expired_claims_call(self.store, time.time())
+        return int(self._expired_claims(keys=call.keys, args=call.args))

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio
 
 from monitor.store import scripts
+from monitor.store.protocol import Call, Script
 
 if TYPE_CHECKING:
     from monitor.store import IngestItem, Store
@@ -97,21 +98,65 @@ def plan_ingest(
             groups.append((chunk, store.jobs.commands(refs)))
     if sampled:
         groups.append((sampled, []))
-    plan.args += [store.result_ttl_s, deadline]
+    events: list[str] = []
+    tail: list[Any] = []
     for chunk, _ in groups:
         for i in chunk:
             it = items[i]
             plan.order.append(i)
-            plan.keys.append(store.keys.event(it.ref))
-            plan.args += [it.payload, it.status, now]
+            events.append(store.keys.event(it.ref))
+            tail += [it.payload, it.status, now]
     for chunk, commands in groups:
-        plan.args += [len(chunk), len(commands)]
+        tail += [len(chunk), len(commands)]
         for command in commands:
-            plan.args.append(len(command))
-            plan.args += command
-    if plan.keys:
-        plan.keys.append(store.keys.counters)
+            tail += [len(command), *command]
+    if events:
+        plan.keys, plan.args = create_call(scripts.INGEST_JOBS, store, deadline, events, tail)
     return plan
+
+
+def create_call(
+    script: Script, store: Store, deadline: float, events: list[str], tail: list[Any]
+) -> Call:
+    """The arguments of INGEST or INGEST_JOBS: `events` are the event keys, `tail` their
+    (payload, status, received_at) triples, then INGEST_JOBS's groups."""
+    return script.call(
+        keys={"counters": store.keys.counters},
+        args={"ttl": store.result_ttl_s, "deadline": deadline},
+        more_keys=events,
+        more_args=tail,
+    )
+
+
+def ingest_exact(
+    store: Store, script: redis.commands.core.Script, items: Sequence[IngestItem], deadline: float
+) -> list[Answer]:
+    """`Store.ingest_exact`, run with its registered INGEST `script`."""
+    existing = store.statuses([it.ref for it in items])
+    out: list[Answer | None] = [None] * len(items)
+    new: dict[str, int] = {}
+    for i, (it, st) in enumerate(zip(items, existing, strict=True)):
+        if st is not None:
+            out[i] = (st, False)
+        elif it.ref in new:
+            first = items[new[it.ref]]
+            out[i] = (first.status, False)
+        else:
+            new[it.ref] = i
+    if new:
+        fresh = [items[i] for i in new.values()]
+        events = [store.keys.event(it.ref) for it in fresh]
+        tail = [x for it in fresh for x in (it.payload, it.status, time.time())]
+        call = create_call(scripts.INGEST, store, deadline, events, tail)
+        to_judge = [it.ref for it in fresh if not it.sampled_out]
+        with store.client.pipeline(transaction=True) as pipe:
+            script(keys=call.keys, args=call.args, client=pipe)
+            if to_judge:
+                store.jobs.enqueue(to_judge, pipe)
+            created = pipe.execute()[0]
+        for it, c in zip(fresh, created, strict=True):
+            out[new[it.ref]] = (it.status, bool(c))
+    return [o for o in out if o is not None]
 
 
 class AsyncIngest:
@@ -120,9 +165,9 @@ class AsyncIngest:
     def __init__(self, store: Store, client: redis.asyncio.Redis) -> None:
         self.store = store
         self.client = client
-        self._script = client.register_script(scripts.INGEST_JOBS)
-        self._group = client.register_script(scripts.GROUP)
-        self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS)
+        self._script = client.register_script(scripts.INGEST_JOBS.source)
+        self._group = client.register_script(scripts.GROUP.source)
+        self._expired_claims = client.register_script(scripts.EXPIRED_CLAIMS.source)
 
     async def __call__(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[Answer]:
         """Store items durably; `(status, created)` per item. Raises on Redis errors, and
@@ -147,18 +192,17 @@ class AsyncIngest:
         """`Grouping.group` on redis.asyncio (the same steps, `grouping_steps`)."""
         steps = grouping_steps(self.store, refs)
         try:
-            args = next(steps)
+            call = next(steps)
             while True:
-                reply = await self._group(keys=[self.store.keys.ungrouped], args=args)
-                args = steps.send(reply)
+                call = steps.send(await self._group(keys=call.keys, args=call.args))
         except StopIteration as end:
             return int(end.value)
 
     async def stale(self, age_s: float, limit: int = 1000) -> list[str]:
         """Refs waiting in the grouping window for more than `age_s` (their writer is gone), and
         claims whose lease ended (their work horse is gone)."""
-        keys = self.store.keys
-        await self._expired_claims(keys=[keys.claimed, keys.ungrouped], args=[time.time()])
+        call = expired_claims_call(self.store, time.time())
+        await self._expired_claims(keys=call.keys, args=call.args)
         raw = await self.client.zrangebyscore(
             self.store.keys.ungrouped, "-inf", time.time() - age_s, start=0, num=limit
         )
@@ -168,8 +212,8 @@ class AsyncIngest:
         await self.client.aclose()
 
 
-def grouping_steps(store: Store, refs: Sequence[str]) -> Generator[list[Any], Any, int]:
-    """How waiting events become RQ jobs, without I/O: yields the arguments of each GROUP call
+def grouping_steps(store: Store, refs: Sequence[str]) -> Generator[Call, Any, int]:
+    """How waiting events become RQ jobs, without I/O: yields each GROUP call
     and is sent its reply; returns how many events this caller grouped. A job's worth at a time;
     refs another process grouped meanwhile are dropped and the rest tried again. The sync
     (`Grouping.group`) and async (`AsyncIngest.group`) callers only run the calls."""
@@ -177,7 +221,7 @@ def grouping_steps(store: Store, refs: Sequence[str]) -> Generator[list[Any], An
     size = store.settings.job_batch_size
     for chunk in (list(refs[i : i + size]) for i in range(0, len(refs), size)):
         while chunk:
-            reply = yield group_args(store, chunk)
+            reply = yield group_call(store, chunk)
             if reply == 1:
                 done += len(chunk)
                 break
@@ -185,12 +229,24 @@ def grouping_steps(store: Store, refs: Sequence[str]) -> Generator[list[Any], An
     return done
 
 
-def group_args(store: Store, refs: Sequence[str]) -> list[Any]:
-    """`scripts.GROUP`'s arguments: the refs, then the commands of their one RQ job."""
-    args: list[Any] = [len(refs), *refs]
+def group_call(store: Store, refs: Sequence[str]) -> Call:
+    """`scripts.GROUP` for the refs and the commands of their one RQ job."""
+    commands: list[Any] = []
     for command in store.jobs.commands(refs):
-        args += [len(command), *command]
-    return args
+        commands += [len(command), *command]
+    return scripts.GROUP.call(
+        keys={"ungrouped": store.keys.ungrouped},
+        args={"n_refs": len(refs)},
+        more_args=[*refs, *commands],
+    )
+
+
+def expired_claims_call(store: Store, now: float) -> Call:
+    """`scripts.EXPIRED_CLAIMS`: the claims whose lease ended by `now` go back to the window."""
+    return scripts.EXPIRED_CLAIMS.call(
+        keys={"claimed": store.keys.claimed, "ungrouped": store.keys.ungrouped},
+        args={"now": now},
+    )
 
 
 def texts(raw: Any) -> list[str]:

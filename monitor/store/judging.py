@@ -24,34 +24,38 @@ import redis
 from monitor.catalog import JUDGE_LATENCY_BUCKETS
 from monitor.store import DAY_TTL_S, bucket_index
 from monitor.store.keys import SEP, Keys, utc_today
+from monitor.store.protocol import Script
 
 WINDOW_S = 60.0
 MARGIN_S = 1.0
 SPEND_TTL_S = 8 * 86400  # the gauge only needs today; a week back helps debugging
 
-# KEYS: requests zset, tokens zset. ARGV: window_ms, rpm, tpm, tokens, member.
-# Requests zset members are call ids; tokens zset members are `id:tokens`. Returns
+# The requests zset's members are call ids; the tokens zset's are `id:tokens`. Returns
 # {0, now_ms} when admitted (recorded), {wait_ms, now_ms} when not.
-ACQUIRE = """
+ACQUIRE = Script(
+    "ACQUIRE",
+    ("requests", "tokens"),
+    ("window_ms", "rpm", "tpm", "tokens", "member"),
+    """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window = tonumber(ARGV[1])
-local rpm = tonumber(ARGV[2])
-local tpm = tonumber(ARGV[3])
-local tokens = tonumber(ARGV[4])
+local window = tonumber(A.window_ms)
+local rpm = tonumber(A.rpm)
+local tpm = tonumber(A.tpm)
+local tokens = tonumber(A.tokens)
 local cutoff = now - window
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cutoff)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', cutoff)
+redis.call('ZREMRANGEBYSCORE', K.requests, '-inf', cutoff)
+redis.call('ZREMRANGEBYSCORE', K.tokens, '-inf', cutoff)
 local wait = 0
 if rpm > 0 then
-  local n = redis.call('ZCARD', KEYS[1])
+  local n = redis.call('ZCARD', K.requests)
   if n >= rpm then
-    local e = redis.call('ZRANGE', KEYS[1], n - rpm, n - rpm, 'WITHSCORES')
+    local e = redis.call('ZRANGE', K.requests, n - rpm, n - rpm, 'WITHSCORES')
     wait = tonumber(e[2]) + window - now
   end
 end
 if tpm > 0 then
-  local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  local entries = redis.call('ZRANGE', K.tokens, 0, -1, 'WITHSCORES')
   local used = 0
   for i = 1, #entries, 2 do
     used = used + tonumber(string.match(entries[i], ':(%d+)$'))
@@ -69,24 +73,29 @@ if tpm > 0 then
   end
 end
 if wait > 0 then return {wait, now} end
-redis.call('ZADD', KEYS[1], now, ARGV[5])
-redis.call('ZADD', KEYS[2], now, ARGV[5] .. ':' .. tokens)
-redis.call('PEXPIRE', KEYS[1], window + 1000)
-redis.call('PEXPIRE', KEYS[2], window + 1000)
+redis.call('ZADD', K.requests, now, A.member)
+redis.call('ZADD', K.tokens, now, A.member .. ':' .. tokens)
+redis.call('PEXPIRE', K.requests, window + 1000)
+redis.call('PEXPIRE', K.tokens, window + 1000)
 return {0, now}
-"""
+""",
+)
 
-# KEYS: requests zset, tokens zset. ARGV: call id, old tokens member, new tokens member.
-# Moves the call to the window's present (its end) with the tokens it really used.
-SETTLE = """
+# Moves the call `member` to the window's present (its end) with the tokens it really used.
+SETTLE = Script(
+    "SETTLE",
+    ("requests", "tokens"),
+    ("member", "old_tokens", "new_tokens"),
+    """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], 'XX', now, ARGV[1])
-if redis.call('ZREM', KEYS[2], ARGV[2]) == 1 then
-  redis.call('ZADD', KEYS[2], now, ARGV[3])
+redis.call('ZADD', K.requests, 'XX', now, A.member)
+if redis.call('ZREM', K.tokens, A.old_tokens) == 1 then
+  redis.call('ZADD', K.tokens, now, A.new_tokens)
 end
 return 1
-"""
+""",
+)
 
 
 @dataclass(frozen=True)
@@ -105,8 +114,8 @@ class JudgeState:
     def __init__(self, client: redis.Redis, keys: Keys | None = None) -> None:
         self.client = client
         self.keys = keys or Keys()
-        self._acquire = client.register_script(ACQUIRE)
-        self._settle = client.register_script(SETTLE)
+        self._acquire = client.register_script(ACQUIRE.source)
+        self._settle = client.register_script(SETTLE.source)
 
     # ---- rate limits ------------------------------------------------------------------------
 
@@ -125,10 +134,12 @@ class JudgeState:
         """
         call_id = uuid.uuid4().hex
         tokens = max(0, int(tokens))
-        wait_ms, now_ms = self._acquire(
-            keys=[self.keys.rate(model, "req"), self.keys.rate(model, "tok")],
-            args=[int(window_s * 1000), int(rpm), int(tpm), tokens, call_id],
-        )
+        call = ACQUIRE.call(
+            keys=self._window(model),
+            args={"window_ms": int(window_s * 1000), "rpm": int(rpm), "tpm": int(tpm),
+                  "tokens": tokens, "member": call_id},
+        )  # fmt: skip
+        wait_ms, now_ms = self._acquire(keys=call.keys, args=call.args)
         if int(wait_ms) > 0:
             return int(wait_ms) / 1000.0, None
         return 0.0, Ticket(model, call_id, tokens, int(now_ms))
@@ -140,14 +151,19 @@ class JudgeState:
         whatever the delay between admission and sending (a first call's imports and TLS
         handshake can take longer than `MARGIN_S`).
         """
-        self._settle(
-            keys=[self.keys.rate(ticket.model, "req"), self.keys.rate(ticket.model, "tok")],
-            args=[
-                ticket.call_id,
-                f"{ticket.call_id}:{ticket.tokens}",
-                f"{ticket.call_id}:{max(0, int(tokens))}",
-            ],
+        call = SETTLE.call(
+            keys=self._window(ticket.model),
+            args={
+                "member": ticket.call_id,
+                "old_tokens": f"{ticket.call_id}:{ticket.tokens}",
+                "new_tokens": f"{ticket.call_id}:{max(0, int(tokens))}",
+            },
         )
+        self._settle(keys=call.keys, args=call.args)
+
+    def _window(self, model: str) -> dict[str, str]:
+        """The sliding-window logs of one model: ACQUIRE's and SETTLE's KEYS."""
+        return {"requests": self.keys.rate(model, "req"), "tokens": self.keys.rate(model, "tok")}
 
     def window_usage(self, model: str, window_s: float = WINDOW_S + MARGIN_S) -> tuple[int, int]:
         """(requests, tokens) currently in the window (for tests and diagnostics)."""

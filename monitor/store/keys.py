@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-SEP = "|"
-OTHER = "other"
-OTHER_SERIES = SEP.join([OTHER] * 4)
+from monitor.limits import LABEL_KEYS, SEP
+from monitor.store.fields import Name
+
+OTHER = "other"  # the label value of a folded series (`monitor.store.series`)
+
+
+def series_name(labels: Mapping[str, str]) -> str:
+    """The series an event is counted in: its label values in `LABEL_KEYS` order,
+    `app|index|retriever|segment`."""
+    return SEP.join(labels[k] for k in LABEL_KEYS)
+
+
+def fold(app: str) -> tuple[str, str]:
+    """Where an event of `app` past the series budget is counted: the folded series
+    `app|other|other|other` and its `series_folded|app` counter field (`OTHER` as `app`: the
+    all-`other` series of apps without a series of their own)."""
+    return SEP.join([app, *[OTHER] * (len(LABEL_KEYS) - 1)]), f"{Name.SERIES_FOLDED}{SEP}{app}"
 
 
 def event_ref(app: str, event_id: str) -> str:
@@ -33,8 +48,7 @@ class Keys:
     prefix: str = "ragmon"
 
     def event(self, ref: str) -> str:
-        """Hash of one event (`ref` from `event_ref`): p = payload JSON, s = status,
-        rt = receipt time, r = result JSON."""
+        """Hash of one event (`ref` from `event_ref`), its fields `fields.Field`."""
         return f"{self.prefix}:ev:{ref}"
 
     @property

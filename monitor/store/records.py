@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from monitor.measures import HISTOGRAM_MEASURES
 from monitor.results import source_counts
-from monitor.store.keys import event_ref, utc_day
+from monitor.store.fields import Part, Status
+from monitor.store.keys import SEP, event_ref, utc_day
 
 QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
 
@@ -35,7 +37,7 @@ class IngestItem:
     @property
     def status(self) -> str:
         """The status it is stored with: judged later (queued) or never (sampled_out)."""
-        return "sampled_out" if self.sampled_out else "queued"
+        return (Status.SAMPLED_OUT if self.sampled_out else Status.QUEUED).value
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,51 @@ class Histogram:
     sum: float
     count: int
     sum_squares: float | None = None
+
+
+def histograms_of(
+    raw: Mapping[bytes, bytes], bounds: Mapping[str, Sequence[float]]
+) -> dict[str, dict[tuple[str, ...], Histogram]]:
+    """The histograms of a hash's fields `name|labels...|<part>` (`fields.Part`), by name, then
+    label values; `bounds` gives each name's buckets (other names are left out).
+
+    Read in steps (`Store.read_hash`), a histogram's fields may straddle an observation: its
+    count is then the larger of its `count` field and its buckets' total, so the `+Inf` bucket,
+    which is the count, is never below a finite bucket and never falls from one read to the
+    next (`sum` may be one observation apart until the next read)."""
+    acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
+    # plain strings: an enum member costs ~0.3 µs a lookup, times 100k fields on /metrics
+    total, count, sumsq, bucket = (
+        Part.SUM.value,
+        Part.COUNT.value,
+        Part.SUMSQ.value,
+        Part.BUCKET.value,
+    )
+    for k, v in raw.items():
+        *head, part = text_of(k).split(SEP)
+        name, labels = head[0], tuple(head[1:])
+        if name not in bounds:
+            continue
+        h = acc[name].setdefault(
+            labels, {"b": [0] * (len(bounds[name]) + 1), "s": 0.0, "c": 0, "q": None}
+        )
+        if part == total:
+            h["s"] = float(v)
+        elif part == count:
+            h["c"] = int(v)
+        elif part == sumsq:
+            h["q"] = float(v)
+        else:
+            idx = int(part.removeprefix(bucket))
+            if idx < len(h["b"]):
+                h["b"][idx] = int(v)
+    return {
+        name: {
+            lbl: Histogram(h["b"], h["s"], max(h["c"], sum(h["b"])), h["q"])
+            for lbl, h in series.items()
+        }
+        for name, series in acc.items()
+    }
 
 
 def bucket_index(bounds: Sequence[float], value: float) -> int:

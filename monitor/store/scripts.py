@@ -1,16 +1,24 @@
-"""Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice."""
+"""Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice.
+
+Each names its KEYS and ARGV positions here, once, and reads them as `K.<name>` and `A.<name>`;
+stored names come from its header too (`monitor.store.protocol`).
+"""
+
+from __future__ import annotations
+
+from monitor.store.protocol import Script
 
 # Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
-# KEYS: event keys, then the counters hash (last). ARGV: ttl, deadline, then per event: payload,
-# status, received_at.
+# KEYS tail: the event keys. ARGV tail: per event, payload, status, received_at.
 # The deadline (unix seconds, 0: none) is when the API stops waiting and answers 503: a write
 # that reaches Redis later (a stalled Redis catching up) is refused whole, so a client that
 # retries after the 503 is never counted twice.
+_CREATE_KEYS = ("counters",)
+_CREATE_ARGS = ("ttl", "deadline")
 _CREATE = """
-local n = #KEYS - 1
-local counters = KEYS[#KEYS]
-local ttl = tonumber(ARGV[1])
-local deadline = tonumber(ARGV[2])
+local n = #KEYS - KEYS_REST + 1
+local ttl = tonumber(A.ttl)
+local deadline = tonumber(A.deadline)
 if deadline > 0 then
   local t = redis.call('TIME')
   if tonumber(t[1]) + tonumber(t[2]) / 1e6 > deadline then
@@ -18,26 +26,31 @@ if deadline > 0 then
   end
 end
 local out = {}
+local function event(i) return KEYS[KEYS_REST + i - 1] end
 local function create(i)
-  local base = 3 + (i - 1) * 3
+  local key = event(i)
+  local base = ARGV_REST + (i - 1) * 3
   local status = ARGV[base + 1]
-  if status == 'sampled_out' then
-    redis.call('HSET', KEYS[i], 's', status, 'rt', ARGV[base + 2])
-    redis.call('HINCRBY', counters, 'events_sampled_out', 1)
+  if status == S.sampled_out then
+    redis.call('HSET', key, F.status, status, F.received, ARGV[base + 2])
+    redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
   else
-    redis.call('HSET', KEYS[i], 'p', ARGV[base], 's', status, 'rt', ARGV[base + 2])
+    redis.call('HSET', key, F.payload, ARGV[base], F.status, status, F.received, ARGV[base + 2])
   end
-  redis.call('EXPIRE', KEYS[i], ttl)
-  redis.call('HINCRBY', counters, 'events_received', 1)
+  redis.call('EXPIRE', key, ttl)
+  redis.call('HINCRBY', K.counters, N.events_received, 1)
 end
 """
 
 # Create events that do not exist yet. Returns 1 per created event, 0 where the id existed.
-INGEST = (
+INGEST = Script(
+    "INGEST",
+    _CREATE_KEYS,
+    _CREATE_ARGS,
     _CREATE
     + """
 for i = 1, n do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
+  if redis.call('EXISTS', event(i)) == 1 then
     out[i] = 0
   else
     create(i)
@@ -45,110 +58,30 @@ for i = 1, n do
   end
 end
 return out
-"""
+""",
 )
 
-# Mark one event done and record its observations, once.
-# KEYS: event, hist, day hist, counters, day counters, series zset, day events, failed zset,
-#       series-per-app hash
-# ARGV: result JSON, ttl, series, budget JSON {total, per_app, now}, day-events JSON,
-#       day-events keep, payload or '',
-#       lag seconds, lag bucket index, k, event ref, series counters JSON [[name, n], ...]
-#       (`name` or `name|reason`: adds n to `name|<series>[|reason]` in counters), n_obs,
-#       then n_obs triples
-#       (name, bucket, value): each adds to the bucket, the sum, the sum of squares (`sumsq`,
-#       for the variance the alerts need) and the count,
-#       then grades (one per graded passage).
-# Keeps the series it was counted in (after folding) in the event's `sr` for EXPLORE_INDEX.
-# Returns 1 when recorded, 0 when the event was already done (or is unknown).
-FINISH = """
-local st = redis.call('HGET', KEYS[1], 's')
-if st ~= 'queued' and st ~= 'failed' then return 0 end
-local series = ARGV[3]
-local budget = cjson.decode(ARGV[4])
-if redis.call('ZSCORE', KEYS[6], series) then
-  redis.call('ZADD', KEYS[6], budget.now, series)
-else
-  -- a new series: admitted while both the fleet's and its app's budgets have room; else
-  -- folded into `app|other|other|other` (an app that has series) or all-`other`
-  local app = string.match(series, '^[^|]*')
-  local held = tonumber(redis.call('HGET', KEYS[9], app) or '0')
-  if held < budget.per_app and redis.call('ZCARD', KEYS[6]) < budget.total then
-    redis.call('ZADD', KEYS[6], budget.now, series)
-    redis.call('HINCRBY', KEYS[9], app, 1)
-  else
-    if held == 0 then app = 'other' end
-    series = app .. '|other|other|other'
-    redis.call('HINCRBY', KEYS[4], 'series_folded|' .. app, 1)
-  end
-end
-redis.call('HSET', KEYS[1], 's', 'done', 'r', ARGV[1], 'sr', series)
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'p', ARGV[7]) end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-for _, c in ipairs(cjson.decode(ARGV[12])) do
-  local name, reason = string.match(c[1], '^([^|]*)|?(.*)$')
-  local field = name .. '|' .. series
-  if reason ~= '' then field = field .. '|' .. reason end
-  redis.call('HINCRBY', KEYS[4], field, c[2])
-end
-local n_obs = tonumber(ARGV[13])
-local j = 14
-for _ = 1, n_obs do
-  local field = ARGV[j] .. '|' .. series
-  for _, h in ipairs({KEYS[2], KEYS[3]}) do
-    redis.call('HINCRBY', h, field .. '|b' .. ARGV[j + 1], 1)
-    redis.call('HINCRBYFLOAT', h, field .. '|sum', ARGV[j + 2])
-    redis.call('HINCRBYFLOAT', h, field .. '|sumsq', string.format('%.17g', ARGV[j + 2] ^ 2))
-    redis.call('HINCRBY', h, field .. '|count', 1)
-  end
-  j = j + 3
-end
-redis.call('HINCRBY', KEYS[2], 'labeling_lag_seconds|b' .. ARGV[9], 1)
-redis.call('HINCRBYFLOAT', KEYS[2], 'labeling_lag_seconds|sum', ARGV[8])
-redis.call('HINCRBY', KEYS[2], 'labeling_lag_seconds|count', 1)
-redis.call('HINCRBY', KEYS[4], 'events_labeled', 1)
-redis.call('HINCRBY', KEYS[5], 'events|' .. series, 1)
-redis.call('HINCRBY', KEYS[5], 'k_sum|' .. series, tonumber(ARGV[10]))
-for g = j, #ARGV do
-  redis.call('HINCRBY', KEYS[4], 'grades|' .. ARGV[g], 1)
-  redis.call('HINCRBY', KEYS[5], 'grades|' .. series .. '|' .. ARGV[g], 1)
-end
-redis.call('RPUSH', KEYS[7], ARGV[5])
-redis.call('LTRIM', KEYS[7], -tonumber(ARGV[6]), -1)
-redis.call('ZREM', KEYS[8], ARGV[11])
-return 1
-"""
-
-# Mark one queued event failed, once.
-# KEYS: event, counters, failed zset. ARGV: result JSON, reason, now, event ref.
-FAIL = """
-local st = redis.call('HGET', KEYS[1], 's')
-if st ~= 'queued' then return 0 end
-redis.call('HSET', KEYS[1], 's', 'failed', 'r', ARGV[1])
-redis.call('HINCRBY', KEYS[2], 'events_failed|' .. ARGV[2], 1)
-redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
-return 1
-"""
-
 # Create events and enqueue their RQ jobs in one round trip, only for events that are new.
-# KEYS: event keys, then the counters hash (last).
-# ARGV: ttl, deadline, then per event (KEYS order): payload, status, received_at; then groups
-#   covering the events in KEYS order, each: event count, command count, then per command its
-#   argument count and arguments (the RQ job's writes, recorded by `rq_jobs.Jobs.commands`).
+# KEYS and ARGV as INGEST's; ARGV's tail then holds groups covering the events in KEYS order,
+# each: event count, command count, then per command its argument count and arguments (the RQ
+# job's writes, recorded by `rq_jobs.Jobs.commands`).
 # A group with commands (a job) is all or nothing: all its events new -> create them and run
 # its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
 # takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
 # creates each new event. Returns per event: 1 created, -1 conflict, else the stored status.
-INGEST_JOBS = (
+INGEST_JOBS = Script(
+    "INGEST_JOBS",
+    _CREATE_KEYS,
+    _CREATE_ARGS,
     _CREATE
     + """
 local function stored(i)
-  local st = redis.call('HGET', KEYS[i], 's')
+  local st = redis.call('HGET', event(i), F.status)
   if st then return st end
   return -1
 end
 local i = 1
-local g = 3 + 3 * n
+local g = ARGV_REST + 3 * n
 while i <= n do
   local n_ev = tonumber(ARGV[g])
   local n_cmds = tonumber(ARGV[g + 1])
@@ -158,7 +91,7 @@ while i <= n do
   local last = i + n_ev - 1
   local fresh = 0
   for j = i, last do
-    if redis.call('EXISTS', KEYS[j]) == 0 then
+    if redis.call('EXISTS', event(j)) == 0 then
       fresh = fresh + 1
       out[j] = 1
     else
@@ -185,155 +118,275 @@ while i <= n do
   i = last + 1
 end
 return out
-"""
+""",
+)
+
+# Mark one event done and record its observations, once (`monitor.store.finish`).
+# `series` is the event's series; past the series budget it is counted in `folded` (its app
+# holds series) or `orphan` (it holds none), adding 1 to `folded_count` or `orphan_count`
+# (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
+# n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs` triples (name,
+# bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
+# alerts need) and the count; then the grades (one per graded passage).
+# Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
+# Returns 1 when recorded, 0 when the event was already done (or is unknown).
+FINISH = Script(
+    "FINISH",
+    ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
+     "series_per_app"),
+    ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
+     "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
+     "series_counts", "n_obs"),
+    """
+local st = redis.call('HGET', K.event, F.status)
+if st ~= S.queued and st ~= S.failed then return 0 end
+local series = A.series
+local budget = cjson.decode(A.budget)
+if redis.call('ZSCORE', K.series, series) then
+  redis.call('ZADD', K.series, budget.now, series)
+else
+  -- a new series: admitted while both the fleet's and its app's budgets have room
+  local held = tonumber(redis.call('HGET', K.series_per_app, A.app) or '0')
+  if held < budget.per_app and redis.call('ZCARD', K.series) < budget.total then
+    redis.call('ZADD', K.series, budget.now, series)
+    redis.call('HINCRBY', K.series_per_app, A.app, 1)
+  elseif held > 0 then
+    series = A.folded
+    redis.call('HINCRBY', K.counters, A.folded_count, 1)
+  else
+    series = A.orphan
+    redis.call('HINCRBY', K.counters, A.orphan_count, 1)
+  end
+end
+redis.call('HSET', K.event, F.status, S.done, F.result, A.result, F.series, series)
+if A.payload ~= '' then redis.call('HSET', K.event, F.payload, A.payload) end
+redis.call('EXPIRE', K.event, tonumber(A.ttl))
+for _, c in ipairs(cjson.decode(A.series_counts)) do
+  local field = c[1] .. SEP .. series
+  if c[2] ~= '' then field = field .. SEP .. c[2] end
+  redis.call('HINCRBY', K.counters, field, c[3])
+end
+local j = ARGV_REST
+for _ = 1, tonumber(A.n_obs) do
+  local field = ARGV[j] .. SEP .. series .. SEP
+  for _, h in ipairs({K.hist, K.day_hist}) do
+    redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
+    redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
+    redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
+    redis.call('HINCRBY', h, field .. H.count, 1)
+  end
+  j = j + 3
+end
+local lag = N.labeling_lag .. SEP
+redis.call('HINCRBY', K.hist, lag .. H.bucket .. A.lag_bucket, 1)
+redis.call('HINCRBYFLOAT', K.hist, lag .. H.sum, A.lag)
+redis.call('HINCRBY', K.hist, lag .. H.count, 1)
+redis.call('HINCRBY', K.counters, N.events_labeled, 1)
+redis.call('HINCRBY', K.day_counters, N.events .. SEP .. series, 1)
+redis.call('HINCRBY', K.day_counters, N.k_sum .. SEP .. series, tonumber(A.k))
+for g = j, #ARGV do
+  redis.call('HINCRBY', K.counters, N.grades .. SEP .. ARGV[g], 1)
+  redis.call('HINCRBY', K.day_counters, N.grades .. SEP .. series .. SEP .. ARGV[g], 1)
+end
+redis.call('RPUSH', K.day_events, A.day_record)
+redis.call('LTRIM', K.day_events, -tonumber(A.day_keep), -1)
+redis.call('ZREM', K.failed, A.ref)
+return 1
+""",
+)  # fmt: skip
+
+# Mark one queued event failed, once.
+FAIL = Script(
+    "FAIL",
+    ("event", "counters", "failed"),
+    ("result", "reason", "now", "ref"),
+    """
+local st = redis.call('HGET', K.event, F.status)
+if st ~= S.queued then return 0 end
+redis.call('HSET', K.event, F.status, S.failed, F.result, A.result)
+redis.call('HINCRBY', K.counters, N.events_failed .. SEP .. A.reason, 1)
+redis.call('ZADD', K.failed, tonumber(A.now), A.ref)
+return 1
+""",
 )
 
 # Free admitted series: their budget slots and their lifetime histogram fields.
-# KEYS: series zset, series-per-app hash, lifetime hist. ARGV: n, then n fields of a series
-# without its labels (`retrieval_ndcg|b0`, `retrieval_ndcg|sum` ...), then the series.
-# Returns how many were freed.
-FREE_SERIES = """
-local n = tonumber(ARGV[1])
+# ARGV tail: `n_fields` pairs (name, part) of a series' fields (`retrieval_ndcg`, `b0` ...),
+# then per series: the series and its app. Returns how many were freed.
+FREE_SERIES = Script(
+    "FREE_SERIES",
+    ("series", "series_per_app", "hist"),
+    ("n_fields",),
+    """
+local last_field = ARGV_REST + 2 * tonumber(A.n_fields) - 1
 local freed = 0
-for s = n + 2, #ARGV do
-  local series = ARGV[s]
-  if redis.call('ZREM', KEYS[1], series) == 1 then
+for s = last_field + 1, #ARGV, 2 do
+  local series, app = ARGV[s], ARGV[s + 1]
+  if redis.call('ZREM', K.series, series) == 1 then
     freed = freed + 1
-    local app = string.match(series, '^[^|]*')
-    if redis.call('HINCRBY', KEYS[2], app, -1) <= 0 then redis.call('HDEL', KEYS[2], app) end
-    for i = 2, n + 1 do
-      local head, tail = string.match(ARGV[i], '^([^|]*)(|.*)$')
-      redis.call('HDEL', KEYS[3], head .. '|' .. series .. tail)
+    if redis.call('HINCRBY', K.series_per_app, app, -1) <= 0 then
+      redis.call('HDEL', K.series_per_app, app)
+    end
+    for i = ARGV_REST, last_field, 2 do
+      redis.call('HDEL', K.hist, ARGV[i] .. SEP .. series .. SEP .. ARGV[i + 1])
     end
   end
 end
 return freed
-"""
+""",
+)
 
 # Turn events waiting in the grouping window into one RQ job, once (`Store.grouping.group`).
-# KEYS: the ungrouped zset. ARGV: n, the n event refs, then the job's commands (argument count,
-# arguments; recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them
-# and run the commands, return 1. Otherwise do nothing and return the refs still waiting (a
-# sweep or another API process grouped the others): the caller records a job for those.
-GROUP = """
-local n = tonumber(ARGV[1])
+# ARGV tail: the `n_refs` event refs, then the job's commands (argument count, arguments;
+# recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them and run
+# the commands, return 1. Otherwise do nothing and return the refs still waiting (a sweep or
+# another API process grouped the others): the caller records a job for those.
+GROUP = Script(
+    "GROUP",
+    ("ungrouped",),
+    ("n_refs",),
+    """
+local n = tonumber(A.n_refs)
+local last = ARGV_REST + n - 1
 local present = {}
-for i = 2, n + 1 do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then present[#present + 1] = ARGV[i] end
+for i = ARGV_REST, last do
+  if redis.call('ZSCORE', K.ungrouped, ARGV[i]) then present[#present + 1] = ARGV[i] end
 end
 if #present < n then return present end
-redis.call('ZREM', KEYS[1], unpack(ARGV, 2, n + 1))
-local p = n + 2
+redis.call('ZREM', K.ungrouped, unpack(ARGV, ARGV_REST, last))
+local p = last + 1
 while p <= #ARGV do
   local nargs = tonumber(ARGV[p])
   redis.call(unpack(ARGV, p + 1, p + nargs))
   p = p + 1 + nargs
 end
 return 1
-"""
+""",
+)
 
-# A running job takes events waiting in the grouping window (`Store.grouping.claim`): they leave the
-# ungrouped zset for the claimed one, scored by the lease's end. KEYS: ungrouped, claimed.
-# ARGV: how many at most, lease end (epoch s). Returns the claimed refs, oldest first.
-CLAIM = """
-local refs = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+# A running job takes up to `limit` events waiting in the grouping window
+# (`Store.grouping.claim`): they leave the ungrouped zset for the claimed one, scored by the
+# lease's end (epoch s). Returns the claimed refs, oldest first.
+CLAIM = Script(
+    "CLAIM",
+    ("ungrouped", "claimed"),
+    ("limit", "lease_end"),
+    """
+local refs = redis.call('ZRANGE', K.ungrouped, 0, tonumber(A.limit) - 1)
 for _, ref in ipairs(refs) do
-  redis.call('ZREM', KEYS[1], ref)
-  redis.call('ZADD', KEYS[2], ARGV[2], ref)
+  redis.call('ZREM', K.ungrouped, ref)
+  redis.call('ZADD', K.claimed, A.lease_end, ref)
 end
 return refs
-"""
+""",
+)
 
-# Claims whose lease ended (their work horse died, or gave them back with score 0) go back
-# to the ungrouped zset with score 0, so the next sweep groups them into an RQ job at once.
-# KEYS: claimed, ungrouped. ARGV: now. Returns how many.
-EXPIRED_CLAIMS = """
-local refs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+# Claims whose lease ended by `now` (their work horse died, or gave them back with score 0) go
+# back to the ungrouped zset with score 0, so the next sweep groups them into an RQ job at once.
+# Returns how many.
+EXPIRED_CLAIMS = Script(
+    "EXPIRED_CLAIMS",
+    ("claimed", "ungrouped"),
+    ("now",),
+    """
+local refs = redis.call('ZRANGEBYSCORE', K.claimed, '-inf', A.now)
 for _, ref in ipairs(refs) do
-  redis.call('ZREM', KEYS[1], ref)
-  redis.call('ZADD', KEYS[2], 0, ref)
+  redis.call('ZREM', K.claimed, ref)
+  redis.call('ZADD', K.ungrouped, 0, ref)
 end
 return #refs
-"""
+""",
+)
 
-# The event explorer's index (`monitor.store.explore`). Both scripts: KEYS[1] the indexed-series
-# zset, KEYS[2] the trace hash; ARGV[1..4] key templates (by time, by measure, records, expiry)
-# where `{S}` stands for the series and `{M}` for the measure, ARGV[5] now, ARGV[6] how many
-# expired events to drop per series at most.
+# The event explorer's index (`monitor.store.explore`). Both scripts: `indexed` the indexed
+# series zset, `traces` the trace hash; key templates by time, by measure, of records and by
+# expiry, where `SLOT.series` stands for the series and `SLOT.measure` for the measure; `now`;
+# `trim_max` how many expired events to drop per series at most.
+_EXPLORE_KEYS = ("indexed", "traces")
+_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "now", "trim_max")
 _EXPLORE = """
 local function key(template, series, measure)
-  local k = string.gsub(template, '{S}', function() return series end)
-  if measure then k = string.gsub(k, '{M}', function() return measure end) end
+  local k = string.gsub(template, SLOT.series, function() return series end)
+  if measure then k = string.gsub(k, SLOT.measure, function() return measure end) end
   return k
 end
-local now = tonumber(ARGV[5])
+local now = tonumber(A.now)
 local function trim(series)
-  local expiry = key(ARGV[4], series)
-  local records = key(ARGV[3], series)
-  local old = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, tonumber(ARGV[6]))
+  local expiry = key(A.expiry_key, series)
+  local records = key(A.records_key, series)
+  local old = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, tonumber(A.trim_max))
   for _, ref in ipairs(old) do
     local raw = redis.call('HGET', records, ref)
     if raw then
       local r = cjson.decode(raw)
-      redis.call('ZREM', key(ARGV[1], series), r.t .. '|' .. ref)
+      redis.call('ZREM', key(A.time_key, series), r.t .. SEP .. ref)
       for m, v in pairs(r.x) do
-        redis.call('ZREM', key(ARGV[2], series, m), v .. '|' .. r.t .. '|' .. ref)
+        redis.call('ZREM', key(A.measure_key, series, m), v .. SEP .. r.t .. SEP .. ref)
       end
       if r.tid then
-        local field = r.app .. '|' .. r.tid
-        local held = redis.call('HGET', KEYS[2], field)
-        if held and cjson.decode(held)[2] == ref then redis.call('HDEL', KEYS[2], field) end
+        local field = r.app .. SEP .. r.tid
+        local held = redis.call('HGET', K.traces, field)
+        if held and cjson.decode(held)[2] == ref then redis.call('HDEL', K.traces, field) end
       end
       redis.call('HDEL', records, ref)
     end
     redis.call('ZREM', expiry, ref)
   end
-  if redis.call('ZCARD', expiry) == 0 then redis.call('ZREM', KEYS[1], series) end
+  if redis.call('ZCARD', expiry) == 0 then redis.call('ZREM', K.indexed, series) end
   return #old
 end
 """
 
 # Index one event the explorer lists, once: runs after FINISH in the same transaction and only
-# for an event FINISH has just made done (`sr` set, `ix` not yet), then trims its series.
-# KEYS[3]: the event. ARGV[7]: the record JSON (`explorer.record`), ARGV[8]: the event ref,
-# ARGV[9]: the hour key template (`{S}` series, `{H}` unix hour of the event), ARGV[10]: its
-# TTL, ARGV[11]: JSON {measure: value} added to that hour's count, sum and sum of squares.
+# for an event FINISH has just made done (its series set, not yet indexed), then trims its
+# series. `record`: the record JSON (`explorer.record`); `hour_key`: the hour key template
+# (`SLOT.series`, and `SLOT.hour` the unix hour of the event) and `hour_ttl` its TTL;
+# `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares.
 # Members are `<time>|<ref>` and `<value>|<time>|<ref>`, all scored 0 (read by lex order).
 # Returns 1 when indexed, 0 when not (already, or FINISH did not record it).
-EXPLORE_INDEX = (
+EXPLORE_INDEX = Script(
+    "EXPLORE_INDEX",
+    (*_EXPLORE_KEYS, "event"),
+    (*_EXPLORE_ARGS, "record", "ref", "hour_key", "hour_ttl", "hourly"),
     _EXPLORE
     + """
-local series = redis.call('HGET', KEYS[3], 'sr')
-if not series or redis.call('HSETNX', KEYS[3], 'ix', 1) == 0 then return 0 end
-local ref = ARGV[8]
-local r = cjson.decode(ARGV[7])
-redis.call('HSET', key(ARGV[3], series), ref, ARGV[7])
-redis.call('ZADD', key(ARGV[1], series), 0, r.t .. '|' .. ref)
+local series = redis.call('HGET', K.event, F.series)
+if not series or redis.call('HSETNX', K.event, F.indexed, 1) == 0 then return 0 end
+local ref = A.ref
+local r = cjson.decode(A.record)
+redis.call('HSET', key(A.records_key, series), ref, A.record)
+redis.call('ZADD', key(A.time_key, series), 0, r.t .. SEP .. ref)
 for m, v in pairs(r.x) do
-  redis.call('ZADD', key(ARGV[2], series, m), 0, v .. '|' .. r.t .. '|' .. ref)
+  redis.call('ZADD', key(A.measure_key, series, m), 0, v .. SEP .. r.t .. SEP .. ref)
 end
-redis.call('ZADD', key(ARGV[4], series), r.e, ref)
-redis.call('ZADD', KEYS[1], now, series)
-if r.tid then redis.call('HSET', KEYS[2], r.app .. '|' .. r.tid, cjson.encode({series, ref})) end
+redis.call('ZADD', key(A.expiry_key, series), r.e, ref)
+redis.call('ZADD', K.indexed, now, series)
+if r.tid then redis.call('HSET', K.traces, r.app .. SEP .. r.tid, cjson.encode({series, ref})) end
 local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
-local hkey = string.gsub(key(ARGV[9], series), '{H}', hour)
-for m, v in pairs(cjson.decode(ARGV[11])) do
-  redis.call('HINCRBY', hkey, m .. '|n', 1)
-  redis.call('HINCRBYFLOAT', hkey, m .. '|s', string.format('%.17g', v))
-  redis.call('HINCRBYFLOAT', hkey, m .. '|q', string.format('%.17g', v * v))
+local hkey = string.gsub(key(A.hour_key, series), SLOT.hour, hour)
+for m, v in pairs(cjson.decode(A.hourly)) do
+  redis.call('HINCRBY', hkey, m .. SEP .. HOUR.count, 1)
+  redis.call('HINCRBYFLOAT', hkey, m .. SEP .. HOUR.sum, string.format('%.17g', v))
+  redis.call('HINCRBYFLOAT', hkey, m .. SEP .. HOUR.sumsq, string.format('%.17g', v * v))
 end
-redis.call('EXPIRE', hkey, tonumber(ARGV[10]))
+redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
 trim(series)
 return 1
-"""
+""",
 )
 
-# Drop up to ARGV[6] expired events of the series ARGV[7] (the hourly sweep calls it per series
-# until none is left: series that stopped receiving events are trimmed here; one call keeps
-# Redis busy a few milliseconds at most). Returns how many were dropped.
-EXPLORE_TRIM = (
+# Drop up to `trim_max` expired events of `series` (the hourly sweep calls it per series until
+# none is left: series that stopped receiving events are trimmed here; one call keeps Redis
+# busy a few milliseconds at most). Returns how many were dropped.
+EXPLORE_TRIM = Script(
+    "EXPLORE_TRIM",
+    _EXPLORE_KEYS,
+    (*_EXPLORE_ARGS, "series"),
     _EXPLORE
     + """
-return trim(ARGV[7])
-"""
+return trim(A.series)
+""",
 )
+
+ALL = (INGEST, INGEST_JOBS, FINISH, FAIL, FREE_SERIES, GROUP, CLAIM, EXPIRED_CLAIMS,
+       EXPLORE_INDEX, EXPLORE_TRIM)  # fmt: skip

@@ -2,10 +2,10 @@
 
 A new series is admitted while the fleet holds fewer than RAGMON_MAX_SERIES and its app fewer
 than RAGMON_MAX_SERIES_PER_APP (the check is in `scripts.FINISH`, atomic with the recording);
-past either it is folded into `app|other|other|other` (or all-`other` for an app without any
-series) and counted in `series_folded|app`. So a key bound to one app can fill only that app's
-share. A series none of whose events was recorded for RAGMON_SERIES_IDLE_DAYS is freed: its slot
-and its lifetime histograms go (`ragmon series` lists and frees by hand).
+past either it is folded (`keys.fold`) into `app|other|other|other` (or all-`other` for an app
+without any series) and counted in `series_folded|app`. So a key bound to one app can fill only
+that app's share. A series none of whose events was recorded for RAGMON_SERIES_IDLE_DAYS is
+freed: its slot and its lifetime histograms go (`ragmon series` lists and frees by hand).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from monitor.catalog import ALL as METRICS
 from monitor.catalog import SERIES_LABELS
 from monitor.store import scripts
+from monitor.store.fields import Name, Part
 from monitor.store.keys import SEP
 
 if TYPE_CHECKING:
@@ -39,12 +40,14 @@ class SeriesRow:
 
 
 def _series_fields() -> list[str]:
-    """Every lifetime-histogram field of one series, without its labels (`name|b0` ...)."""
-    out = []
+    """Every lifetime-histogram field of one series, the series left out: name, part, name,
+    part ... (`retrieval_ndcg`, `b0`, ...), as FREE_SERIES reads them."""
+    out: list[str] = []
     for m in METRICS:
         if m.type == "histogram" and m.labels == SERIES_LABELS:
-            parts = [f"b{i}" for i in range(len(m.buckets) + 1)] + ["sum", "sumsq", "count"]
-            out += [f"{m.key}{SEP}{p}" for p in parts]
+            parts = [f"{Part.BUCKET}{i}" for i in range(len(m.buckets) + 1)]
+            for part in (*parts, Part.SUM, Part.SUMSQ, Part.COUNT):
+                out += [m.key, part]
     return out
 
 
@@ -53,7 +56,7 @@ class SeriesBudget:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._free = store.client.register_script(scripts.FREE_SERIES)
+        self._free = store.client.register_script(scripts.FREE_SERIES.source)
 
     def rows(self) -> list[SeriesRow]:
         """Admitted series, least recently seen first."""
@@ -62,7 +65,7 @@ class SeriesBudget:
 
     def folded(self) -> dict[str, int]:
         """Events recorded under a folded series, by app (`other`: apps without a series)."""
-        prefix = f"series_folded{SEP}"
+        prefix = f"{Name.SERIES_FOLDED}{SEP}"
         return {
             k.removeprefix(prefix): int(v)
             for k, v in self.store.counters().items()
@@ -73,11 +76,16 @@ class SeriesBudget:
         """Free these series (`app|index|retriever|segment`); returns how many were admitted."""
         wanted = list(series)
         fields = _series_fields()
-        keys = [self.store.keys.series, self.store.keys.series_per_app, self.store.keys.hist]
+        k = self.store.keys
         freed = 0
         for i in range(0, len(wanted), SWEEP_BATCH):
             chunk = wanted[i : i + SWEEP_BATCH]
-            freed += int(self._free(keys=keys, args=[len(fields), *fields, *chunk]))
+            call = scripts.FREE_SERIES.call(
+                keys={"series": k.series, "series_per_app": k.series_per_app, "hist": k.hist},
+                args={"n_fields": len(fields) // 2},
+                more_args=[*fields, *(x for s in chunk for x in (s, s.partition(SEP)[0]))],
+            )
+            freed += int(self._free(keys=call.keys, args=call.args))
         return freed
 
     def idle(self, now: float, days: float | None = None) -> list[str]:

@@ -35,6 +35,7 @@ MODES = ("drive", "sdk", "sdk-stdlib", "wire", "wire-dumps")
 
 def child(mode: str, n: int) -> None:
     """The measured program: `mode` over `n` events."""
+    import monitor.client.encoder as encoder
     import monitor.client.events as events
     import monitor.client.recorder as recorder
 
@@ -43,7 +44,7 @@ def child(mode: str, n: int) -> None:
     corpus, queries = load_corpus()
     monitor = recorder.RetrievalMonitor("http://127.0.0.1:9", labels={"app": "bench"})
     monitor._threads = ()  # no threads: the encoder's pass runs here, once
-    recorder.ENCODE_SLICE_S = 1e9  # no sleeps: count the work, not the yields
+    encoder.ENCODE_SLICE_S = 1e9  # no sleeps: count the work, not the yields
     gc.collect()
     gc.freeze()
     wire = []

@@ -94,10 +94,13 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
     async def lifespan(app: FastAPI) -> Any:
         if hook:
             extra = json.loads(os.environ.get("RAGMON_BENCH_MONITOR", "{}"))  # for experiments
-            import monitor.client.recorder as recorder
+            from monitor.client import encoder, recorder, sender
 
             for name in [n for n in extra if n.isupper()]:  # module knobs, e.g. ENCODE_SLICE_S
-                setattr(recorder, name, extra.pop(name))
+                value = extra.pop(name)
+                for module in (recorder, encoder, sender):
+                    if hasattr(module, name):
+                        setattr(module, name, value)
             state["monitor"] = RetrievalMonitor(
                 sidecar_url, api_key=API_KEY, labels={"app": "bench"}, close_timeout=1.0, **extra
             )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from monitor.api import otlp
+from monitor.api.spans import RETRIEVER, SPAN_KIND, SpanMap, map_request
 from monitor.settings import Settings
 from tests.deploy.conftest import DEPLOY, load_yaml
 from tests.support.spans import export, retriever_attrs, span
@@ -38,7 +38,7 @@ def test_the_filter_keeps_exactly_the_spans_ragmon_reads():
     (condition,) = load_yaml(CONFIG)["processors"]["filter/retrievers"]["traces"]["span"]
     m = CONDITION.match(condition)
     assert m, condition
-    assert (m["key"], m["value"]) == (otlp.SPAN_KIND, otlp.RETRIEVER)
+    assert (m["key"], m["value"]) == (SPAN_KIND, RETRIEVER)
 
     spans = [span(retriever_attrs()), span({"openinference.span.kind": "LLM"}),
              span({"http.route": "/ask"}), span(retriever_attrs(query="another"))]  # fmt: skip
@@ -48,8 +48,8 @@ def test_the_filter_keeps_exactly_the_spans_ragmon_reads():
         return value != m["value"]
 
     kept = [s for s in spans if not dropped(s)]
-    span_map = otlp.SpanMap.from_settings(Settings())
-    everything = otlp.map_request(export(spans), span_map)
-    filtered = otlp.map_request(export(kept), span_map)
+    span_map = SpanMap.from_settings(Settings())
+    everything = map_request(export(spans), span_map)
+    filtered = map_request(export(kept), span_map)
     assert len(filtered.events) == len(everything.events) == 2
     assert filtered.ignored == 0 and everything.ignored == 2

@@ -255,17 +255,17 @@ def sidecar():
 
 def test_the_encoder_gives_the_gil_back_between_slices(monkeypatch) -> None:
     """With a slice of zero, every event is followed by a real sleep (the GIL is released)."""
-    import monitor.client.recorder as recorder
+    import monitor.client.encoder as encoder
 
     sleeps: list[float] = []
-    monkeypatch.setattr(recorder, "ENCODE_SLICE_S", 0.0)
-    monkeypatch.setattr(recorder.time, "sleep", lambda s: sleeps.append(s))
+    monkeypatch.setattr(encoder, "ENCODE_SLICE_S", 0.0)
+    monkeypatch.setattr(encoder.time, "sleep", lambda s: sleeps.append(s))
     monitor = RetrievalMonitor("http://127.0.0.1:9", flush_interval=60)
     monitor._threads = ()  # no threads: the encoder's pass runs here
     for i in range(100):
         monitor.record("q", PASSAGES, 2, event_id=f"e{i}")
     monitor._encode_all()
-    assert len(sleeps) == 100 and all(s == recorder.YIELD_FOR_S > 0 for s in sleeps)
+    assert len(sleeps) == 100 and all(s == encoder.YIELD_FOR_S > 0 for s in sleeps)
     assert monitor.stats()["buffered"] == 100
 
 

@@ -1,4 +1,5 @@
-"""OTLP trace exports → events: span mapping, decoding and answers (pure functions)."""
+"""OTLP trace exports → events: span mapping (`monitor.api.spans`), decoding and answers
+(`monitor.api.otlp`); pure functions."""
 
 from __future__ import annotations
 
@@ -15,15 +16,16 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.api import otlp
+from monitor.api.spans import MESSAGES_SHOWN, Mapped, SpanMap, map_request
 from monitor.settings import Settings
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 
-DEFAULT_MAP = otlp.SpanMap.from_settings(Settings())
+DEFAULT_MAP = SpanMap.from_settings(Settings())
 
 
-def mapped(spans, resource=None, **env: str) -> otlp.Mapped:
-    span_map = otlp.SpanMap.from_settings(Settings.from_env(env, dotenv=None))
-    return otlp.map_request(export(spans, resource), span_map)
+def mapped(spans, resource=None, **env: str) -> Mapped:
+    span_map = SpanMap.from_settings(Settings.from_env(env, dotenv=None))
+    return map_request(export(spans, resource), span_map)
 
 
 def one_event(attrs: dict, resource=None, name: str = "BM25Retriever", **env: str):
@@ -36,7 +38,7 @@ def one_event(attrs: dict, resource=None, name: str = "BM25Retriever", **env: st
 def test_a_retriever_span_becomes_an_event():
     start = datetime.now(UTC) - timedelta(minutes=3)
     s = span(retriever_attrs(), name="BM25Retriever", start_ns=int(start.timestamp() * 1e9))
-    out = otlp.map_request(export([s]), DEFAULT_MAP)
+    out = map_request(export([s]), DEFAULT_MAP)
     (event,) = out.events
     assert (out.ignored, out.rejected) == (0, [])
     assert event.query == "how do I reset my password"
@@ -192,9 +194,9 @@ def test_a_key_that_only_looks_like_a_document_is_not_one():
 
 def test_message_shows_the_first_reasons_and_counts_the_rest():
     out = mapped([span(retriever_attrs(query=None)) for _ in range(5)])
-    assert out.message().count("input.value: missing") == otlp.MESSAGES_SHOWN
+    assert out.message().count("input.value: missing") == MESSAGES_SHOWN
     assert out.message().endswith("(and 2 more)")
-    assert otlp.Mapped().message() == ""
+    assert Mapped().message() == ""
 
 
 # ---- the wire -------------------------------------------------------------------------------
@@ -309,7 +311,7 @@ def test_the_sdk_encoders_protobuf_and_json_give_the_same_event():
     proto = otlp.decode(to_proto(spans).SerializeToString(), otlp.PROTOBUF)
     from_json = otlp.decode(to_json(spans).to_json().encode(), otlp.JSON)
     assert from_json == proto
-    out = otlp.map_request(proto, DEFAULT_MAP)
+    out = map_request(proto, DEFAULT_MAP)
     (event,) = out.events
     assert out.ignored == 1 and event.labels.app == "sdk-app" and event.k == 10
     assert [p.id for p in event.passages] == [f"d{i}" for i in range(10)]
@@ -321,7 +323,7 @@ def test_a_span_over_the_sdk_attribute_limit_is_rejected_not_truncated():
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as to_proto
 
     # 3 attributes per document: past 128 the SDK drops the oldest (the query, the top ranks)
-    out = otlp.map_request(to_proto(sdk_spans(50)), DEFAULT_MAP)
+    out = map_request(to_proto(sdk_spans(50)), DEFAULT_MAP)
     assert out.events == [] and len(out.rejected) == 1
     assert "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in out.rejected[0]
 

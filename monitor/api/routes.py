@@ -1,0 +1,266 @@
+"""The HTTP routes: events in (`/v1/retrievals`, `/v1/traces`), events out, and operations
+(`/healthz`, `/readyz`, `/metrics`). They read the body and the API key and shape the answer;
+the decisions are the `IngestService`'s. Added to the app itself, not through an `APIRouter`,
+whose inclusion puts one more routing layer in front of every ingest request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.requests import ClientDisconnect
+
+from monitor.api import otlp
+from monitor.api.auth import KeyRing, Principal
+from monitor.api.explorer import scope
+from monitor.api.metrics import MetricsText
+from monitor.api.service import IngestService, Refused, otlp_refused
+from monitor.explorer import SEARCH_HELP, SearchError, parse_search
+from monitor.schemas import (
+    LABEL_PATTERN,
+    Accepted,
+    BatchAccepted,
+    ErrorResponse,
+    EventPage,
+    RetrievalBatch,
+    RetrievalEvent,
+    RetrievalResult,
+)
+from monitor.settings import Settings
+from monitor.store import Store
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorResponse, "description": "Body over RAGMON_MAX_BODY_BYTES."},
+    422: {"model": ErrorResponse, "description": "Invalid event: `loc` names the field."},
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
+    403: {"model": ErrorResponse, "description": "The key may not write this app label."},
+    503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
+}
+
+
+def _body_schema(model: type[BaseModel]) -> dict:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+            },
+        }
+    }
+
+
+def add_event_routes(
+    app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing
+) -> None:
+    """`/v1/retrievals` (write one, write a batch, search, read one) and `/v1/traces`."""
+    store = service.store
+
+    async def read_body(request: Request) -> bytes:
+        limit = settings.max_body_bytes
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > limit:
+            raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
+        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (monitor.api.guard)
+            raise Refused(408, "timeout", "request body not received in time") from None
+        return bytes(body)
+
+    def authorize(request: Request) -> Principal | None:
+        if not keys.enabled:
+            return None
+        principal = keys.check(request.headers.get("authorization"))
+        if principal is None:
+            raise Refused(
+                401,
+                "unauthorized",
+                "missing or invalid API key: send Authorization: Bearer <key>",
+                {"WWW-Authenticate": "Bearer"},
+            )
+        return principal
+
+    async def read_store(call: Any, *args: Any) -> Any:
+        """A blocking store read, in a thread, within RAGMON_STORE_TIMEOUT_S (else a 503)."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(call, *args), settings.store_timeout_s)
+        except Exception as exc:
+            raise service.unavailable(exc) from exc
+
+    @app.post(
+        "/v1/retrievals",
+        status_code=202,
+        response_model=Accepted,
+        responses={
+            200: {"model": Accepted, "description": "Duplicate event_id: stored status."},
+            **RESPONSES,
+        },
+        openapi_extra=_body_schema(RetrievalEvent),
+        summary="Send one retrieval event",
+        tags=["events"],
+    )
+    async def post_event(request: Request) -> JSONResponse:
+        principal = authorize(request)
+        ((event_id, status, created),) = await service.events(
+            principal, await read_body(request), RetrievalEvent
+        )
+        return JSONResponse({"event_id": event_id, "status": status}, 202 if created else 200)
+
+    @app.post(
+        "/v1/retrievals/batch",
+        status_code=202,
+        response_model=BatchAccepted,
+        responses=RESPONSES,
+        openapi_extra=_body_schema(RetrievalBatch),
+        summary="Send up to 1000 events; a bad item rejects the whole batch",
+        tags=["events"],
+    )
+    async def post_batch(request: Request) -> JSONResponse:
+        principal = authorize(request)
+        stored = await service.events(principal, await read_body(request), RetrievalBatch)
+        body = {"results": [{"event_id": eid, "status": st} for eid, st, _ in stored]}
+        return JSONResponse(body, 202)
+
+    @app.post(
+        "/v1/traces",
+        status_code=200,
+        responses={
+            200: {"description": "ExportTraceServiceResponse; partial success names rejections"},
+            400: {"description": "Not an OTLP trace export (google.rpc.Status)."},
+            415: {"description": "Not application/x-protobuf or application/json."},
+            **{code: {"description": str(r["description"])} for code, r in RESPONSES.items()},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {otlp.PROTOBUF: {}, otlp.JSON: {}},
+                "description": "OTLP/HTTP ExportTraceServiceRequest, gzip or not.",
+            }
+        },
+        summary="OTLP/HTTP traces: OpenInference retriever spans become events",
+        tags=["events"],
+    )
+    async def post_traces(request: Request) -> Response:
+        # read by the Refused handler: an OTLP exporter gets its errors in its encoding
+        media = request.state.otlp = otlp.answer_type(request.headers.get("content-type"))
+        principal = authorize(request)
+        try:
+            otlp.media_type(request.headers.get("content-type"))
+        except otlp.OtlpError as exc:
+            raise otlp_refused(exc) from None
+        body = await service.traces(
+            principal, await read_body(request), media, request.headers.get("content-encoding")
+        )
+        return Response(body, 200, media_type=media)
+
+    @app.get(
+        "/v1/retrievals",
+        response_model=EventPage,
+        responses={
+            400: {"model": ErrorResponse, "description": "A parameter that cannot be used."},
+            401: RESPONSES[401],
+            403: {"model": ErrorResponse, "description": "The key may not read this app."},
+            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+        },
+        summary="Search judged events by labels, time, measures, grade source or trace",
+        description=SEARCH_HELP,
+        tags=["events"],
+    )
+    async def search_events(request: Request) -> JSONResponse:
+        principal = authorize(request)
+        try:
+            search = scope(parse_search(dict(request.query_params)), principal)
+        except SearchError as exc:
+            return JSONResponse({"detail": str(exc)}, 400)
+        except PermissionError as exc:
+            return JSONResponse({"detail": str(exc)}, 403)
+        page = await read_store(store.explore.search, search)
+        return JSONResponse(page.answer())
+
+    @app.get(
+        "/v1/retrievals/{event_id:path}",
+        response_model=RetrievalResult,
+        responses={
+            404: {"model": ErrorResponse},
+            401: RESPONSES[401],
+            403: RESPONSES[403],
+            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+        },
+        summary="Status, grades and measures of one event of one app",
+        description="Event ids are scoped by app: `app` is the key's app for a key bound to "
+        "one, else the `app` query parameter (default `default`, as for a missing "
+        "`labels.app`). Another app's event of the same id answers 404, as an unknown id.",
+        tags=["events"],
+    )
+    async def get_event(
+        event_id: str,
+        request: Request,
+        app: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+    ) -> JSONResponse:
+        principal = authorize(request)
+        bound = principal.app if principal is not None else None
+        if bound is not None and app not in (None, bound):
+            raise Refused(403, "forbidden", f"app: this API key may only read app={bound}")
+        # Event ids are scoped by app: only this app's key is read, so another app's event of
+        # the same id is neither found nor loaded (no status, no existence, no timing).
+        result = await read_store(store.result, bound or app or "default", event_id)
+        if result is None:
+            return JSONResponse(
+                {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},
+                404,
+            )
+        return JSONResponse(result)
+
+
+def add_operation_routes(
+    app: FastAPI, settings: Settings, store: Store, metrics_keys: KeyRing, metrics_text: MetricsText
+) -> None:
+    """`/healthz`, `/readyz` and the Prometheus `/metrics` (its own API keys)."""
+
+    @app.get("/healthz", summary="The process is alive", tags=["operations"])
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Redis is reachable", tags=["operations"], responses={503: {}})
+    async def readyz() -> JSONResponse:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(store.ping), settings.store_timeout_s)
+        except Exception as exc:
+            error = " ".join(str(exc).split()) or type(exc).__name__
+            return JSONResponse({"status": "unavailable", "error": error}, 503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics of the whole fleet (one scrape target)",
+        tags=["operations"],
+        response_class=Response,
+        responses={200: {"content": {PROMETHEUS_TEXT: {}}}},
+    )
+    async def metrics(request: Request) -> Response:
+        if (
+            metrics_keys.enabled
+            and metrics_keys.check(request.headers.get("authorization")) is None
+        ):
+            return JSONResponse(
+                {"detail": "missing or invalid metrics API key"},
+                401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        try:
+            body = await metrics_text.body()
+        except Exception as exc:
+            return JSONResponse({"detail": f"event store unavailable: {exc}"}, 503)
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+            return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
+        return Response(await asyncio.to_thread(gzip.decompress, body), media_type=PROMETHEUS_TEXT)

@@ -1,0 +1,102 @@
+"""The encoder thread of a `RetrievalMonitor`: buffered `record()` calls → wire JSON in the
+outbox, releasing the app's objects at once and giving the GIL back often."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from typing import Any
+
+from monitor.client.events import InvalidEvent, build_event, encode_event
+from monitor.client.state import MonitorState
+
+ENCODE_AT = 256  # record() wakes the encoder early when this many events wait
+ID_POOL = 4 * ENCODE_AT  # event ids made ahead by the encoder for record() to take
+# The encoder gives the GIL back after this much work (about 25 typical events): without it, a
+# request arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's
+# thread. A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app
+# wakes. The longest hold is then this slice plus the encoding of one event.
+ENCODE_SLICE_S = 0.0002
+YIELD_FOR_S = 0.00005
+ENCODE_CHUNK = 64  # events taken off the buffer per lock round trip
+
+
+class Encoder(MonitorState):
+    """The encoder's part of `RetrievalMonitor` (which sets these attributes)."""
+
+    _default_labels: dict[str, str]
+    _encode_interval: float
+
+    def _encode_loop(self) -> None:
+        while True:
+            try:
+                closing = self._closing.is_set()
+                if not closing:
+                    self._wake_encoder.wait(self._encode_interval)
+                    self._wake_encoder.clear()
+                self._encode_all()
+                if closing:
+                    self._encoder_done.set()
+                    self._wake_sender.set()
+                    return
+            except Exception:
+                self._bump("errors")
+                self._warn("encoder", "ragmon encoder error", exc_info=True)
+                time.sleep(0.1)
+
+    def _encode_all(self) -> None:
+        """Move every buffered event into the outbox as JSON (invalid ones are counted).
+
+        Events are taken ENCODE_CHUNK at a time (one lock round trip per chunk), each is copied
+        into the outbox as soon as it is encoded (one short-lived bytes object at a time), and
+        the GIL is given back after every ENCODE_SLICE_S of work.
+        """
+        slice_start = time.perf_counter()
+        pool = self._id_pool
+        if len(pool) < ID_POOL // 2:
+            pool.extend(itertools.islice(self._ids, ID_POOL - len(pool)))
+        while True:
+            with self._lock:  # record() never waits on the outbox's lock
+                n = min(len(self._buf), ENCODE_CHUNK)
+                if not n:
+                    break
+                items = [self._buf.popleft() for _ in range(n)]
+                self._encoding = n
+            for item in items:
+                data: bytes | None = None
+                fixes: dict[str, int] = {}
+                reason = "unreadable"
+                try:
+                    event = self._event(item, fixes)
+                    reason = "encoding"
+                    data = encode_event(event)
+                except Exception as exc:
+                    if isinstance(exc, InvalidEvent):
+                        reason = exc.reason
+                    with contextlib.suppress(Exception):  # even str(exc) may raise
+                        self._warn(f"invalid-{reason}", f"invalid event not sent: {exc}")
+                with self._out_lock:
+                    self._encoded += 1
+                    for name, n in fixes.items():
+                        self._n[name] += n
+                    if data is None:
+                        self._n["invalid"] += 1
+                        self._n[f"invalid_{reason}"] += 1
+                    else:
+                        self._n["dropped_buffer_full"] += self._out.add(data)
+                if time.perf_counter() - slice_start > ENCODE_SLICE_S:
+                    if not self._closing.is_set():  # at close, finish within its timeout
+                        time.sleep(YIELD_FOR_S)  # let the app's threads run (ENCODE_SLICE_S)
+                    slice_start = time.perf_counter()
+            del items, item  # the app's objects are released here, within encode_interval
+            with self._lock, self._out_lock:
+                self._encoding = self._encoded = 0
+            if self._out.full() and not self._wake_sender.is_set():
+                self._wake_sender.set()
+
+    def _event(self, item: tuple, fixes: dict[str, int]) -> dict[str, Any]:
+        """The wire event of one buffered `record()` call (the monitor's labels under its own)."""
+        query, passages, k, labels, event_id, ts, rt, trace_id, metadata = item
+        merged = {**self._default_labels, **labels} if labels else self._default_labels
+        return build_event(query, passages, k, merged, event_id, ts, rt, trace_id, metadata, fixes)

@@ -1,0 +1,72 @@
+"""The names Python and the Lua scripts share, each spelled once: the fields of an event's hash,
+its statuses, and the counter and histogram fields the scripts write.
+
+Python reads and writes them by these names; the scripts get them in their generated header
+(`scripts.Script`: `F.status`, `S.queued`, `N.events_labeled`, `H.sum` ...), never as literals
+of their own, so renaming one here renames it everywhere.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Field(StrEnum):
+    """The fields of an event's hash (`Keys.event`)."""
+
+    PAYLOAD = "p"  # the sealed event JSON (none for a sampled-out event)
+    STATUS = "s"  # a `Status`
+    RECEIVED = "rt"  # when the API received it, unix seconds
+    RESULT = "r"  # the result JSON, once done or failed
+    ERROR = "e"  # the last judge error while the event waits for a retry
+    SERIES = "sr"  # the series FINISH counted it in (after folding), for EXPLORE_INDEX
+    INDEXED = "ix"  # set once EXPLORE_INDEX has indexed it
+
+
+class Status(StrEnum):
+    """An event's stored status (the `status` of `GET /v1/retrievals/{id}`)."""
+
+    QUEUED = "queued"
+    DONE = "done"
+    FAILED = "failed"
+    SAMPLED_OUT = "sampled_out"
+
+
+class Name(StrEnum):
+    """Counters and histograms the scripts write: catalog metric keys (`Metric.key`), and the
+    per-day, per-series counts the drift report reads (`monitor.report.ops`)."""
+
+    EVENTS_RECEIVED = "events_received"
+    EVENTS_SAMPLED_OUT = "events_sampled_out"
+    EVENTS_LABELED = "events_labeled"
+    EVENTS_FAILED = "events_failed"
+    SERIES_FOLDED = "series_folded"
+    LABELING_LAG = "labeling_lag_seconds"
+    EVENTS = "events"  # per day: events measured, by series
+    K_SUM = "k_sum"  # per day: the sum of their k, by series
+    GRADES = "grades"  # lifetime: by grade; per day: by series and grade
+
+
+class Part(StrEnum):
+    """The last part of a histogram's fields `name|labels...|<part>`."""
+
+    BUCKET = "b"  # followed by the bucket's index: `b0`, `b1` ... (last: +Inf)
+    SUM = "sum"
+    SUMSQ = "sumsq"
+    COUNT = "count"
+
+
+class HourPart(StrEnum):
+    """The last part of the explorer's hourly sums `<measure>|<part>` (`Keys.explore_hour`)."""
+
+    COUNT = "n"
+    SUM = "s"
+    SUMSQ = "q"
+
+
+class Slot(StrEnum):
+    """Placeholders in the explorer's key templates, filled by the scripts."""
+
+    SERIES = "{S}"
+    MEASURE = "{M}"
+    HOUR = "{H}"

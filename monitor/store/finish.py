@@ -1,0 +1,94 @@
+"""The arguments of an event's last step, built without I/O: what a judged event adds to the
+histograms, the counters, the series budget and the per-day record (`scripts.FINISH`), or how
+a failed one is kept (`scripts.FAIL`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from monitor.catalog import LAG_BUCKETS
+from monitor.measures import HISTOGRAM_MEASURES
+from monitor.store import scripts
+from monitor.store.fields import Status
+from monitor.store.keys import OTHER, SEP, fold, series_name, split_ref
+from monitor.store.protocol import Call
+from monitor.store.records import bucket_index, day_record, event_day, ref_of
+
+if TYPE_CHECKING:
+    from monitor.store import Store
+
+DAY_EVENTS_KEEP = 50_000
+
+
+def day_keys(store: Store, event: dict) -> tuple[str, str, str]:
+    """The per-day keys FINISH writes for `event` (its day's histograms, counters, records)."""
+    day = event_day(event)
+    return store.keys.day_hist(day), store.keys.day_counters(day), store.keys.day_events(day)
+
+
+def finish_call(
+    store: Store,
+    event: dict,
+    result: dict,
+    grades: Sequence[int | None],
+    now: float,
+    stripped_payload: str | None = None,
+    judge: str | None = None,
+    series_counts: dict[str, int] | None = None,
+) -> Call:
+    """FINISH for one event and its result (arguments as `Store.finish`'s)."""
+    s, k = store.settings, store.keys
+    measures = result["measures"]
+    app = result["labels"]["app"]
+    lag = max(0.0, now - event["_received_at"])
+    obs: list[Any] = []
+    for m in HISTOGRAM_MEASURES:
+        if (v := measures.get(m)) is not None:
+            obs += [f"retrieval_{m}", bucket_index(store.bounds[m], v), repr(float(v))]
+    folded, folded_count = fold(app)
+    orphan, orphan_count = fold(OTHER)
+    counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
+    day_hist, day_counters, day_events = day_keys(store, event)
+    return scripts.FINISH.call(
+        keys={
+            "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
+            "counters": k.counters, "day_counters": day_counters, "series": k.series,
+            "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
+        },
+        args={
+            "result": json.dumps(result, separators=(",", ":")),
+            "ttl": store.result_ttl_s,
+            "app": app,
+            "series": series_name(result["labels"]),
+            "folded": folded, "folded_count": folded_count,
+            "orphan": orphan, "orphan_count": orphan_count,
+            "budget": json.dumps(
+                {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}
+            ),
+            "day_record": json.dumps(
+                day_record(event, result, grades, judge), separators=(",", ":")
+            ),
+            "day_keep": DAY_EVENTS_KEEP,
+            "payload": stripped_payload or "",
+            "lag": repr(lag),
+            "lag_bucket": bucket_index(LAG_BUCKETS, lag),
+            "k": event["k"],
+            "ref": ref_of(event),
+            "series_counts": json.dumps(counts),
+            "n_obs": len(obs) // 3,
+        },
+        more_args=[*obs, *(g for g in grades if g is not None)],
+    )  # fmt: skip
+
+
+def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> Call:
+    """FAIL for the event `ref`: its result says why (`reason: message`)."""
+    error = f"{reason}: {message}"
+    result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
+    return scripts.FAIL.call(
+        keys={"event": store.keys.event(ref), "counters": store.keys.counters,
+              "failed": store.keys.failed},
+        args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
+    )  # fmt: skip

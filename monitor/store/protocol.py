@@ -1,0 +1,83 @@
+"""The protocol between Python and the Lua scripts: named KEYS and ARGV positions, and the
+stored names both sides share.
+
+A `Script` names its KEYS and ARGV positions once. The script reads them as `K.<name>` and
+`A.<name>` (a generated header binds them), and a caller builds them with `Script.call` from
+the same names, so no one counts positions. Variable-length tails follow the named positions;
+`KEYS_REST` and `ARGV_REST` are their first indexes. The header also holds the stored names the
+scripts share with Python (`monitor.store.fields`, `SEP`): no name is spelled in Lua.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from monitor.store.fields import Field, HourPart, Name, Part, Slot, Status
+from monitor.store.keys import SEP
+
+# The tables of stored names in every script's header: Lua name -> enum of `fields`.
+SHARED: dict[str, type[StrEnum]] = {
+    "F": Field, "S": Status, "N": Name, "H": Part, "HOUR": HourPart, "SLOT": Slot,
+}  # fmt: skip
+_PLAIN = re.compile(r"[\w|{}.-]*")  # what a stored name may hold: quoted as is in Lua
+
+
+def _quoted(text: str) -> str:
+    if not _PLAIN.fullmatch(text):
+        raise ValueError(f"not a plain stored name: {text!r}")
+    return f"'{text}'"
+
+
+def _table(name: str, entries: Iterable[tuple[str, str]]) -> str:
+    return f"local {name} = {{" + ", ".join(f"{k} = {v}" for k, v in entries) + "}\n"
+
+
+class Call(NamedTuple):
+    """The KEYS and ARGV of one run of a script."""
+
+    keys: list[str]
+    args: list[Any]
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script with its named KEYS and ARGV positions."""
+
+    name: str
+    keys: tuple[str, ...]
+    args: tuple[str, ...]
+    body: str
+
+    @property
+    def source(self) -> str:
+        """The Lua to register: the header, then the body."""
+        header = [f"local SEP = {_quoted(SEP)}\n"]
+        for table, names in SHARED.items():
+            header.append(_table(table, ((n.name.lower(), _quoted(n.value)) for n in names)))
+        header.append(_table("K", ((k, f"KEYS[{i}]") for i, k in enumerate(self.keys, 1))))
+        header.append(_table("A", ((a, f"ARGV[{i}]") for i, a in enumerate(self.args, 1))))
+        header.append(f"local KEYS_REST, ARGV_REST = {len(self.keys) + 1}, {len(self.args) + 1}\n")
+        return "".join(header) + self.body
+
+    def call(
+        self,
+        keys: Mapping[str, str],
+        args: Mapping[str, Any],
+        more_keys: Sequence[str] = (),
+        more_args: Sequence[Any] = (),
+    ) -> Call:
+        """KEYS and ARGV from every named position (a missing or unknown name raises), then the
+        tails."""
+        if set(keys) != set(self.keys) or set(args) != set(self.args):
+            raise ValueError(
+                f"{self.name}: KEYS {sorted(keys)} and ARGV {sorted(args)} do not name "
+                f"{self.keys} and {self.args}"
+            )
+        return Call(
+            [keys[k] for k in self.keys] + list(more_keys),
+            [args[a] for a in self.args] + list(more_args),
+        )

@@ -1,0 +1,113 @@
+"""The Python-Lua protocol (`monitor.store.protocol`): every script reads only the KEYS and ARGV
+positions it names, names no stored field of its own, and its argument builders fill exactly
+those positions, in order."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+import redis
+
+from monitor.catalog import ALL as METRICS
+from monitor.limits import LABEL_KEYS
+from monitor.measures import histogram_bounds
+from monitor.settings import Settings
+from monitor.store import judging, scripts
+from monitor.store.fields import Name
+from monitor.store.finish import finish_call
+from monitor.store.keys import OTHER, Keys, fold, series_name
+from monitor.store.protocol import Script
+
+SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
+# Literals a script may spell: Redis commands and options, number formats, the deadline error,
+# and the judge limiter's own `id:tokens` members (read and written only by its two scripts).
+LITERALS = {"", "-inf", "%.17g", "%d", "0", ":", ":(%d+)$"}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
+def test_a_script_reads_the_positions_it_names_and_no_other(script: Script) -> None:
+    assert not re.findall(r"(?:KEYS|ARGV)\[\d", script.body), "a position by number"
+    assert set(re.findall(r"\bK\.(\w+)", script.body)) == set(script.keys)
+    assert set(re.findall(r"\bA\.(\w+)", script.body)) == set(script.args)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
+def test_a_script_spells_no_stored_name(script: Script) -> None:
+    code = re.sub(r"--[^\n]*", "", script.body)
+    spelled = [
+        x
+        for x in re.findall(r"'([^']*)'", code)
+        if not x.isupper() and x not in LITERALS and not x.startswith("DEADLINE ")
+    ]
+    assert not spelled
+
+
+def test_the_header_binds_each_name_to_its_position() -> None:
+    source = scripts.FINISH.source
+    assert "local K = {event = KEYS[1], hist = KEYS[2]," in source
+    assert f"series_per_app = KEYS[{len(scripts.FINISH.keys)}]}}" in source
+    assert "n_obs = ARGV[18]}" in source and len(scripts.FINISH.args) == 18
+    assert "local KEYS_REST, ARGV_REST = 10, 19\n" in source
+    assert "local F = {payload = 'p', status = 's'," in source
+
+
+def test_call_takes_every_name_and_only_those() -> None:
+    script = Script("T", ("a", "b"), ("x",), "")
+    call = script.call({"b": "kb", "a": "ka"}, {"x": 1}, more_keys=["k3"], more_args=[2, 3])
+    assert call == (["ka", "kb", "k3"], [1, 2, 3])
+    with pytest.raises(ValueError, match="do not name"):
+        script.call({"a": "ka"}, {"x": 1})
+    with pytest.raises(ValueError, match="do not name"):
+        script.call({"a": "ka", "b": "kb"}, {"x": 1, "y": 2})
+
+
+def test_series_name_and_fold_follow_the_label_order() -> None:
+    labels = {"segment": "faq", "retriever": "bm25", "app": "shop", "index": "kb"}
+    assert LABEL_KEYS == ("app", "index", "retriever", "segment")
+    assert series_name(labels) == "shop|kb|bm25|faq"
+    assert fold("shop") == ("shop|other|other|other", "series_folded|shop")
+    assert fold(OTHER) == ("other|other|other|other", "series_folded|other")
+
+
+def test_the_metric_names_the_scripts_write_are_in_the_catalog() -> None:
+    keys = {m.key for m in METRICS}
+    per_day = {Name.EVENTS, Name.K_SUM, Name.GRADES}
+    assert {n for n in Name if n not in per_day} <= keys
+
+
+def test_the_finish_builder_fills_finish_s_positions() -> None:
+    settings = Settings(redis_url="")
+    keys = Keys("t")
+    store = SimpleNamespace(
+        settings=settings, keys=keys, result_ttl_s=99,
+        bounds=histogram_bounds(settings.measure_params()),
+    )  # fmt: skip
+    labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
+    event = {
+        "event_id": "e1", "timestamp": "2026-11-20T10:00:00+00:00", "query": "q", "k": 2,
+        "labels": labels, "passages": [{"id": "a"}, {"id": "b"}], "_received_at": 100.0,
+    }  # fmt: skip
+    result = {"labels": labels, "measures": {"ndcg": 0.5, "hit": 1.0}}
+    call = finish_call(store, event, result, [3, None], 160.0, series_counts={"x|why": 2})  # type: ignore[arg-type]
+    named = dict(zip(scripts.FINISH.keys, call.keys, strict=True))
+    assert named["event"] == keys.event("shop|e1") and named["failed"] == keys.failed
+    assert named["day_events"] == keys.day_events("2026-11-20")
+    args = dict(zip(scripts.FINISH.args, call.args, strict=False))
+    assert (args["series"], args["folded"], args["orphan"]) == (
+        "shop|kb|bm25|faq", "shop|other|other|other", "other|other|other|other",
+    )  # fmt: skip
+    assert args["series_counts"] == '[["x", "why", 2]]' and args["lag"] == "60.0"
+    tail = call.args[len(scripts.FINISH.args) :]
+    assert args["n_obs"] == 2 and len(tail) == 3 * 2 + 1  # two measures, one grade
+    assert tail[0::3][:2] == ["retrieval_ndcg", "retrieval_hit"] and tail[-1] == 3
+
+
+def test_every_script_compiles(settings: Settings) -> None:
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        for script in SCRIPTS:
+            assert client.script_load(script.source)
+    finally:
+        client.close()
