@@ -23,6 +23,10 @@ log = logging.getLogger("ragmon.worker")
 CLAIM_LEASE_S = 30.0  # a dead work horse's claimed events are regrouped after this
 CLAIM_POLL_S = 0.1  # how often a running job looks for events that just arrived
 GREEDY_MAX_S = 60.0  # then the job takes no more and ends: a warm shutdown waits for it
+# With nothing left to judge, a job keeps looking for new events this long before it ends:
+# single events arriving a few per second then share one fork, event loop and HTTP client
+# instead of paying each (docs/performance.md, "Trickle traffic").
+CLAIM_LINGER_S = 2.0
 
 
 class RetryLater(Exception):
@@ -56,6 +60,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
         for e in events:
             tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e, inflight))] = e
         until = time.monotonic() + GREEDY_MAX_S
+        busy_at = time.monotonic()
         while True:
             if greedy and (time.monotonic() > until or store.queue_depth()):
                 # RQ jobs wait behind this one (no worker is free): end, and let them run
@@ -63,8 +68,13 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
             if greedy:
                 for e in claims.take(ctx.settings.job_batch_size - len(tasks)):
                     tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e, inflight))] = e
-            if not tasks:
+            if tasks:
+                busy_at = time.monotonic()
+            elif not greedy or time.monotonic() - busy_at > CLAIM_LINGER_S:
                 break
+            else:
+                await asyncio.sleep(CLAIM_POLL_S)
+                continue
             finished, _ = await asyncio.wait(
                 tasks, timeout=CLAIM_POLL_S if greedy else None, return_when=FIRST_COMPLETED
             )

@@ -78,6 +78,7 @@ class MetricsText:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.refresh_s = settings.metrics_refresh_s
+        self.stale_s = 2 * self.refresh_s  # a body older than this waits for a new rendering
         self.in_process = not settings.metrics_process
         self.store = store
         self._pool: ProcessPoolExecutor | None = None
@@ -95,7 +96,7 @@ class MetricsText:
         if self.refresh_s > 0:
             if self._ahead is None or self._ahead.done():
                 self._ahead = asyncio.ensure_future(self._render_ahead())
-            if now - self._at <= 2 * self.refresh_s:
+            if now - self._at <= self.stale_s:
                 return self._body
         return await self._rendering()
 
