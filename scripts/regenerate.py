@@ -7,7 +7,7 @@
 | `grafana/provisioning/alerting/ragmon-alerts.yml` | `deploy/prometheus/rules/*.yml` |
 | `grafana/provisioning/datasources/ragmon.yml` | `DATASOURCE_UID` in `grafana_panels.py` |
 | `deploy/kubernetes/prometheusrule.yaml` | `deploy/prometheus/rules/*.yml` |
-| `monitor/demo/data/*.jsonl` | `monitor/demo/build_data.py` |
+| `monitor/demo/data/*.jsonl` | `monitor/demo/kb.py` via `monitor/demo/build_data.py` |
 | the metrics table in `README.md` | `monitor/catalog.py` (and `monitor/measure_table.py`) |
 
 Run it after editing any source; `tests/test_generated.py` runs `--check`, which exits 1 naming
