@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from monitor.settings import Settings
+from tests.reliability.support import FIGURE
 from tests.support.api_server import ApiServer
 from tests.support.stack import RedisServer, Stack
 
@@ -80,3 +81,18 @@ def make_api(redis_url: str) -> Iterator[Callable[..., ApiServer]]:
 @pytest.fixture
 def api(make_api: Callable[..., ApiServer]) -> ApiServer:
     return make_api()
+
+
+_FIGURE_LINES: list[str] = []  # the fault tests' figures (tests/reliability), from their reports
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":
+        _FIGURE_LINES.extend(str(v) for k, v in report.user_properties if k == FIGURE)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FIGURE_LINES:
+        terminalreporter.section("reliability figures")
+        for line in _FIGURE_LINES:
+            terminalreporter.write_line(line)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.reliability.support import FIGURES
+from tests.reliability.support import FIGURE, FIGURES
 from tests.support.fake_llm import FakeLLM
 from tests.support.stack import RedisServer
 
@@ -37,8 +37,11 @@ def llm_env(fake: FakeLLM, **extra: str) -> dict[str, str]:
     }
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if FIGURES:
-        terminalreporter.section("reliability figures")
-        for tally in FIGURES:
-            terminalreporter.write_line(tally.line())
+@pytest.fixture(autouse=True)
+def figures_in_the_report(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test's fault figures travel in its report (`user_properties`), so the session's summary
+    (tests/conftest.py) has them when the tests run in xdist worker processes too."""
+    before = len(FIGURES)
+    yield
+    for tally in FIGURES[before:]:
+        request.node.user_properties.append((FIGURE, tally.line()))

@@ -17,7 +17,8 @@ import psutil
 from tests.support.events import make_event
 from tests.support.stack import Stack, sample_value
 
-FIGURES: list[Tally] = []  # printed at the end of the session by conftest's summary hook
+FIGURES: list[Tally] = []  # reported by tests/reliability/conftest.py, printed at the end
+FIGURE = "reliability figure"  # the user_properties key of one tally's line
 
 
 @dataclass
