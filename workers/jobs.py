@@ -14,6 +14,7 @@ from typing import Any
 from monitor.measures import MeasureParams, compute
 from monitor.store import Store, event_day, ref_of, text_hash
 from monitor.store.keys import SEP
+from monitor.store.rq_jobs import abandoned
 from workers.context import WorkerContext, current_context
 from workers.grading import InFlight, grade_event, on_both_scales, probe_event
 from workers.judges.base import Judge, JudgeError
@@ -235,7 +236,7 @@ def on_job_failure(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) 
     if job.retries_left:
         return
     reason = "judge_unavailable" if isinstance(exc, RetryLater) else "worker_error"
-    if exc_type is not None and exc_type.__name__ == "AbandonedJobError":
+    if abandoned(exc_type):
         reason = "worker_died"
     store = current_context().store
     for ref in job.args[0]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 from rq import Callback, Queue, Retry, Worker
+from rq.exceptions import AbandonedJobError
 from rq.worker import BaseWorker
 
 # The worker functions RQ imports by name (the store never imports worker code).
@@ -22,6 +23,11 @@ JOB_FUNC = "workers.jobs.process_events"
 ON_FAILURE = "workers.jobs.on_job_failure"
 JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
 JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
+
+
+def abandoned(exc_type: type[BaseException] | None) -> bool:
+    """True when RQ gave up on a job because its work horse died (no heartbeat)."""
+    return exc_type is not None and issubclass(exc_type, AbandonedJobError)
 
 
 class Jobs:

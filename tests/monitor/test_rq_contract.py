@@ -111,3 +111,13 @@ def test_the_snapshot_sees_a_difference(two_stores: tuple[Store, Store]) -> None
     job = rq_api.queue.get_job_ids()[0]
     rq_api.client.hset(f"rq:job:{job}", "timeout", "7200")
     assert snapshot(fast.client) != snapshot(rq_api.client)
+
+
+def test_a_dead_work_horse_is_told_from_other_job_failures() -> None:
+    """By RQ's own exception class (subclasses too), not by comparing its name as a string."""
+    from rq.exceptions import AbandonedJobError
+
+    from monitor.store.rq_jobs import abandoned
+
+    assert abandoned(AbandonedJobError) and abandoned(type("Sub", (AbandonedJobError,), {}))
+    assert not abandoned(RuntimeError) and not abandoned(None)
