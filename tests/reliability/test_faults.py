@@ -92,6 +92,11 @@ def test_sigkill_worker_mid_job(redis_url, single):
         tally.done = sum(s == "done" for s in st.values())
         tally.failed = sum(s == "failed" for s in st.values())
         tally.counted = labeled(stack)
+        # the retried job returns a little after its last event is done: it lingers for new
+        # events (workers.jobs.CLAIM_LINGER_S) before it ends
+        until = time.monotonic() + 60
+        while job.get_status() != "finished" and time.monotonic() < until:
+            time.sleep(0.1)
         job.refresh()
         tally.notes += [
             f"killed job {job_id[:8]} ({len(job_events)} events) retried, "
