@@ -7,181 +7,22 @@ variable, so the process stops before it serves anything.
 
 from __future__ import annotations
 
-import base64
-import json
-import math
 import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from monitor import setting_values as values
 from monitor.measures import MeasureParams
+from monitor.setting_values import (
+    DEFAULT_PRICES,
+    SettingsError,
+    read_keys_file,
+    read_text_keys_file,
+)
 
 DEFAULT_JUDGE_MODEL = "gpt-4o-mini"
-
-# USD per million tokens (input, output). Override with RAGMON_PRICES='{"model": [in, out]}'.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-}
-
-
-class SettingsError(ValueError):
-    """A configuration value is missing or invalid; the message names the variable."""
-
-
-def _bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError("must be true or false")
-
-
-def _number(lo: float | None = None, hi: float | None = None, kind: type = float) -> Callable:
-    def parse(raw: str) -> float:
-        try:
-            value = kind(raw.strip())
-        except ValueError:
-            raise ValueError(f"must be {'an integer' if kind is int else 'a number'}") from None
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-            raise ValueError(f"must be in {bounds}")
-        return value
-
-    return parse
-
-
-def _choice(*options: str) -> Callable:
-    def parse(raw: str) -> str:
-        value = raw.strip().lower()
-        if value not in options:
-            raise ValueError(f"must be one of {', '.join(options)}")
-        return value
-
-    return parse
-
-
-def _grades(raw: str) -> frozenset[int]:
-    try:
-        grades = frozenset(int(part) for part in raw.split(",") if part.strip())
-    except ValueError:
-        raise ValueError("must be a comma-separated list of grades 0-3, e.g. 0,1") from None
-    if not grades or not grades <= {0, 1, 2, 3}:
-        raise ValueError("must be a non-empty comma-separated list of grades 0-3, e.g. 0,1")
-    return grades
-
-
-_APP_LABEL = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-
-
-def _api_keys(raw: str) -> tuple[str, ...]:
-    keys = tuple(part.strip() for part in raw.split(",") if part.strip())
-    for key in keys:
-        secret, sep, app = key.partition(":")
-        if len(secret) < 16:
-            raise ValueError("each key must be at least 16 characters (format: key or key:app)")
-        if sep and not _APP_LABEL.match(app):
-            # `key:` would otherwise silently mean "any app"
-            raise ValueError("the app after ':' must be a label value ^[A-Za-z0-9_.:-]{1,64}$")
-    return keys
-
-
-def read_keys_file(path: str | Path) -> tuple[str, ...]:
-    """API keys from a file (e.g. a mounted secret): one `key` or `key:app` per line, `#`
-    comments and blank lines ignored. A file without keys is an error, never "auth off"."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    keys = _api_keys(",".join(line for line in lines if line))
-    if not keys:
-        raise ValueError(f"{path} holds no keys")
-    return keys
-
-
-def _text_keys(raw: str) -> tuple[str, ...]:
-    keys = tuple(part.strip() for part in raw.replace("\n", ",").split(",") if part.strip())
-    for key in keys:
-        try:
-            ok = len(base64.urlsafe_b64decode(key.encode())) == 32
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(
-                "each key must be a Fernet key (32 bytes, url-safe base64): make one with "
-                "ragmon text-key"
-            )
-    return keys
-
-
-def read_text_keys_file(path: str | Path) -> tuple[str, ...]:
-    """Text keys from a file shared by the API and the workers: one per line, newest first,
-    `#` comments ignored."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    keys = _text_keys(",".join(line.split("#", 1)[0].strip() for line in text.splitlines()))
-    if not keys:
-        raise ValueError(f"{path} holds no keys")
-    return keys
-
-
-def _prices(raw: str) -> dict[str, tuple[float, float]]:
-    try:
-        data = json.loads(raw)
-        prices = {str(m): (float(p[0]), float(p[1])) for m, p in data.items()}
-    except (ValueError, TypeError, IndexError, KeyError, AttributeError):
-        raise ValueError(
-            'must be JSON like {"model": [usd_per_M_input, usd_per_M_output]}'
-        ) from None
-    for model, pair in prices.items():
-        if not all(math.isfinite(x) and x >= 0 for x in pair):
-            raise ValueError(f"prices of {model!r} must be finite numbers >= 0")
-    return {**DEFAULT_PRICES, **prices}
-
-
-def _attribute_names(raw: str) -> tuple[str, ...]:
-    if raw.strip().lower() == "none":
-        return ()
-    names = tuple(part.strip() for part in raw.split(","))
-    if any(not name or any(c.isspace() for c in name) for name in names):
-        raise ValueError(
-            "must be comma-separated attribute names without spaces, e.g. "
-            "metadata.retriever,span.name, or none"
-        )
-    return names
-
-
-def _text(raw: str) -> str | None:
-    return raw.strip() or None
-
-
-def _url(*schemes: str) -> Callable:
-    def parse(raw: str) -> str | None:
-        value = raw.strip()
-        if not value:
-            return None
-        scheme, sep, rest = value.partition("://")
-        if not sep or scheme.lower() not in schemes or not rest:
-            raise ValueError(
-                f"must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
-            )
-        return value
-
-    return parse
 
 
 @dataclass(frozen=True)
@@ -194,159 +35,175 @@ class Settings:
 
     redis_url: str | None = field(
         default=None,
-        metadata={"env": "REDIS_URL", "parse": _url("redis", "rediss", "unix"), "secret": True},
+        metadata={
+            "env": "REDIS_URL",
+            "parse": values.url("redis", "rediss", "unix"),
+            "secret": True,
+        },
     )
     api_keys: tuple[str, ...] = field(
-        default=(), metadata={"env": "RAGMON_API_KEYS", "parse": _api_keys, "secret": True}
+        default=(), metadata={"env": "RAGMON_API_KEYS", "parse": values.api_keys, "secret": True}
     )
     metrics_api_keys: tuple[str, ...] = field(
         default=(),
-        metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": _api_keys, "secret": True},
+        metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": values.api_keys, "secret": True},
     )
     api_keys_file: str | None = field(
-        default=None, metadata={"env": "RAGMON_API_KEYS_FILE", "parse": _text}
+        default=None, metadata={"env": "RAGMON_API_KEYS_FILE", "parse": values.text}
     )
     judge: str = field(
-        default="openai", metadata={"env": "RAGMON_JUDGE", "parse": _choice("openai", "lexical")}
+        default="openai",
+        metadata={"env": "RAGMON_JUDGE", "parse": values.choice("openai", "lexical")},
     )
     openai_api_key: str | None = field(
-        default=None, metadata={"env": "OPENAI_API_KEY", "parse": _text, "secret": True}
+        default=None, metadata={"env": "OPENAI_API_KEY", "parse": values.text, "secret": True}
     )
     openai_base_url: str | None = field(
-        default=None, metadata={"env": "OPENAI_BASE_URL", "parse": _url("http", "https")}
+        default=None, metadata={"env": "OPENAI_BASE_URL", "parse": values.url("http", "https")}
     )
     judge_model: str = field(
         default=DEFAULT_JUDGE_MODEL, metadata={"env": "RAGMON_JUDGE_MODEL", "parse": str.strip}
     )
     judge_mode: str = field(
         default="pointwise",
-        metadata={"env": "RAGMON_JUDGE_MODE", "parse": _choice("pointwise", "listwise")},
+        metadata={"env": "RAGMON_JUDGE_MODE", "parse": values.choice("pointwise", "listwise")},
     )
     judge_scale: str = field(
         default="umbrela",
-        metadata={"env": "RAGMON_JUDGE_SCALE", "parse": _choice("umbrela", "utility5")},
+        metadata={"env": "RAGMON_JUDGE_SCALE", "parse": values.choice("umbrela", "utility5")},
     )
     judge_concurrency: int = field(
         default=128,
-        metadata={"env": "RAGMON_JUDGE_CONCURRENCY", "parse": _number(1, 1024, int)},
+        metadata={"env": "RAGMON_JUDGE_CONCURRENCY", "parse": values.number(1, 1024, int)},
     )
     judge_rpm: int = field(
-        default=0, metadata={"env": "RAGMON_JUDGE_RPM", "parse": _number(0, None, int)}
+        default=0, metadata={"env": "RAGMON_JUDGE_RPM", "parse": values.number(0, None, int)}
     )
     judge_tpm: int = field(
-        default=0, metadata={"env": "RAGMON_JUDGE_TPM", "parse": _number(0, None, int)}
+        default=0, metadata={"env": "RAGMON_JUDGE_TPM", "parse": values.number(0, None, int)}
     )
     judge_timeout_s: float = field(
-        default=30.0, metadata={"env": "RAGMON_JUDGE_TIMEOUT", "parse": _number(0.1, 600)}
+        default=30.0, metadata={"env": "RAGMON_JUDGE_TIMEOUT", "parse": values.number(0.1, 600)}
     )
     judge_max_retries: int = field(
-        default=6, metadata={"env": "RAGMON_JUDGE_MAX_RETRIES", "parse": _number(0, 100, int)}
+        default=6, metadata={"env": "RAGMON_JUDGE_MAX_RETRIES", "parse": values.number(0, 100, int)}
     )
-    utility: bool = field(default=False, metadata={"env": "RAGMON_UTILITY", "parse": _bool})
+    utility: bool = field(
+        default=False, metadata={"env": "RAGMON_UTILITY", "parse": values.boolean}
+    )
     prices: dict[str, tuple[float, float]] = field(
         default_factory=lambda: dict(DEFAULT_PRICES),
-        metadata={"env": "RAGMON_PRICES", "parse": _prices},
+        metadata={"env": "RAGMON_PRICES", "parse": values.prices},
     )
     sample_rate: float = field(
-        default=1.0, metadata={"env": "RAGMON_SAMPLE_RATE", "parse": _number(0.0, 1.0)}
+        default=1.0, metadata={"env": "RAGMON_SAMPLE_RATE", "parse": values.number(0.0, 1.0)}
     )
     daily_budget_usd: float = field(
-        default=0.0, metadata={"env": "RAGMON_DAILY_BUDGET_USD", "parse": _number(0.0)}
+        default=0.0, metadata={"env": "RAGMON_DAILY_BUDGET_USD", "parse": values.number(0.0)}
     )
     relevant_grade: int = field(
-        default=2, metadata={"env": "RAGMON_RELEVANT_GRADE", "parse": _number(1, 3, int)}
+        default=2, metadata={"env": "RAGMON_RELEVANT_GRADE", "parse": values.number(1, 3, int)}
     )
     t_alpha: float = field(
-        default=0.5, metadata={"env": "RAGMON_T_ALPHA", "parse": _number(0.0, 1.0)}
+        default=0.5, metadata={"env": "RAGMON_T_ALPHA", "parse": values.number(0.0, 1.0)}
     )
     f_alpha: float = field(
-        default=0.5, metadata={"env": "RAGMON_F_ALPHA", "parse": _number(0.0, 1.0)}
+        default=0.5, metadata={"env": "RAGMON_F_ALPHA", "parse": values.number(0.0, 1.0)}
     )
     ndcg_gain: str = field(
         default="exponential",
-        metadata={"env": "RAGMON_NDCG_GAIN", "parse": _choice("exponential", "linear")},
+        metadata={"env": "RAGMON_NDCG_GAIN", "parse": values.choice("exponential", "linear")},
     )
     harm_grades: frozenset[int] = field(
-        default=frozenset({1}), metadata={"env": "RAGMON_HARM_GRADES", "parse": _grades}
+        default=frozenset({1}), metadata={"env": "RAGMON_HARM_GRADES", "parse": values.grades}
     )
     max_series: int = field(
-        default=500, metadata={"env": "RAGMON_MAX_SERIES", "parse": _number(1, 100_000, int)}
+        default=500, metadata={"env": "RAGMON_MAX_SERIES", "parse": values.number(1, 100_000, int)}
     )
     max_series_per_app: int = field(
         default=100,
-        metadata={"env": "RAGMON_MAX_SERIES_PER_APP", "parse": _number(1, 100_000, int)},
+        metadata={"env": "RAGMON_MAX_SERIES_PER_APP", "parse": values.number(1, 100_000, int)},
     )
     series_idle_days: float = field(
-        default=30.0, metadata={"env": "RAGMON_SERIES_IDLE_DAYS", "parse": _number(0.0, 3650)}
+        default=30.0, metadata={"env": "RAGMON_SERIES_IDLE_DAYS", "parse": values.number(0.0, 3650)}
     )
     result_ttl_days: float = field(
-        default=35.0, metadata={"env": "RAGMON_RESULT_TTL_DAYS", "parse": _number(0.01, 3650)}
+        default=35.0, metadata={"env": "RAGMON_RESULT_TTL_DAYS", "parse": values.number(0.01, 3650)}
     )
     cache_ttl_days: float = field(
-        default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": _number(0.0, 3650)}
+        default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": values.number(0.0, 3650)}
     )
-    store_text: bool = field(default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": _bool})
+    store_text: bool = field(
+        default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": values.boolean}
+    )
     text_keys: tuple[str, ...] = field(
-        default=(), metadata={"env": "RAGMON_TEXT_KEYS", "parse": _text_keys, "secret": True}
+        default=(), metadata={"env": "RAGMON_TEXT_KEYS", "parse": values.text_keys, "secret": True}
     )
     text_keys_file: str | None = field(
-        default=None, metadata={"env": "RAGMON_TEXT_KEYS_FILE", "parse": _text}
+        default=None, metadata={"env": "RAGMON_TEXT_KEYS_FILE", "parse": values.text}
     )
     queue_limit: int = field(
-        default=100_000, metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": _number(1, None, int)}
+        default=100_000,
+        metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": values.number(1, None, int)},
     )
     max_body_bytes: int = field(
         default=32 * 1024 * 1024,
-        metadata={"env": "RAGMON_MAX_BODY_BYTES", "parse": _number(1024, None, int)},
+        metadata={"env": "RAGMON_MAX_BODY_BYTES", "parse": values.number(1024, None, int)},
     )
     store_timeout_s: float = field(
-        default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": _number(2.0, 600.0)}
+        default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": values.number(2.0, 600.0)}
     )
     header_timeout_s: float = field(
-        default=10.0, metadata={"env": "RAGMON_HEADER_TIMEOUT_S", "parse": _number(0.1, 3600)}
+        default=10.0, metadata={"env": "RAGMON_HEADER_TIMEOUT_S", "parse": values.number(0.1, 3600)}
     )
     body_timeout_s: float = field(
-        default=60.0, metadata={"env": "RAGMON_BODY_TIMEOUT_S", "parse": _number(0.1, 3600)}
+        default=60.0, metadata={"env": "RAGMON_BODY_TIMEOUT_S", "parse": values.number(0.1, 3600)}
     )
     max_connections: int = field(
         default=4096,
-        metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": _number(10, 1_000_000, int)},
+        metadata={"env": "RAGMON_MAX_CONNECTIONS", "parse": values.number(10, 1_000_000, int)},
     )
     metrics_refresh_s: float = field(
-        default=10.0, metadata={"env": "RAGMON_METRICS_REFRESH_S", "parse": _number(0.0, 3600)}
+        default=10.0,
+        metadata={"env": "RAGMON_METRICS_REFRESH_S", "parse": values.number(0.0, 3600)},
     )
     metrics_process: bool = field(
-        default=True, metadata={"env": "RAGMON_METRICS_PROCESS", "parse": _bool}
+        default=True, metadata={"env": "RAGMON_METRICS_PROCESS", "parse": values.boolean}
     )
     job_batch_size: int = field(
-        default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": _number(1, 1000, int)}
+        default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": values.number(1, 1000, int)}
     )
     #: Seconds an API process lets single events gather into one RQ job (0: a job per write).
     group_window_s: float = field(
-        default=0.5, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": _number(0.0, 60.0)}
+        default=0.5, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": values.number(0.0, 60.0)}
     )
     alert_margin_ndcg: float = field(
-        default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": _number(0.0, 1.0)}
+        default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": values.number(0.0, 1.0)}
     )
     alert_margin_t: float = field(
-        default=0.1, metadata={"env": "RAGMON_ALERT_MARGIN_T", "parse": _number(0.0)}
+        default=0.1, metadata={"env": "RAGMON_ALERT_MARGIN_T", "parse": values.number(0.0)}
     )
     alert_z: float = field(
-        default=3.5, metadata={"env": "RAGMON_ALERT_Z", "parse": _number(0.0, 20.0)}
+        default=3.5, metadata={"env": "RAGMON_ALERT_Z", "parse": values.number(0.0, 20.0)}
     )
     alert_min_events: int = field(
-        default=30, metadata={"env": "RAGMON_ALERT_MIN_EVENTS", "parse": _number(1, None, int)}
+        default=30,
+        metadata={"env": "RAGMON_ALERT_MIN_EVENTS", "parse": values.number(1, None, int)},
     )
     explorer_url: str | None = field(
         default=None,
-        metadata={"env": "RAGMON_EXPLORER_URL", "parse": _url("http", "https")},
+        metadata={"env": "RAGMON_EXPLORER_URL", "parse": values.url("http", "https")},
     )
     report_webhook: str | None = field(
         default=None,
-        metadata={"env": "RAGMON_REPORT_WEBHOOK", "parse": _url("http", "https"), "secret": True},
+        metadata={
+            "env": "RAGMON_REPORT_WEBHOOK",
+            "parse": values.url("http", "https"),
+            "secret": True,
+        },
     )
     report_keep: int = field(
-        default=12, metadata={"env": "RAGMON_REPORT_KEEP", "parse": _number(1, 1000, int)}
+        default=12, metadata={"env": "RAGMON_REPORT_KEEP", "parse": values.number(1, 1000, int)}
     )
     report_dir: str = field(
         default="reports", metadata={"env": "RAGMON_REPORT_DIR", "parse": str.strip}
@@ -356,23 +213,23 @@ class Settings:
     # the first one present wins (docs/integration.md, "OpenTelemetry").
     otlp_app_attributes: tuple[str, ...] = field(
         default=("service.name",),
-        metadata={"env": "RAGMON_OTLP_APP_ATTRIBUTES", "parse": _attribute_names},
+        metadata={"env": "RAGMON_OTLP_APP_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_index_attributes: tuple[str, ...] = field(
         default=("metadata.index",),
-        metadata={"env": "RAGMON_OTLP_INDEX_ATTRIBUTES", "parse": _attribute_names},
+        metadata={"env": "RAGMON_OTLP_INDEX_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_retriever_attributes: tuple[str, ...] = field(
         default=("metadata.retriever", "span.name"),
-        metadata={"env": "RAGMON_OTLP_RETRIEVER_ATTRIBUTES", "parse": _attribute_names},
+        metadata={"env": "RAGMON_OTLP_RETRIEVER_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_segment_attributes: tuple[str, ...] = field(
         default=("metadata.segment",),
-        metadata={"env": "RAGMON_OTLP_SEGMENT_ATTRIBUTES", "parse": _attribute_names},
+        metadata={"env": "RAGMON_OTLP_SEGMENT_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_k_attributes: tuple[str, ...] = field(
         default=("metadata.k",),
-        metadata={"env": "RAGMON_OTLP_K_ATTRIBUTES", "parse": _attribute_names},
+        metadata={"env": "RAGMON_OTLP_K_ATTRIBUTES", "parse": values.attribute_names},
     )
 
     @classmethod
