@@ -23,6 +23,7 @@ import json
 import math
 import re
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -138,9 +139,11 @@ class FakeLLM:
         return self
 
     def stop(self) -> None:
+        """Down, as a dead server is: no new connection, and the open ones dropped."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.drop_connections()
 
     def __enter__(self) -> FakeLLM:
         return self.start()
@@ -289,8 +292,38 @@ def completion(
 
 
 class _Server(ThreadingHTTPServer):
+    """Keeps its open connections, so that stopping it drops them as a dead server would: a
+    stopped HTTP/1.1 server would otherwise go on answering on every kept-alive connection."""
+
     daemon_threads = True
     request_queue_size = 512  # many judges connect at once
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self.connections_lock:
+            open_now = list(self.connections)
+        for conn in open_now:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection dropped by `drop_connections` mid-answer is expected, not news."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
