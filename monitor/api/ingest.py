@@ -84,9 +84,7 @@ class IngestWriter:
     async def stop(self) -> None:
         for task in (self._task, self._grouper):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel(task)
         await self._flush_rejections()
         await self._close_group()
         if self._ingest is not None:
@@ -259,3 +257,15 @@ async def _wait(event: asyncio.Event, timeout: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout):
             await event.wait()
+
+
+async def cancel(task: asyncio.Task) -> None:
+    """Cancel `task` until it ends. One cancellation can be lost when it lands just as what
+    the task awaits completes (a Redis write, or `asyncio.wait_for` on Python 3.11), and then a
+    single cancel-and-await waits forever: a stopping server must not. An error the task ended
+    with is raised, as awaiting it would."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.cancelled():
+        task.result()

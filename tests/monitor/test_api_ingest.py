@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
-from monitor.api.ingest import IngestWriter
+from monitor.api.ingest import IngestWriter, cancel
 from monitor.settings import Settings
 from monitor.store import Store
 
@@ -27,3 +28,37 @@ def test_stop_right_after_a_count_returns(settings: Settings) -> None:
         asyncio.run(go())
     finally:
         store.close()
+
+
+def test_cancel_repeats_a_cancellation_the_task_swallowed() -> None:
+    """A task that loses its first cancellation (as one landing on a finished write does) still
+    ends; an error it ends with reaches the caller."""
+
+    async def swallows_once() -> str:
+        with contextlib.suppress(asyncio.CancelledError):  # lost, as one racing a finished await
+            await asyncio.sleep(60)
+        await asyncio.sleep(60)
+        return "not cancelled"
+
+    async def fails_on_cancel() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            raise RuntimeError("cleanup failed") from None
+
+    async def go() -> None:
+        task = asyncio.ensure_future(swallows_once())
+        await asyncio.sleep(0)
+        stopping = asyncio.ensure_future(cancel(task))
+        done, _ = await asyncio.wait({stopping}, timeout=30)  # a guard against a hang
+        assert done and task.cancelled()
+        failing = asyncio.ensure_future(fails_on_cancel())
+        await asyncio.sleep(0)
+        try:
+            await cancel(failing)
+        except RuntimeError as exc:
+            assert str(exc) == "cleanup failed"
+        else:
+            raise AssertionError("the task's error was not raised")
+
+    asyncio.run(go())
