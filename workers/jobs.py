@@ -57,9 +57,13 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
     outcomes: list[tuple[dict, object]] = []
     claims = Claims(store)
     inflight = InFlight()  # a passage repeated across the job's events is judged once
+
+    def start(event: dict) -> None:
+        tasks[asyncio.ensure_future(_one(ctx, store, judge, params, event, inflight))] = event
+
     try:
         for e in events:
-            tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e, inflight))] = e
+            start(e)
         until = time.monotonic() + GREEDY_MAX_S
         busy_at = time.monotonic()
         while True:
@@ -68,7 +72,7 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
                 greedy = False
             if greedy:
                 for e in claims.take(ctx.settings.job_batch_size - len(tasks)):
-                    tasks[asyncio.ensure_future(_one(ctx, store, judge, params, e, inflight))] = e
+                    start(e)
             if tasks:
                 busy_at = time.monotonic()
             elif not greedy or time.monotonic() - busy_at > CLAIM_LINGER_S:
@@ -179,7 +183,7 @@ async def _one(
     judge: Judge,
     params: MeasureParams,
     event: dict,
-    inflight: InFlight | None = None,
+    inflight: InFlight,
 ) -> str:
     graded = await grade_event(event, judge, store, inflight)
     grades, utility = on_both_scales(graded.grades, judge)
