@@ -15,6 +15,7 @@ from monitor.schemas import RetrievalEvent
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
 from monitor.store.keys import event_ref
+from tests.monitor.test_store_ingest import write_deferred
 from tests.support.events import make_event
 from workers import jobs
 from workers.context import build_context
@@ -32,16 +33,7 @@ def single(store: Store, seed: int) -> str:
     event = RetrievalEvent.model_validate(make_event(seed=seed, labels={"app": "a"}))
     event.timestamp = datetime.now(UTC)  # as the API stamps it
     item = IngestItem(event.event_id, event.model_dump_json(exclude_none=True), app="a")
-
-    async def run() -> list[str]:
-        ingest = store.async_ingest()
-        assert ingest is not None
-        try:
-            return (await ingest.write([item], defer=True))[1]
-        finally:
-            await ingest.aclose()
-
-    assert asyncio.run(run()) == [event_ref("a", event.event_id)]
+    assert write_deferred(store, [item])[1] == [event_ref("a", event.event_id)]
     return event_ref("a", event.event_id)
 
 
