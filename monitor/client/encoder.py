@@ -35,7 +35,10 @@ class Encoder(MonitorState):
                 if not closing:
                     self._wake_encoder.wait(self._encode_interval)
                     self._wake_encoder.clear()
-                self._encode_all()
+                pool = self._id_pool
+                if len(pool) < ID_POOL // 2:
+                    pool.extend(itertools.islice(self._ids, ID_POOL - len(pool)))
+                self._drain()  # _encode_all, or the relay's _relay_all
                 if closing:
                     self._encoder_done.set()
                     self._wake_sender.set()
@@ -53,9 +56,6 @@ class Encoder(MonitorState):
         the GIL is given back after every ENCODE_SLICE_S of work.
         """
         slice_start = time.perf_counter()
-        pool = self._id_pool
-        if len(pool) < ID_POOL // 2:
-            pool.extend(itertools.islice(self._ids, ID_POOL - len(pool)))
         while True:
             with self._lock:  # record() never waits on the outbox's lock
                 n = min(len(self._buf), ENCODE_CHUNK)

@@ -173,6 +173,8 @@ def passage(p: Any, rank: int = 0, fixes: dict[str, int] | None = None) -> dict[
         fast = (p.get("id"), p.get("text"), p.get("score"))
     if fast is not None and _plain(*fast):
         return {"id": fast[0], "text": fast[1], "score": fast[2]}
+    if not isinstance(p, str | Mapping | tuple | list):
+        p = foreign_passage(p, rank)
     pid: Any = None
     score: Any = None
     grade: Any = None
@@ -181,28 +183,14 @@ def passage(p: Any, rank: int = 0, fixes: dict[str, int] | None = None) -> dict[
         text = p
     elif isinstance(p, Mapping):
         pid, text, score, grade = p.get("id"), p.get("text"), p.get("score"), p.get("grade")
-    elif isinstance(p, tuple | list):
-        if len(p) == 2 and hasattr(p[0], "page_content"):  # LangChain (Document, score)
+    else:
+        if len(p) == 2 and (isinstance(p[0], Mapping | tuple | list) or _foreign(p[0])):
+            # (passage, score): LangChain's similarity_search_with_score, and the relay's JSON
             return _with_score(passage(p[0], rank, fixes), p[1])
         if len(p) not in (2, 3):
             raise InvalidEvent("passages", f"[{rank}]: tuples are (id, text) or (id, text, score)")
         pid, text = p[0], p[1]
         score = p[2] if len(p) == 3 else None
-    elif hasattr(p, "page_content"):  # LangChain Document
-        text = p.page_content
-        meta = getattr(p, "metadata", None) or {}
-        pid = meta.get("id") if isinstance(meta, Mapping) else None
-        pid = pid if pid is not None else getattr(p, "id", None)
-        score = meta.get("score") if isinstance(meta, Mapping) else None
-    elif hasattr(p, "node"):  # LlamaIndex NodeWithScore
-        return _with_score(passage(p.node, rank, fixes), getattr(p, "score", None))
-    elif hasattr(p, "get_content") or hasattr(p, "node_id"):  # LlamaIndex node
-        text = getattr(p, "text", None)
-        if not isinstance(text, str):
-            text = p.get_content()
-        pid = getattr(p, "node_id", None) or getattr(p, "id_", None)
-    else:
-        raise InvalidEvent("passages", f"[{rank}]: unsupported type {type(p).__name__}")
     if not isinstance(text, str):
         raise InvalidEvent("passages", f"[{rank}].text: must be a string")
     if not text:
@@ -226,6 +214,29 @@ def passage(p: Any, rank: int = 0, fixes: dict[str, int] | None = None) -> dict[
             raise InvalidEvent("grade", f"passages[{rank}].grade: must be an integer 0-3")
         out["grade"] = grade
     return _with_score(out, score)
+
+
+def _foreign(p: Any) -> bool:
+    return not isinstance(p, str | int | float | uuid.UUID | Mapping | tuple | list | None)
+
+
+def foreign_passage(p: Any, rank: int = 0) -> dict[str, Any]:
+    """The fields of a LangChain document or a LlamaIndex node (duck-typed), as a passage dict
+    to be checked like any other."""
+    if hasattr(p, "page_content"):  # LangChain Document
+        meta = getattr(p, "metadata", None) or {}
+        pid = meta.get("id") if isinstance(meta, Mapping) else None
+        pid = pid if pid is not None else getattr(p, "id", None)
+        score = meta.get("score") if isinstance(meta, Mapping) else None
+        return {"id": pid, "text": p.page_content, "score": score}
+    if hasattr(p, "node"):  # LlamaIndex NodeWithScore
+        return {**foreign_passage(p.node, rank), "score": getattr(p, "score", None)}
+    if hasattr(p, "get_content") or hasattr(p, "node_id"):  # LlamaIndex node
+        text = getattr(p, "text", None)
+        if not isinstance(text, str):
+            text = p.get_content()
+        return {"id": getattr(p, "node_id", None) or getattr(p, "id_", None), "text": text}
+    raise InvalidEvent("passages", f"[{rank}]: unsupported type {type(p).__name__}")
 
 
 def _hash_id(text: str) -> str:

@@ -44,6 +44,7 @@ from typing import Any
 from monitor.client.connection import Connection
 from monitor.client.encoder import ENCODE_AT, Encoder
 from monitor.client.outbox import Outbox
+from monitor.client.relay import Relayer
 from monitor.client.sender import Sender
 from monitor.client.state import COUNTERS
 from monitor.limits import MAX_BATCH
@@ -63,7 +64,7 @@ DEFAULT_BACKOFF_MAX_S = 30.0
 BATCH_BYTES = 2 * 1024 * 1024
 
 
-class RetrievalMonitor(Encoder, Sender):
+class RetrievalMonitor(Encoder, Sender, Relayer):
     """Non-blocking recorder of retrievals; one per process is enough (thread- and fork-safe).
 
     Use `record()` from sync or async code (it never blocks), `close()` (or `async with` /
@@ -88,7 +89,12 @@ class RetrievalMonitor(Encoder, Sender):
         backoff: float = DEFAULT_BACKOFF_S,
         backoff_max: float = DEFAULT_BACKOFF_MAX_S,
         close_timeout: float = 5.0,
+        relay: bool = True,
     ) -> None:
+        self._config = {
+            k: v for k, v in locals().items() if k not in ("self", "relay", "__class__")
+        }  # what the relay process makes its own monitor with
+        self._use_relay = relay
         self.url = url.rstrip("/")
         self._headers = {"Content-Type": "application/json", "User-Agent": "ragmon-client/0.1"}
         if api_key:
@@ -136,6 +142,13 @@ class RetrievalMonitor(Encoder, Sender):
         counter = itertools.count(int(h[20:], 16) >> 1)  # 47 bits: 12 hex digits for ages
         self._ids = map((prefix + "%012x").__mod__, counter)
         self._id_pool: list[str] = []  # list.pop() and extend() are atomic: no lock
+        self._drain = self._first_drain
+        self._relay = None  # a forked child starts its own relay (the parent's is not its own)
+        self._relay_failed_at = 0.0
+        self._relay_flush_asked = False
+        self._relay_read_lock = threading.Lock()
+        self._relayed = 0
+        self._child = {}
 
     # ---- the app's side -------------------------------------------------------------------
 
@@ -203,20 +216,24 @@ class RetrievalMonitor(Encoder, Sender):
 
     def stats(self) -> dict[str, int]:
         """Counters since start (or since fork in a child), plus `buffered` and `in_flight`."""
+        if self._drain == self._relay_all:
+            self._relay_stats()
         with self._lock, self._out_lock:
             out = dict(self._n)
             out["buffered"] = len(self._buf) + self._out.events
             out["in_flight"] = self._encoding - self._encoded + self._sending
+            if self._drain == self._relay_all:
+                self._relay_counts(out)
         return out
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Ask for everything buffered to be sent now; True if all was settled in time."""
         end = time.monotonic() + timeout
+        self._relay_flush_asked = True
         while time.monotonic() < end:
-            with self._lock, self._out_lock:
-                busy = self._encoding - self._encoded + self._sending
-                if not (self._buf or self._out.events or busy):
-                    return True
+            stats = self.stats()
+            if not (stats["buffered"] or stats["in_flight"]):
+                return True
             self._wake_encoder.set()
             self._wake_sender.set()
             time.sleep(0.005)
@@ -234,6 +251,7 @@ class RetrievalMonitor(Encoder, Sender):
         self._wake_sender.set()
         for thread in self._threads or ():
             thread.join(max(0.0, end - time.monotonic()))
+        self._relay_close(end)
         with self._lock, self._out_lock:  # an in-flight batch is settled by the sender itself
             left = len(self._buf) + self._out.clear()
             self._buf.clear()
@@ -270,6 +288,12 @@ class RetrievalMonitor(Encoder, Sender):
         for thread in self._threads:
             thread.start()
 
+    def _first_drain(self) -> None:
+        """On the encoder thread, once: start the relay (or work in-process), then drain."""
+        relayed = self._use_relay and self._spawn_relay()
+        self._drain = self._relay_all if relayed else self._encode_all
+        self._drain()
+
     def _connection(self) -> Connection:
         return Connection(self.url, self._headers, self._timeout, min(self._timeout, 3.0))
 
@@ -297,6 +321,13 @@ def _close_all() -> None:
 
 
 def _after_fork() -> None:
-    """A forked child starts with an empty buffer, a new lock, and no thread or connection."""
+    """A forked child starts with an empty buffer, a new lock, and no thread, connection or
+    relay (it closes its copies of the parent's relay pipes: the relay must see EOF when the
+    parent closes)."""
     for monitor in list(_live):
+        relay = monitor._relay
+        if relay is not None:
+            for pipe in (relay.stdin, relay.stdout):
+                with contextlib.suppress(Exception):
+                    pipe.close() if pipe is not None else None
         monitor._reset()

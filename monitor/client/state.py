@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from monitor.client.connection import Connection
 from monitor.client.events import FIXES, INVALID_REASONS
@@ -26,6 +26,7 @@ COUNTERS = (
     "dropped_closed",  # record() after close()
     "dropped_send_failed",  # gave up after max_retries
     "dropped_at_close",  # still unsent when close() timed out
+    "dropped_relay_died",  # handed to a relay process that died before settling them
     "invalid",  # failed client-side validation, never sent (sum of the invalid_<reason>)
     "rejected",  # answered 4xx (not 429) by the server
     "retries",  # HTTP attempts repeated after an error, 429 or 5xx
@@ -56,6 +57,7 @@ class MonitorState:
     _ids: Iterator[str]  # event ids, made on demand
     _id_pool: list[str]  # event ids made ahead by the encoder for record() to take
     _last_log: dict[str, float]
+    _drain: Callable[[], None]  # the encoder's work: in-process, or writing to the relay
 
     def _bump(self, name: str, n: int = 1) -> None:
         with self._out_lock:
