@@ -135,6 +135,7 @@ def measure_state(
     }
     sdk_us = (hook["sdk_cpu_s_total"] - sdk0["sdk_cpu_s_total"]) * 1e6
     recorded = hook["recorded"] - sdk0["recorded"]
+    relay_us = (hook.get("relay_cpu_s", 0.0) - sdk0.get("relay_cpu_s", 0.0)) * 1e6
     return {
         "state": state,
         "p99_ms": {v: statistics.median(s["p99_ms"] for s in per[v]) for v in VARIANTS},
@@ -147,6 +148,7 @@ def measure_state(
         "added_cpu_us": median_interval(added["on"]),
         "added_cpu_us_aa": median_interval(added["off2"]),
         "sdk_threads_us_per_event": sdk_us / max(1, recorded),
+        "relay_us_per_event": relay_us / max(1, recorded),
         "errors": {v: sum(s["errors"] for s in per[v]) for v in VARIANTS},
         "generator_lag_max_ms": max(s["generator_lag_ms"] for v in VARIANTS for s in per[v]),
         "loadavg": os.getloadavg()[0],
@@ -196,7 +198,7 @@ def report(f: dict[str, Any]) -> str:
         f"{f['cpus']['rest']}; {f['machine']}",
         f"medians over rounds, [{conf:.0%} interval]; A/A = off'/off, two apps without the hook",
         f"{'sidecar':8} {'p99 ms off/off/on':>20} {'p99 on/off':>22} {'A/A':>22}  "
-        f"{'CPU µs/req off':>14} {'+on':>20} {'+A/A':>20} {'SDK µs/ev':>9}  hook",
+        f"{'CPU µs/req off':>14} {'+on':>20} {'+A/A':>20} {'SDK µs/ev':>9} {'relay':>6}  hook",
     ]
     for s in f["states"]:
         p99 = "/".join(f"{s['p99_ms'][v]:.2f}" for v in VARIANTS)
@@ -206,7 +208,8 @@ def report(f: dict[str, Any]) -> str:
         lines.append(
             f"{s['state']:8} {p99:>20} {iv(s['p99_ratio']):>22} {iv(s['p99_ratio_aa']):>22}  "
             f"{s['cpu_us_per_request']['off']:>14.0f} {iv(s['added_cpu_us'], '.1f'):>20} "
-            f"{iv(s['added_cpu_us_aa'], '.1f'):>20} {s['sdk_threads_us_per_event']:>9.1f}  "
+            f"{iv(s['added_cpu_us_aa'], '.1f'):>20} {s['sdk_threads_us_per_event']:>9.1f} "
+            f"{s.get('relay_us_per_event', 0.0):>6.1f}  "
             f"{verdict}: sent={h.get('sent')} dropped={dropped} buffered={h.get('buffered')} "
             f"retries={h.get('retries')} RSS on/off {s['rss_mb']['on']:.0f}/"
             f"{s['rss_mb']['off']:.0f} MB"

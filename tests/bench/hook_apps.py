@@ -77,6 +77,15 @@ def sdk_cpu_s() -> dict[str, float]:
     return {t.name: time.clock_gettime(time.pthread_getcpuclockid(t.ident or 0)) for t in threads}
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds of a process so far, all its threads (/proc schedstat: nanoseconds)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
 # ---- the apps (run in child processes) -------------------------------------------------------
 
 
@@ -123,6 +132,8 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
         out = state["monitor"].stats() if hook else {}
         out["sdk_cpu_s"] = threads = sdk_cpu_s()
         out["sdk_cpu_s_total"] = sum(threads.values())
+        relay = state["monitor"]._relay if hook else None
+        out["relay_cpu_s"] = process_cpu_s(relay.pid) if relay is not None else 0.0
         return out
 
     return app
@@ -224,12 +235,8 @@ class App:
         self.port, self.pid = port, pid
 
     def cpu_s(self) -> float:
-        """CPU seconds of all the app's threads so far (/proc schedstat: nanoseconds)."""
-        total = 0
-        for task in Path(f"/proc/{self.pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                total += int((task / "schedstat").read_text().split()[0])
-        return total / 1e9
+        """CPU seconds of all the app's threads so far (not its relay's)."""
+        return process_cpu_s(self.pid)
 
     def rss_mb(self) -> float:
         """Resident memory of the app's process now (MB)."""

@@ -7,6 +7,7 @@ import http.client
 import logging
 import os
 import signal
+import subprocess
 import sys
 
 import psutil
@@ -20,6 +21,7 @@ from tests.monitor.test_client import (
     records,
     wait_for,
 )
+from tests.support.stack import REPO
 
 
 @pytest.fixture
@@ -96,3 +98,21 @@ def test_frames_survive_any_split_of_the_stream() -> None:
         frames = relay.Frames()
         got = [*frames.feed(data[:cut]), *frames.feed(data[cut:])]
         assert got == [(b"e", b"[1]"), (b"s", b"{}"), (b"e", b"")]
+
+
+def test_what_the_relay_holds_survives_the_app_being_killed(sidecar: Sidecar) -> None:
+    """SIGKILL gives the app no atexit: the relay sees EOF and sends what it had."""
+    app = f"""
+import os, signal, time
+from monitor.client import RetrievalMonitor
+monitor = RetrievalMonitor({sidecar.url!r}, flush_interval=60)
+for i in range(50):
+    monitor.record(f"query {{i}}", [("a", "first passage", 1.0)], 1, event_id=f"kill-{{i}}")
+while monitor.stats()["buffered"] != 50 or monitor._child.get("recorded") != 50:
+    time.sleep(0.01)  # all 50 are in the relay, none sent (flush_interval = 60 s)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    proc = subprocess.run([sys.executable, "-c", app], timeout=60, cwd=REPO)
+    assert proc.returncode == -signal.SIGKILL
+    assert wait_for(lambda: len(sidecar.events()) == 50)
+    assert {e["event_id"] for e in sidecar.events()} == {f"kill-{i}" for i in range(50)}
