@@ -310,8 +310,10 @@ class Relayer(MonitorState):
 
 def main() -> None:
     """`python -m monitor.client.relay`: record what the app sends until EOF, then close."""
+    from monitor.client import encoder
     from monitor.client.recorder import RetrievalMonitor
 
+    encoder.ENCODE_SLICE_S = float("inf")  # no app thread here to give the GIL back to
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app closes it (EOF), not the app's ^C
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, NICE)
