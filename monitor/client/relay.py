@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from monitor.client import encoder
 from monitor.client.events import InvalidEvent, build_event, decode, foreign_passage
 from monitor.client.state import MonitorState, log
 
@@ -45,7 +46,7 @@ EVENT = struct.Struct("<Ic")  # a frame's header and kind, in one piece
 IOV_MAX = 1024
 NICE = 19  # the relay yields the CPU to the app
 STATS_EVERY_S = 0.05
-RELAY_CHUNK = 64  # events taken off the buffer and written per pipe write
+RELAY_CHUNK = 64  # events taken off the buffer per lock round trip
 PIPE_BYTES = 1 << 20  # asked for (Linux F_SETPIPE_SZ); the default 64 kB holds ~10 events
 F_SETPIPE_SZ = 1031
 RESPAWN_AFTER_S = 5.0  # a relay that died is started again after this
@@ -140,7 +141,8 @@ class Relayer(MonitorState):
         return True
 
     def _relay_all(self) -> None:
-        """Write every buffered event to the relay, RELAY_CHUNK per pipe write."""
+        """Write every buffered event to the relay: RELAY_CHUNK events per lock round trip, and
+        the GIL given back (a pipe write, then a sleep) after every ENCODE_SLICE_S of work."""
         while True:
             with self._lock:
                 n = min(len(self._buf), RELAY_CHUNK)
@@ -149,15 +151,22 @@ class Relayer(MonitorState):
                 items = [self._buf.popleft() for _ in range(n)]
                 self._encoding = n
             pieces: list[bytes] = []  # written with one writev: no copy, no buffer to grow
-            for item in items:
+            start = time.perf_counter()
+            for i, item in enumerate(items, 1):
                 data = self._relay_item(item)
                 if data is not None:
                     pieces += (EVENT.pack(len(data) + 1, b"e"), data)
+                if i < n and time.perf_counter() - start > encoder.ENCODE_SLICE_S:
+                    self._write(pieces, len(pieces) // 2, n - i)
+                    pieces = []
+                    if not self._closing.is_set():  # a real sleep: the app's thread runs
+                        time.sleep(encoder.YIELD_FOR_S)
+                    start = time.perf_counter()
             del items, item  # the app's objects are released here
-            self._write(pieces, len(pieces) // 2)
+            self._write(pieces, len(pieces) // 2, 0)
         if self._relay_flush_asked:
             self._relay_flush_asked = False
-            self._write([frame(b"f", b"{}")], 0)
+            self._write([frame(b"f", b"{}")], 0, 0)
         self._relay_stats()  # and its warnings
 
     def _relay_item(self, item: tuple) -> bytes | None:
@@ -192,14 +201,15 @@ class Relayer(MonitorState):
                 self._encoded += 1  # settled (the valid ones are when written)
         return data
 
-    def _write(self, pieces: list[bytes], valid: int) -> None:
-        """Hand `valid` events (their frames in `pieces`) to the relay; blocks while it is
-        behind (record() keeps filling its bounded buffer meanwhile)."""
+    def _write(self, pieces: list[bytes], valid: int, taken: int) -> None:
+        """Hand `valid` events (their frames in `pieces`) to the relay, `taken` more still to
+        come from this chunk; blocks while the relay is behind (record() keeps filling its
+        bounded buffer meanwhile)."""
         proc = self._relay
         if proc is None and time.monotonic() - self._relay_failed_at > RESPAWN_AFTER_S:
             proc = self._relay if self._spawn_relay() else None
         with self._out_lock:
-            self._encoding = self._encoded = 0
+            self._encoding, self._encoded = taken, 0
             if proc is None:
                 self._n["dropped_relay_died"] += valid
                 return
