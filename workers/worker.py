@@ -6,6 +6,7 @@ line a failed job leaves in the log (its traceback only at debug level).
 
 from __future__ import annotations
 
+import gc
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -152,7 +153,13 @@ def start_worker(
         holder = name_holder(store, name)
         if holder:
             raise NameInUse(f"ragmon worker: --name {name!r} is taken by {holder}")
-    return make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
+    worker = make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
+    # What was built so far (imports, the judge's first client) lives as long as the worker:
+    # frozen out of the collector's sight, a work horse's collections do not walk it, so they
+    # do not copy the parent's memory pages (~8% of the CPU per judged passage).
+    gc.collect()
+    gc.freeze()
+    return worker
 
 
 def name_holder(store: Store, name: str) -> str | None:
