@@ -6,6 +6,7 @@ line a failed job leaves in the log (its traceback only at debug level).
 
 from __future__ import annotations
 
+import gc
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -104,9 +105,12 @@ def make_worker(
     ctx = build_context(settings, store)
     set_context(ctx)
     if settings.judge == "openai":
-        # Import the judge (openai, httpx, pydantic models) once, before RQ forks a work horse
-        # per job, instead of in every horse: +30% judged passages/s (tests/bench/bench_worker).
-        import workers.judges.llm  # noqa: F401
+        # Import the judge (openai, httpx, pydantic models) and build a first client once,
+        # before RQ forks a work horse per job, instead of in every horse: +30% judged
+        # passages/s (tests/bench/bench_worker), then ~50 ms of CPU less per job.
+        from workers.judges.llm import warm_up
+
+        warm_up(settings)
     worker = RagmonWorker(
         [ctx.store.queue],  # RQ takes the queue's connection: the store's
         name=name,
@@ -149,7 +153,13 @@ def start_worker(
         holder = name_holder(store, name)
         if holder:
             raise NameInUse(f"ragmon worker: --name {name!r} is taken by {holder}")
-    return make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
+    worker = make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
+    # What was built so far (imports, the judge's first client) lives as long as the worker:
+    # frozen out of the collector's sight, a work horse's collections do not walk it, so they
+    # do not copy the parent's memory pages (~8% of the CPU per judged passage).
+    gc.collect()
+    gc.freeze()
+    return worker
 
 
 def name_holder(store: Store, name: str) -> str | None:

@@ -193,39 +193,70 @@ class JudgeState:
         cost_usd: float = 0.0,
     ) -> None:
         """Count one judge call: outcome, latency, tokens, cost and the day's spend, at once."""
-        counters, day_counters = self.keys.counters, self.keys.day_counters(day)
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.hincrby(counters, SEP.join(["judge_requests", model, outcome]), 1)
-            if latency_s is not None:
-                _observe(pipe, self.keys.hist, "judge_latency_seconds", [model], latency_s)
-            for kind, n in (("input", input_tokens), ("output", output_tokens)):
+        self.record_calls(
+            [JudgeCall(model, outcome, latency_s, day, input_tokens, output_tokens, cost_usd)]
+        )
+
+    def record_calls(self, calls: Sequence[JudgeCall]) -> None:
+        """Count judge calls in one round trip; the increments of a field are added up first
+        (an event's 20 calls are a few dozen HINCRBYs, not 160 commands)."""
+        if not calls:
+            return
+        counters = self.keys.counters
+        ints: dict[tuple[str, str], int] = {}
+        floats: dict[tuple[str, str], float] = {}
+        spend: dict[str, float] = {}
+        day_keys: set[str] = set()
+
+        def add(into: dict, key: str, field: str, n: float) -> None:
+            into[key, field] = into.get((key, field), 0) + n
+
+        for c in calls:
+            add(ints, counters, SEP.join(["judge_requests", c.model, c.outcome]), 1)
+            if c.latency_s is not None:
+                field = SEP.join(["judge_latency_seconds", c.model])
+                bucket = bucket_index(JUDGE_LATENCY_BUCKETS, c.latency_s)
+                add(ints, self.keys.hist, f"{field}{SEP}b{bucket}", 1)
+                add(floats, self.keys.hist, f"{field}{SEP}sum", c.latency_s)
+                add(ints, self.keys.hist, f"{field}{SEP}count", 1)
+            day_counters = self.keys.day_counters(c.day)
+            for kind, n in (("input", c.input_tokens), ("output", c.output_tokens)):
                 if n:
-                    field = SEP.join(["judge_tokens", model, kind])
-                    pipe.hincrby(counters, field, n)
-                    pipe.hincrby(day_counters, field, n)
-            if cost_usd > 0:
-                field = SEP.join(["judge_cost_usd", model])
-                pipe.hincrbyfloat(counters, field, cost_usd)
-                pipe.hincrbyfloat(day_counters, field, cost_usd)
-                pipe.incrbyfloat(self.keys.spend(day), cost_usd)
+                    field = SEP.join(["judge_tokens", c.model, kind])
+                    add(ints, counters, field, n)
+                    add(ints, day_counters, field, n)
+            if c.cost_usd > 0:
+                field = SEP.join(["judge_cost_usd", c.model])
+                add(floats, counters, field, c.cost_usd)
+                add(floats, day_counters, field, c.cost_usd)
+                spend[c.day] = spend.get(c.day, 0.0) + c.cost_usd
+            if c.input_tokens or c.output_tokens or c.cost_usd > 0:
+                day_keys.add(day_counters)
+        with self.client.pipeline(transaction=False) as pipe:
+            for (key, field), n in ints.items():
+                pipe.hincrby(key, field, n)
+            for (key, field), x in floats.items():
+                pipe.hincrbyfloat(key, field, x)
+            for day, usd in spend.items():
+                pipe.incrbyfloat(self.keys.spend(day), usd)
                 pipe.expire(self.keys.spend(day), SPEND_TTL_S)
-            if input_tokens or output_tokens or cost_usd > 0:
-                pipe.expire(day_counters, DAY_TTL_S)
+            for key in day_keys:
+                pipe.expire(key, DAY_TTL_S)
             pipe.execute()
 
 
-def _observe(
-    pipe: redis.client.Pipeline,
-    key: str,
-    name: str,
-    labels: Sequence[str],
-    value: float,
-    bounds: Sequence[float] = JUDGE_LATENCY_BUCKETS,
-) -> None:
-    field = SEP.join([name, *labels])
-    pipe.hincrby(key, f"{field}{SEP}b{bucket_index(bounds, value)}", 1)
-    pipe.hincrbyfloat(key, f"{field}{SEP}sum", value)
-    pipe.hincrby(key, f"{field}{SEP}count", 1)
+@dataclass(frozen=True)
+class JudgeCall:
+    """One judge call to count (`JudgeState.record_calls`): its outcome, latency (None when it
+    got no answer), UTC day, tokens and cost."""
+
+    model: str
+    outcome: str
+    latency_s: float | None
+    day: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class Budget:

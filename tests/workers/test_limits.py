@@ -14,7 +14,7 @@ import redis
 
 from monitor.settings import Settings
 from monitor.store import Store
-from monitor.store.judging import Budget, JudgeState
+from monitor.store.judging import Budget, JudgeCall, JudgeState
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
 from workers.limits import RateLimiter
@@ -109,6 +109,37 @@ def test_budget(state):
     state.record_call("m", "ok", 0.1, "2030-01-01", 1000, 10, cost_usd=0.25)
     assert Budget(state, 1.0).exhausted("2030-01-01")
     assert 0 < state.client.ttl(state.keys.spend("2030-01-01")) <= 8 * 86400
+
+
+def test_calls_counted_together_add_up_to_the_same_counters_as_one_by_one(state):
+    """`record_calls` (the judge's once-per-event write) sums its fields before writing."""
+    calls = [
+        JudgeCall("m", "ok", 0.2, "2030-01-02", 100, 3, 0.5),
+        JudgeCall("m", "ok", 0.7, "2030-01-02", 120, 2, 0.25),
+        JudgeCall("m", "timeout", None, "2030-01-02"),
+        JudgeCall("m", "ok", 0.3, "2030-01-03", 10, 1, 0.125),
+        JudgeCall("n", "malformed", 0.1, "2030-01-02", 50, 9),
+    ]
+    days = ("2030-01-02", "2030-01-03")
+    hashes = [state.keys.counters, state.keys.hist, *map(state.keys.day_counters, days)]
+
+    def taken() -> tuple[list[dict[bytes, float]], list[float]]:
+        out = [{f: float(v) for f, v in state.client.hgetall(k).items()} for k in hashes]
+        spent = [state.spent(day) for day in days]
+        for key in hashes[2:] + [state.keys.spend(day) for day in days]:
+            assert state.client.ttl(key) > 0
+        state.client.delete(*hashes, *(state.keys.spend(day) for day in days))
+        return out, spent
+
+    for c in calls:
+        state.record_call(c.model, c.outcome, c.latency_s, c.day, c.input_tokens,
+                          c.output_tokens, c.cost_usd)  # fmt: skip
+    one_by_one = taken()
+    state.record_calls(calls)
+    together = taken()
+    assert together[1] == pytest.approx(one_by_one[1])
+    for got, expected in zip(together[0], one_by_one[0], strict=True):
+        assert got == pytest.approx(expected)
 
 
 # ---- across processes, as the provider sees it ----------------------------------------------

@@ -26,7 +26,7 @@ from workers.grading import grade_event
 from workers.judges import JudgeError, injection, prompt
 from workers.judges.accounting import price_of
 from workers.judges.lexical import lexical_grades
-from workers.judges.llm import OpenAIJudge, retry_after_s
+from workers.judges.llm import OpenAIJudge, retry_after_s, warm_up
 from workers.worker import make_worker
 
 MODEL = "gpt-4o-mini"
@@ -114,6 +114,16 @@ def test_pointwise_structured_output_tokens_cost_latency(redis_url, fake):
     assert day[f"judge_tokens|{MODEL}|input"] == tokens_in
     hist = Store.connect(s).client.hgetall("ragmon:h")
     assert int(hist[f"judge_latency_seconds|{MODEL}|count".encode()]) == 3
+
+
+def test_the_worker_warm_up_sends_nothing_and_writes_nothing(redis_url, fake):
+    """`make_worker` builds a client before RQ forks: no request, no counter, no spend."""
+    settings = judge_settings(redis_url, fake)
+    warm_up(settings)
+    make_worker(settings)
+    assert fake.requests == []
+    assert not any(k.startswith("judge_") for k in counters(settings))
+    assert run_grade(settings, passages=PASSAGES[:1]) == lexical_grades(QUERY, [PASSAGES[0][1]])
 
 
 def test_passages_of_one_event_are_judged_concurrently_under_the_semaphore(redis_url):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,7 +15,7 @@ from tests.support.api_server import ApiServer
 from tests.support.cli import Ragmon
 from tests.support.events import make_event
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.stack import RedisServer, clean_env, free_port
+from tests.support.stack import REPO, RedisServer, clean_env, free_port, ragmon_env
 
 pytestmark = pytest.mark.slow
 
@@ -246,3 +248,22 @@ def test_events_failed_by_a_bad_key_are_one_warning(redis_url, tmp_path, strict_
         worker.stop()
         api.stop()
     assert "Traceback" not in worker.text()
+
+
+def test_the_worker_freezes_what_it_built_before_it_forks_work_horses(redis_url):
+    """`start_worker` ends with `gc.freeze()`: a horse's collections leave the parent's pages
+    alone (docs/performance.md, "CPU per judged passage")."""
+    code = (
+        "import gc; from monitor.settings import Settings; from workers.worker import "
+        "start_worker; start_worker(Settings.from_env(dotenv=None)); print(gc.get_freeze_count())"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env=ragmon_env(redis_url),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout.split()[-1]) > 10_000  # the imported modules' objects, at least

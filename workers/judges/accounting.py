@@ -4,6 +4,10 @@ Apart from the judge because it answers different questions: the judge decides w
 outcome was; this module turns the call's usage into tokens and dollars, counts them for the
 whole fleet (`JudgeState` in Redis) and for this judge (calibrate's summary), and says when
 the day's budget is spent. Without a store it only keeps this judge's totals.
+
+Calls are counted in Redis in batches: `record` keeps a call, `flush` writes every call kept in
+one round trip. The judge flushes once per graded event (its passages' calls together) and
+before each budget check, so the budget always sees this judge's own spend.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from monitor.store.judging import Budget
+from monitor.store.judging import Budget, JudgeCall
 from monitor.store.keys import utc_today
 from workers.judges.base import JudgeError
 
@@ -46,6 +50,7 @@ class Accounting:
         self._budget = Budget(state, daily_budget_usd) if state is not None else None
         #: Totals of this judge's calls (calibrate's summary, the token-saving measurement).
         self.usage_in = self.usage_out = self.calls = 0
+        self._pending: list[JudgeCall] = []
         self._price = price_of(prices, model)
         if self._price is None and model not in _warned_unpriced:
             _warned_unpriced.add(model)
@@ -58,6 +63,7 @@ class Accounting:
 
     def check_budget(self) -> None:
         """Raise `budget_exhausted` (lasting) once today's fleet-wide spend reached the budget."""
+        self.flush()
         if self._budget is not None and self._budget.exhausted():
             raise JudgeError(
                 "budget_exhausted",
@@ -66,9 +72,9 @@ class Accounting:
             )
 
     def record(self, outcome: str, latency: float, usage: Any = None) -> None:
-        """Count one call: outcome, latency, tokens and their cost (also into today's spend).
-        `usage` is the completion's (`prompt_tokens`, `completion_tokens`), None when the call
-        got no answer."""
+        """Count one call: outcome, latency, tokens and their cost (also into today's spend),
+        in Redis at the next `flush`. `usage` is the completion's (`prompt_tokens`,
+        `completion_tokens`), None when the call got no answer."""
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = 0.0
@@ -78,6 +84,12 @@ class Accounting:
         self.usage_out += tokens_out
         self.calls += 1
         if self._state is not None:
-            self._state.record_call(
-                self.model, outcome, latency, utc_today(), tokens_in, tokens_out, cost
+            self._pending.append(
+                JudgeCall(self.model, outcome, latency, utc_today(), tokens_in, tokens_out, cost)
             )
+
+    def flush(self) -> None:
+        """Write the calls recorded since the last flush (fleet counters, today's spend)."""
+        if self._pending and self._state is not None:
+            calls, self._pending = self._pending, []
+            self._state.record_calls(calls)
