@@ -327,6 +327,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app closes it (EOF), not the app's ^C
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, NICE)
+    with contextlib.suppress(OSError, AttributeError):  # Linux: runs only on a CPU left idle
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     out = os.dup(1)
     os.dup2(2, 1)  # a stray print goes to stderr, not into the frames
     os.set_blocking(out, False)
