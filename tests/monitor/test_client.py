@@ -82,10 +82,10 @@ class Sidecar:
         self.server.server_close()
 
 
-@pytest.fixture(autouse=True, params=["relay", "in-process"])
+@pytest.fixture(autouse=True, params=["in-process", "relay"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here runs both ways: through the relay process (the default) and with the
-    encoder and sender threads in the app's process (relay=False, and the fallback)."""
+    """Every test here runs both ways: with the encoder and sender threads in the app's
+    process (the default, and the relay's fallback) and through the relay process."""
     defaults = dict(RetrievalMonitor.__init__.__kwdefaults__ or {})
     defaults["relay"] = request.param == "relay"
     monkeypatch.setattr(RetrievalMonitor.__init__, "__kwdefaults__", defaults)

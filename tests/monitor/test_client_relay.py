@@ -44,10 +44,11 @@ def test_the_relay_sends_from_its_own_process_at_the_lowest_priority(
     real = http.client.HTTPConnection.connect
     conn = http.client.HTTPConnection
     monkeypatch.setattr(conn, "connect", lambda c: connects.append(c) or real(c))
-    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05)
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05, relay=True)
     records(monitor, 50)
     child = relay_process(monitor)
     assert child.ppid() == os.getpid() and wait_for(lambda: child.nice() == relay.NICE)
+    assert wait_for(lambda: os.sched_getscheduler(child.pid) == os.SCHED_IDLE)
     assert wait_for(lambda: len(sidecar.events()) == 50)
     assert connects == []  # the app's process never connected to the sidecar
     monitor.close()
@@ -61,7 +62,7 @@ def test_a_killed_relay_is_counted_and_replaced(
     sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(relay, "RESPAWN_AFTER_S", 0.2)
-    monitor = RetrievalMonitor(sidecar.url, flush_interval=60)  # it holds what it gets
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=60, relay=True)  # it holds what it gets
     records(monitor, 30)
     first = relay_process(monitor)
     assert wait_for(lambda: monitor.stats()["buffered"] == 30 and monitor._child.get("recorded"))
@@ -82,7 +83,7 @@ def test_without_a_python_to_start_it_the_monitor_works_in_process(
     sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05)
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05, relay=True)
     with caplog.at_level(logging.WARNING, logger="ragmon.client"):
         records(monitor, 20)
         assert monitor.flush(10)
@@ -105,7 +106,7 @@ def test_what_the_relay_holds_survives_the_app_being_killed(sidecar: Sidecar) ->
     app = f"""
 import os, signal, time
 from monitor.client import RetrievalMonitor
-monitor = RetrievalMonitor({sidecar.url!r}, flush_interval=60)
+monitor = RetrievalMonitor({sidecar.url!r}, flush_interval=60, relay=True)
 for i in range(50):
     monitor.record(f"query {{i}}", [("a", "first passage", 1.0)], 1, event_id=f"kill-{{i}}")
 while monitor.stats()["buffered"] != 50 or monitor._child.get("recorded") != 50:
