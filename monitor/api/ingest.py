@@ -10,8 +10,9 @@ Grouping window: events that arrive one by one would each become a 1-event RQ jo
 horse, an event loop and an HTTP client for 20 judge calls: a worker then judges ~45
 passages/s instead of ~230). So a write's last, partial job is left open (its events are
 stored and their refs kept in `Keys.ungrouped`, atomically) and the writer enqueues it once it
-is full or `RAGMON_GROUP_WINDOW_S` has passed since its first event; while jobs already wait
-in the RQ queue, no worker is free anyway, so the group keeps filling for up to BUSY_WINDOW_S.
+is full or `RAGMON_GROUP_WINDOW_S` has passed since its first event that a running job has not
+claimed meanwhile; while jobs already wait in the RQ queue, no worker is free anyway, so the
+group keeps filling for up to BUSY_WINDOW_S.
 The writer also sweeps refs older than SWEEP_AGE_S into jobs: those of a dead API process.
 """
 
@@ -175,8 +176,16 @@ class IngestWriter:
             size = self.store.settings.job_batch_size
             age = now - self._opened_at
             due = len(self._open) >= size or age >= BUSY_WINDOW_S
-            if not due and age >= self._window:
-                due = await self.queue_depth() == 0
+            if not due and age >= self._window and self._ingest is not None:
+                # A running job claims what arrives (every 0.1 s): keep open only what it has
+                # not taken, timed from the oldest of those. Grouping the last 0.1 s of
+                # arrivals into an RQ job would make that job end to let the new one run.
+                waiting = await self._ingest.waiting(self._open)
+                self._open = [ref for ref, _ in waiting]
+                if waiting:
+                    age = time.time() - min(arrived for _, arrived in waiting)
+                    self._opened_at = now - age
+                due = age >= self._window and await self.queue_depth() == 0
             if due:
                 await self._close_group()
         if self._ingest is not None and now - self._swept_at >= SWEEP_EVERY_S:

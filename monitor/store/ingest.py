@@ -198,6 +198,12 @@ class AsyncIngest:
         except StopIteration as end:
             return int(end.value)
 
+    async def waiting(self, refs: Sequence[str]) -> list[tuple[str, float]]:
+        """Those of `refs` still in the grouping window, with when each arrived (epoch s): a
+        running job may have claimed the others."""
+        scores = await self.client.zmscore(self.store.keys.ungrouped, list(refs))
+        return [(ref, s) for ref, s in zip(refs, scores, strict=True) if s is not None]
+
     async def stale(self, age_s: float, limit: int = 1000) -> list[str]:
         """Refs waiting in the grouping window for more than `age_s` (their writer is gone), and
         claims whose lease ended (their work horse is gone)."""

@@ -235,6 +235,23 @@ def test_single_events_share_a_job_through_the_grouping_window(make_api):
     assert sorted(job.args[0]) == sorted(ref(make_event(seed=s)) for s in range(3))
 
 
+@pytest.mark.slow
+def test_events_a_running_job_claimed_do_not_start_the_window_of_the_rest(make_api):
+    """A job claims what arrives while it runs; the API must not turn the rest into an RQ job
+    when the *claimed* event's window ends (that job would make the running one stop)."""
+    api = make_api(RAGMON_GROUP_WINDOW_S="4")
+    first, second = make_event(seed=1), make_event(seed=2)
+    assert api.client.post("/v1/retrievals", json=first).status_code == 202
+    assert api.store.grouping.claim(10, 30.0) == [ref(first)]  # as a running job does
+    time.sleep(2.0)
+    assert api.client.post("/v1/retrievals", json=second).status_code == 202
+    time.sleep(3.0)  # the first one's window has ended, not the second one's
+    assert api.store.queue_depth() == 0
+    assert api.store.client.zscore(api.store.keys.ungrouped, ref(second)) is not None
+    wait_grouped(api.store)  # then its own window ends
+    assert [job.args[0] for job in api.store.queue.jobs] == [[ref(second)]]
+
+
 def test_without_a_grouping_window_each_write_gets_its_job(make_api):
     api = make_api(RAGMON_GROUP_WINDOW_S="0")
     for seed in range(3):
