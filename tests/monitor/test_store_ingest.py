@@ -14,6 +14,7 @@ from rq.job import Job
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
 from monitor.store.keys import event_ref, split_ref
+from tests.support.ingest import write_deferred
 
 PAYLOAD = json.dumps({"k": 1})
 
@@ -113,18 +114,6 @@ def test_the_same_id_in_two_apps_is_two_events(store: Store) -> None:
 
 
 # ---- the grouping window ------------------------------------------------------------------
-
-
-def write_deferred(store: Store, items: list[IngestItem]) -> tuple[list, list[str]]:
-    async def run() -> tuple[list, list[str]]:
-        ingest = store.async_ingest()
-        assert ingest is not None
-        try:
-            return await ingest.write(items, defer=True)
-        finally:
-            await ingest.aclose()
-
-    return asyncio.run(run())
 
 
 def ungrouped(store: Store) -> list[str]:

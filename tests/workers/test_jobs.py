@@ -15,8 +15,8 @@ from monitor.schemas import RetrievalEvent
 from monitor.settings import Settings
 from monitor.store import IngestItem, Store
 from monitor.store.keys import event_ref
-from tests.monitor.test_store_ingest import write_deferred
 from tests.support.events import make_event
+from tests.support.ingest import write_deferred
 from workers import jobs
 from workers.context import build_context
 
