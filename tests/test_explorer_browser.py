@@ -20,6 +20,7 @@ from tests.support.stack import Stack
 pytestmark = pytest.mark.slow
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,12 @@ def shot(browser: webdriver.Chrome, name: str) -> None:
         browser.save_screenshot(str(Path(where) / f"explorer-{name}.png"))
 
 
+def follow(browser: webdriver.Chrome, element: object, expect: str) -> None:
+    """Click and wait for the page it leads to (a click does not wait for the navigation)."""
+    element.click()  # type: ignore[attr-defined]
+    WebDriverWait(browser, 30).until(lambda b: expect in b.current_url)
+
+
 def cells(row: object, tag: str = "td") -> list[str]:
     return [c.text for c in row.find_elements(By.TAG_NAME, tag)]  # type: ignore[attr-defined]
 
@@ -69,13 +76,13 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
     shot(browser, "overview")
 
     # bm25's segments: filter the event list to bm25 alone, then nDCG < 0.3
-    by_retriever["bm25"].find_element(By.CSS_SELECTOR, "[data-events] a").click()
+    follow(browser, by_retriever["bm25"].find_element(By.CSS_SELECTOR, "[data-events] a"), "bm25")
     form = browser.find_element(By.ID, "filters")
     for name in ("index", "segment"):
         form.find_element(By.NAME, name).clear()
     form.find_element(By.NAME, "ndcg_lt").send_keys("0.3")
-    form.find_element(By.TAG_NAME, "button").click()
-    assert "retriever=bm25" in browser.current_url and "ndcg_lt=0.3" in browser.current_url
+    follow(browser, form.find_element(By.TAG_NAME, "button"), "ndcg_lt=0.3")
+    assert "retriever=bm25" in browser.current_url
     head = cells(browser.find_element(By.CSS_SELECTOR, "#events tr"), "th")
     listed = browser.find_elements(By.CSS_SELECTOR, "#events tr.event")
     assert listed, "the demo's bm25 regression leaves events with nDCG < 0.3"
@@ -91,8 +98,9 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
         r.find_element(By.TAG_NAME, "a").text for r in listed
     ]
 
-    event_id = listed[0].find_element(By.TAG_NAME, "a").text
-    listed[0].find_element(By.TAG_NAME, "a").click()
+    link = listed[0].find_element(By.TAG_NAME, "a")
+    event_id = link.text
+    follow(browser, link, link.get_attribute("href") or event_id)
     assert browser.find_element(By.ID, "status").text == "done"
     passages = browser.find_elements(By.CSS_SELECTOR, "#passages tr")[1:]
     stored = fed.client.get(f"/v1/retrievals/{event_id}", params={"app": "support-bot"}).json()
