@@ -246,25 +246,25 @@ class Relayer(MonitorState):
         """The relay is gone: what it had not settled is counted lost; a new one starts later."""
         if proc is not self._relay:  # close() has settled it already
             return
-        child = self._relay_stats()
-        settled = child.get("recorded", 0) - child.get("buffered", 0) - child.get("in_flight", 0)
-        with self._out_lock:
-            self._fold(child)
-            self._n["dropped_relay_died"] += self._relayed - settled
-            self._relayed = 0
-            self._child = {}
+        self._end_relay(self._relay_stats(), "dropped_relay_died")
         self._warn("relay-died", "ragmon relay process died; its unsent events were counted lost")
-        self._relay = None
         self._relay_failed_at = time.monotonic()
         with contextlib.suppress(Exception):
             proc.kill()
             proc.wait(1.0)
 
-    def _fold(self, child: dict[str, int]) -> None:
-        """Add a relay's final counters to this monitor's (under _out_lock)."""
-        for name, value in child.items():
-            if name in self._n and name != "recorded":
-                self._n[name] += value
+    def _end_relay(self, child: dict[str, int], lost_as: str) -> None:
+        """A relay has ended: add its last counters to this monitor's, and count what it was
+        given and had not settled under `lost_as`."""
+        settled = child.get("recorded", 0) - child.get("buffered", 0) - child.get("in_flight", 0)
+        with self._out_lock:
+            for name, value in child.items():
+                if name in self._n and name != "recorded":
+                    self._n[name] += value
+            self._n[lost_as] += self._relayed - settled
+            self._relayed = 0
+            self._child = {}
+        self._relay = None
 
     def _relay_counts(self, out: dict[str, int]) -> None:
         """Merge the relay's counters into a `stats()` snapshot (events still in the pipe, or
@@ -300,14 +300,7 @@ class Relayer(MonitorState):
             if not data:
                 break
             self._read(data)
-        child = self._child
-        settled = child.get("recorded", 0) - child.get("buffered", 0) - child.get("in_flight", 0)
-        with self._out_lock:
-            self._fold(child)
-            self._n["dropped_at_close"] += self._relayed - settled
-            self._relayed = 0
-            self._child = {}
-        self._relay = None
+        self._end_relay(self._child, "dropped_at_close")
         with contextlib.suppress(Exception):
             proc.wait(max(0.05, end - time.monotonic()))
         if proc.poll() is None:
