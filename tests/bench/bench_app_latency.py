@@ -84,9 +84,10 @@ def quantile(values: list[float], q: float) -> float:
 
 def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[str, Any]:
     """Drive one app alone, then let it settle; its latencies and CPU per request."""
-    cpu0 = app.cpu_s()
+    gc0, cpu0 = app.get("/stats")["gc"], app.cpu_s()
     out = asyncio.run(load(app.port, rate, seconds, queries))
     time.sleep(SETTLE_S)  # the hook sends what it holds: its work is counted in its segment
+    gc1 = app.get("/stats")["gc"]
     lat = out["latencies"]
     return {
         "n": len(lat),
@@ -95,6 +96,9 @@ def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[s
         "p99_ms": quantile(lat, 0.99) * 1e3,
         "cpu_us_per_request": (app.cpu_s() - cpu0) * 1e6 / max(1, len(lat)),
         "generator_lag_ms": out["lag_max"] * 1e3,
+        "gc_ms": sum(gc1[g][1] - gc0[g][1] for g in gc1) * 1e3,
+        "gc_full": gc1["2"][0] - gc0["2"][0],
+        "gc_max_ms": max(row[2] for row in gc1.values()) * 1e3,
     }
 
 
@@ -150,6 +154,14 @@ def measure_state(
         "sdk_threads_us_per_event": sdk_us / max(1, recorded),
         "relay_us_per_event": relay_us / max(1, recorded),
         "errors": {v: sum(s["errors"] for s in per[v]) for v in VARIANTS},
+        "gc": {
+            v: {
+                "ms_per_segment": statistics.median(s["gc_ms"] for s in per[v]),
+                "full": sum(s["gc_full"] for s in per[v]),
+                "longest_ms": max(s["gc_max_ms"] for s in per[v]),
+            }
+            for v in VARIANTS
+        },
         "generator_lag_max_ms": max(s["generator_lag_ms"] for v in VARIANTS for s in per[v]),
         "loadavg": os.getloadavg()[0],
         "hook_stats": hook,
@@ -213,6 +225,15 @@ def report(f: dict[str, Any]) -> str:
             f"{verdict}: sent={h.get('sent')} dropped={dropped} buffered={h.get('buffered')} "
             f"retries={h.get('retries')} RSS on/off {s['rss_mb']['on']:.0f}/"
             f"{s['rss_mb']['off']:.0f} MB"
+        )
+        gc_ = s["gc"]
+        lines.append(
+            "         GC off/off'/on: ms per segment "
+            + "/".join(f"{gc_[v]['ms_per_segment']:.1f}" for v in VARIANTS)
+            + ", full collections "
+            + "/".join(str(gc_[v]["full"]) for v in VARIANTS)
+            + ", longest pause ms "
+            + "/".join(f"{gc_[v]['longest_ms']:.1f}" for v in VARIANTS)
         )
         if any(s["errors"].values()):
             lines.append(f"         errors: {s['errors']}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import heapq
 import json
 import os
@@ -86,6 +87,26 @@ def process_cpu_s(pid: int) -> float:
     return total / 1e9
 
 
+def gc_pauses() -> dict[str, list[float]]:
+    """Per generation, the collections so far and their total and longest pause (seconds),
+    kept up to date by a GC callback in this process."""
+    out = {str(g): [0, 0.0, 0.0] for g in range(3)}
+    started = [0.0]
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+            return
+        pause = time.perf_counter() - started[0]
+        row = out[str(info["generation"])]
+        row[0] += 1
+        row[1] += pause
+        row[2] = max(row[2], pause)
+
+    gc.callbacks.append(watch)
+    return out
+
+
 # ---- the apps (run in child processes) -------------------------------------------------------
 
 
@@ -97,6 +118,7 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
 
     corpus = [(pid, text, frozenset(TOKEN.findall(text.lower()))) for pid, text in load_corpus()[0]]
     state: dict[str, Any] = {}
+    pauses = gc_pauses()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
@@ -130,6 +152,7 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
     @app.get("/stats")
     async def stats() -> dict:
         out = state["monitor"].stats() if hook else {}
+        out["gc"] = pauses
         out["sdk_cpu_s"] = threads = sdk_cpu_s()
         out["sdk_cpu_s_total"] = sum(threads.values())
         relay = state["monitor"]._relay if hook else None
