@@ -37,10 +37,11 @@ TREC = REPO.parent / "shared" / "data" / "trec-dl" / "trec-dl-top20.jsonl"
 CORPUS_SIZE = 2000
 TOKEN = re.compile(r"[a-z0-9]+")
 API_KEY = "bench-key-0123456789abcdef"
-# The sidecar (and its Redis) run at the lowest CPU priority: in production they have their own
-# CPUs; on a 2-core box their parsing would otherwise compete with the app and the load
-# generator. The app's process, hook threads included, keeps normal priority.
-SIDECAR_NICE = 19
+# The sidecar (and its Redis) run at the lowest CPU priority, nice 19 and SCHED_IDLE: in
+# production they have their own CPUs; on a 2-core box their parsing of each batch would
+# otherwise delay the load generator beside them, and only in the hook's turns, which is no
+# cost of the hook's. The app's process, hook threads included, keeps normal priority.
+SIDECAR = {"nice": 19, "idle": True}
 
 
 def load_corpus() -> tuple[list[tuple[str, str]], list[str]]:
@@ -119,6 +120,8 @@ def create_rag_app(hook: bool, sidecar_url: str) -> Any:
     corpus = [(pid, text, frozenset(TOKEN.findall(text.lower()))) for pid, text in load_corpus()[0]]
     state: dict[str, Any] = {}
     pauses = gc_pauses()
+    if os.environ.get("RAGMON_BENCH_APP_GC") == "off":  # experiment
+        gc.disable()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
@@ -200,8 +203,8 @@ def process(
     port: int,
     ready: str,
     env: dict | None = None,
-    nice: int = 0,
     cpus: set[int] | None = None,
+    **placing: Any,
 ) -> Iterator[subprocess.Popen]:
     """A child Python process serving HTTP on `port`, stopped (SIGINT) when the block ends."""
     # imported here: the app and sidecar processes run this module without the harness's
@@ -209,7 +212,7 @@ def process(
     from tests.support.stack import Child
 
     env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
-    proc = Child([sys.executable, *args], env, nice=nice, cpus=cpus, stdout=None, stderr=None)
+    proc = Child([sys.executable, *args], env, cpus=cpus, stdout=None, stderr=None, **placing)
     try:
         proc.wait_http(f"http://127.0.0.1:{port}{ready}", ok=lambda status: status < 500)
         yield proc
@@ -233,18 +236,18 @@ def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[s
 
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "sidecar", "--port", str(port), "--delay", str(delay)]
-    with process(args, port, "/healthz", nice=SIDECAR_NICE, cpus=cpus):
+    with process(args, port, "/healthz", cpus=cpus, **SIDECAR):
         yield f"http://127.0.0.1:{port}"
 
 
 @contextlib.contextmanager
 def real_sidecar(cpus: set[int] | None = None) -> Iterator[str]:
-    """`ragmon serve` on a real Redis, both at SIDECAR_NICE."""
+    """`ragmon serve` on a real Redis, both placed as SIDECAR."""
     from tests.support.stack import ragmon_env, redis_server, start_api
 
-    with redis_server(nice=SIDECAR_NICE, cpus=cpus) as redis:
+    with redis_server(cpus=cpus, **SIDECAR) as redis:
         env = ragmon_env(redis.url, RAGMON_API_KEYS=API_KEY, PYTHONHASHSEED="0")
-        api, url = start_api(env, ready="/healthz", nice=SIDECAR_NICE, cpus=cpus, stdout=None)
+        api, url = start_api(env, ready="/healthz", cpus=cpus, stdout=None, **SIDECAR)
         try:
             yield url
         finally:

