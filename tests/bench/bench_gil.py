@@ -13,7 +13,7 @@ count of times scheduled in (/proc schedstat) tells those gaps apart, and the lo
 gaps where it ran once is reported too. Rounds where
 the hook records alternate with rounds where it is idle (the same loop without `record()`):
 their gaps are the floor (the OS preempting the main thread, the idle threads' timers). The
-sidecar is a server answering 202 at once, in a subprocess at nice 19.
+sidecar is a server answering 202 at once, in a subprocess at nice 19 under SCHED_IDLE.
 
 The SDK's CPU per event (its two threads' CPU clocks over the recording rounds, divided by the
 events) is reported too; `record()`'s own cost on the app's thread is `bench_record`'s.
