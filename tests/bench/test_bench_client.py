@@ -39,11 +39,13 @@ def test_bench_app_latency_short() -> None:
         assert len(s["rounds"]["on"]) == 2 and all(r["n"] == 100 for r in s["rounds"]["on"])
         assert math.isfinite(s["p99_ratio"]["median"]) and s["p99_ratio"]["n"] == 2
         assert s["sdk_threads_us_per_event"] > 0  # the hook's threads did work, and were seen
+        assert set(s["gc"]) == set(bench_app_latency.VARIANTS)  # each app's collections, read
     for name in ("healthy", "stub"):  # the hook really delivered, and lost nothing
         h = states[name]["hook_stats"]
         assert h["sent"] > 0 and h["recorded"] == h["sent"] + h["buffered"] + h["in_flight"], h
     assert states["down"]["hook_stats"]["sent"] == 0 and states["down"]["hook_stats"]["retries"] > 0
-    assert "p99 on/off" in bench_app_latency.report(figures)
+    report = bench_app_latency.report(figures)
+    assert "p99 on/off" in report and report.count("GC off/off'/on") == len(states)
 
 
 def test_bench_gil_short() -> None:
