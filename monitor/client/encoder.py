@@ -11,8 +11,14 @@ from typing import Any
 from monitor.client.events import InvalidEvent, build_event, encode_event
 from monitor.client.state import MonitorState
 
-ENCODE_AT = 256  # record() wakes the encoder early when this many events wait
-ID_POOL = 4 * ENCODE_AT  # event ids made ahead by the encoder for record() to take
+# record() wakes the encoder once this many events wait. Until the encoder's pass, each event
+# keeps about 22 of the app's GC-tracked objects alive (its passages, their list, the call);
+# the interpreter's young collection runs after 700 more such objects are alive than freed, so
+# a larger backlog made the app collect (at 500 req/s with 256: ~4 ms of young collections per
+# 3 s and a 25-35 ms full one every ~40 s, where the app alone ran none). With 24 it ran none;
+# 16 did too, but its extra passes cost ~7 us of CPU per event more (docs/integration.md).
+ENCODE_AT = 24
+ID_POOL = 1024  # event ids made ahead by the encoder for record() to take
 # The encoder gives the GIL back after this much work (about 25 typical events): without it, a
 # request arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's
 # thread. A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app

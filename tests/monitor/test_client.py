@@ -22,7 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.client import InvalidEvent, RetrievalMonitor, build_event, encode_event, passage
+from monitor.client import (
+    InvalidEvent,
+    RetrievalMonitor,
+    build_event,
+    encode_event,
+    passage,
+    recorder,
+)
 
 
 class Sidecar:
@@ -194,7 +201,10 @@ def test_record_does_not_wait_when_the_sidecar_never_answers(silent_port: int) -
 # ---- buffer bound ---------------------------------------------------------------------------
 
 
-def test_full_buffer_drops_the_oldest_and_counts_each_drop(sidecar: Sidecar) -> None:
+def test_full_buffer_drops_the_oldest_and_counts_each_drop(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recorder, "ENCODE_AT", 10**6)  # the encoder waits its 60 s interval
     monitor = RetrievalMonitor(sidecar.url, max_buffer=100, flush_interval=60, encode_interval=60)
     for i in range(1000):
         monitor.record(f"q{i}", PASSAGES, 2, event_id=f"e{i}")
