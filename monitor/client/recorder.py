@@ -351,8 +351,14 @@ def _idle(loop: Callable[[], None]) -> Callable[[], None]:
 
     def run() -> None:
         if IDLE_THREADS:
-            with contextlib.suppress(AttributeError, OSError):
-                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            sched_idle()
         loop()
 
     return run
+
+
+def sched_idle() -> None:
+    """The calling thread runs under SCHED_IDLE from now on, where the OS has it (Linux);
+    elsewhere, or where it is refused, it keeps its priority."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))

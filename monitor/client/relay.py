@@ -314,14 +314,13 @@ class Relayer(MonitorState):
 def main() -> None:
     """`python -m monitor.client.relay`: record what the app sends until EOF, then close."""
     from monitor.client import encoder
-    from monitor.client.recorder import RetrievalMonitor
+    from monitor.client.recorder import RetrievalMonitor, sched_idle
 
     encoder.ENCODE_SLICE_S = float("inf")  # no app thread here to give the GIL back to
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app closes it (EOF), not the app's ^C
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, NICE)
-    with contextlib.suppress(OSError, AttributeError):  # Linux: runs only on a CPU left idle
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    sched_idle()  # Linux: runs only on a CPU left idle; its threads inherit it
     out = os.dup(1)
     os.dup2(2, 1)  # a stray print goes to stderr, not into the frames
     os.set_blocking(out, False)
