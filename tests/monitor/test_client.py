@@ -30,6 +30,7 @@ from monitor.client import (
     passage,
     recorder,
 )
+from monitor.limits import MAX_ID_CHARS, MAX_TEXT_CHARS
 
 
 class Sidecar:
@@ -617,6 +618,44 @@ class NodeWithScore:
 )
 def test_passage_shapes(given_passage, expected) -> None:
     assert passage(given_passage) == expected
+
+
+SHAPES = [
+    ("a", "t", 0.5),
+    ("b", "text two", -1.25),
+    ["c", "a list of three", 0.1],
+    {"id": "d", "text": "a dict of three", "score": 0.2},
+    ("e", "t", float("nan")),
+    ("f", "t", float("inf")),
+    ("g", "", 0.3),
+    ("h" * (MAX_ID_CHARS + 1), "long id", 0.4),
+    ("i", "x" * (MAX_TEXT_CHARS + 1), 0.5),
+    (9, "an int id", 0.6),
+    ("j", "an int score", 1),
+    ("k", "t", True),
+    "abc",
+    ("l", "two"),
+    LangChainDoc("a document", {"id": "m"}),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=range(len(SHAPES)))
+def test_an_event_of_plain_triples_and_one_other_shape_is_built_as_passage_by_passage(
+    shape,
+) -> None:
+    """build_event takes plain (id, text, float) triples in one pass and anything else through
+    passage(): with one other shape among triples, anywhere, the two must agree."""
+    triples = [(f"p{i}", f"text {i}", float(i)) for i in range(4)]
+    for at in (0, 2, 4):
+        given = [*triples[:at], shape, *triples[at:]]
+        fixes: dict[str, int] = {}
+        event = build_event("q", given, 3, timestamp=time.time(), fixes=fixes)
+        one_by_one: dict[str, int] = {}
+        wanted = [w for p in given if (w := passage(p, 0, one_by_one)) is not None]
+        assert event["passages"] == wanted
+        assert fixes == one_by_one
+    with pytest.raises(InvalidEvent, match="passages"):  # and one bad passage is still refused
+        build_event("q", [*triples, ("x", 5, 0.1)], 3, timestamp=time.time())
 
 
 def test_passage_without_id_gets_a_stable_content_id() -> None:
