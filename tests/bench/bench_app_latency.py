@@ -1,7 +1,8 @@
 """A RAG app's latency and CPU with the ragmon hook off and on: paired rounds, with the noise floor.
 
     .venv/bin/python -m tests.bench.bench_app_latency [--short] [--rate 200] [--rounds 12]
-        [--states healthy,stub,slow,down] [--cpus auto|none] [--json out.json]
+        [--states healthy,stub,slow,down] [--cpus auto|none] [--sidecar-on apps|generator]
+        [--json out.json]
 
 Three copies of a RAG-like FastAPI app run under uvicorn (see `hook_apps`): `off` and `off'`
 without the hook, `on` with `RetrievalMonitor.record()` in its endpoint. Each round drives
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.hook_apps import (
+    CORPUS_SIZE,
     App,
     load,
     load_corpus,
@@ -59,12 +61,20 @@ STATES = ("healthy", "stub", "slow", "down")
 VARIANTS = ("off", "off2", "on")
 
 
-def placement(mode: str) -> dict[str, set[int] | None]:
-    """CPUs for the apps and sidecar, and for the load generator; None = anywhere."""
+def placement(mode: str, sidecar_on: str = "apps") -> dict[str, set[int] | None]:
+    """CPUs for the apps, the sidecar and the load generator; None = anywhere. With 3+ CPUs
+    the sidecar gets one of its own; with 2 it shares the apps' (default) or the generator's."""
     cpus = sorted(os.sched_getaffinity(0))
     if mode == "none" or len(cpus) < 2:
-        return {"apps": None, "generator": None}
-    return {"apps": {cpus[-1]}, "generator": set(cpus[:-1])}
+        return {"apps": None, "sidecar": None, "generator": None}
+    if len(cpus) >= 3:
+        return {"apps": {cpus[-1]}, "sidecar": {cpus[-2]}, "generator": set(cpus[:-2])}
+    apps, generator = {cpus[-1]}, set(cpus[:-1])
+    return {
+        "apps": apps,
+        "sidecar": apps if sidecar_on == "apps" else generator,
+        "generator": generator,
+    }
 
 
 @contextlib.contextmanager
@@ -113,17 +123,22 @@ def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[s
 
 
 def measure_state(
-    state: str, rate: float, seconds: float, rounds: int, cpus: dict[str, set[int] | None]
+    state: str,
+    rate: float,
+    seconds: float,
+    rounds: int,
+    cpus: dict[str, set[int] | None],
+    scan: int = CORPUS_SIZE,
 ) -> dict[str, Any]:
     """`rounds` rounds of the three apps in a random order, this sidecar state."""
     queries = load_corpus()[1]
     rng = random.Random(f"{state}-{rate}")
     per: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     with (
-        sidecar(state, cpus["apps"]) as url,
-        rag_app(False, url, cpus["apps"]) as off,
-        rag_app(False, url, cpus["apps"]) as off2,
-        rag_app(True, url, cpus["apps"]) as on,
+        sidecar(state, cpus["sidecar"]) as url,
+        rag_app(False, url, cpus["apps"], scan) as off,
+        rag_app(False, url, cpus["apps"], scan) as off2,
+        rag_app(True, url, cpus["apps"], scan) as on,
     ):
         apps = {"off": off, "off2": off2, "on": on}
         for app in apps.values():  # warm-up
@@ -187,19 +202,22 @@ def run(
     seconds: float | None = None,
     states: tuple[str, ...] = STATES,
     cpus: str = "auto",
+    sidecar_on: str = "apps",
+    scan: int = CORPUS_SIZE,
 ) -> dict[str, Any]:
     """Measure every state; returns the figures (also printed by `main`)."""
     rounds = rounds or (3 if short else 12)
     seconds = seconds or (1.0 if short else 3.0)
-    where = placement(cpus)
+    where = placement(cpus, sidecar_on)
     if where["generator"]:
         os.sched_setaffinity(0, where["generator"])  # the load generator, off the apps' CPU
-    results = [measure_state(s, rate, seconds, rounds, where) for s in states]
+    results = [measure_state(s, rate, seconds, rounds, where, scan) for s in states]
     return {
         "machine": machine(),
         "rate_rps": rate,
         "rounds": rounds,
         "seconds_per_segment": seconds,
+        "scan": scan,
         "cpus": {k: sorted(v) if v else "any" for k, v in where.items()},
         "states": results,
     }
@@ -216,9 +234,10 @@ def report(f: dict[str, Any]) -> str:
     conf = f["states"][0]["p99_ratio"]["confidence"] if f["states"] else 0.0
     lines = [
         f"App latency: {f['rate_rps']:.0f} req/s open loop, {f['rounds']} rounds x 3 apps x "
-        f"{f['seconds_per_segment']} s; CPUs apps and sidecar {f['cpus']['apps']}, generator "
-        f"{f['cpus']['generator']}; {f['machine']}",
-        f"medians over rounds, [{conf:.0%} interval]; A/A = off'/off, two apps without the hook",
+        f"{f['seconds_per_segment']} s; CPUs apps {f['cpus']['apps']}, sidecar "
+        f"{f['cpus']['sidecar']}, generator {f['cpus']['generator']}; {f['machine']}",
+        f"the app scores {f['scan']} passages per request; medians over rounds, [{conf:.0%} "
+        "interval]; A/A = off'/off, two apps without the hook",
         f"{'sidecar':8} {'p99 ms off/off/on':>20} {'p99 on/off':>22} {'A/A':>22}  "
         f"{'CPU µs/req off':>14} {'+on':>20} {'+A/A':>20} {'SDK µs/ev':>9} {'relay':>6}  hook",
     ]
@@ -235,6 +254,11 @@ def report(f: dict[str, Any]) -> str:
             f"{verdict}: sent={h.get('sent')} dropped={dropped} buffered={h.get('buffered')} "
             f"retries={h.get('retries')} RSS on/off {s['rss_mb']['on']:.0f}/"
             f"{s['rss_mb']['off']:.0f} MB"
+        )
+        share = f["rate_rps"] * s["cpu_us_per_request"]["off"] / 1e6
+        lines.append(
+            f"         the app without the hook used {share:.0%} of its CPU"
+            + (" (over ~70%: queueing, not the hook, sets its p99)" if share > 0.7 else "")
         )
         gc_ = s["gc"]
         lines.append(
@@ -264,12 +288,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, help="seconds per app per round (default 3)")
     p.add_argument("--states", default=",".join(STATES), help="of " + ",".join(STATES))
     p.add_argument("--cpus", choices=("auto", "none"), default="auto", help="pin the apps")
+    p.add_argument(
+        "--sidecar-on",
+        choices=("apps", "generator"),
+        default="apps",
+        help="with 2 CPUs: whose CPU the sidecar shares (default: the apps')",
+    )
+    p.add_argument(
+        "--scan",
+        type=int,
+        default=CORPUS_SIZE,
+        help=f"passages the app scores per request (default {CORPUS_SIZE}): lower it where the "
+        "app cannot keep up with --rate (see its CPU share in the report)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = p.parse_args(argv)
     states = tuple(args.states.split(","))
     if unknown := set(states) - set(STATES):
         p.error(f"unknown state(s): {', '.join(sorted(unknown))}")
-    figures = run(args.short, args.rate, args.rounds, args.seconds, states, args.cpus)
+    figures = run(
+        args.short,
+        args.rate,
+        args.rounds,
+        args.seconds,
+        states,
+        args.cpus,
+        args.sidecar_on,
+        args.scan,
+    )
     print(report(figures))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))

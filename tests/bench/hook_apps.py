@@ -1,11 +1,11 @@
 """The processes of the SDK benchmarks: a RAG-like app, a stub sidecar, the real sidecar, load.
 
-    python -m tests.bench.hook_apps rag --port P [--hook] --sidecar-url URL
+    python -m tests.bench.hook_apps rag --port P [--hook] --sidecar-url URL [--scan N]
     python -m tests.bench.hook_apps sidecar --port P [--delay S]
 
-The app (`GET /search?q=`) scores an in-memory corpus of 2 000 passages by token overlap and
-returns the top 10; with `--hook` it records the top 20 (K = 10) through `RetrievalMonitor`.
-`GET /stats` reports the hook's counters and its threads' CPU. The stub
+The app (`GET /search?q=`) scores an in-memory corpus of 2 000 passages (or its first `--scan`)
+by token overlap and returns the top 10; with `--hook` it records the top 20 (K = 10) through
+`RetrievalMonitor`. `GET /stats` reports the hook's counters and its threads' CPU. The stub
 sidecar answers every POST with 202 (after `--delay` seconds). Helpers start them as child
 processes pinned to chosen CPUs and niceness, and drive them with an open-loop generator.
 """
@@ -111,13 +111,15 @@ def gc_pauses() -> dict[str, list[float]]:
 # ---- the apps (run in child processes) -------------------------------------------------------
 
 
-def create_rag_app(hook: bool, sidecar_url: str) -> Any:
-    """`GET /search?q=`: token-overlap top 20 over the corpus; the hook records them (K=10)."""
+def create_rag_app(hook: bool, sidecar_url: str, scan: int = CORPUS_SIZE) -> Any:
+    """`GET /search?q=`: token-overlap top 20 over the first `scan` passages of the corpus; the
+    hook records them (K=10)."""
     from fastapi import FastAPI
 
     from monitor.client import RetrievalMonitor
 
-    corpus = [(pid, text, frozenset(TOKEN.findall(text.lower()))) for pid, text in load_corpus()[0]]
+    passages = load_corpus()[0][:scan]
+    corpus = [(pid, text, frozenset(TOKEN.findall(text.lower()))) for pid, text in passages]
     state: dict[str, Any] = {}
     pauses = gc_pauses()
 
@@ -219,11 +221,14 @@ def process(
 
 
 @contextlib.contextmanager
-def rag_app(hook: bool, sidecar_url: str, cpus: set[int] | None = None) -> Iterator[App]:
+def rag_app(
+    hook: bool, sidecar_url: str, cpus: set[int] | None = None, scan: int = CORPUS_SIZE
+) -> Iterator[App]:
     from tests.support.stack import free_port
 
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port), "--sidecar-url", sidecar_url]
+    args += ["--scan", str(scan)]
     with process([*args, *(["--hook"] if hook else [])], port, "/stats", cpus=cpus) as proc:
         yield App(port, proc.pid)
 
@@ -338,9 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hook", action="store_true")
     p.add_argument("--sidecar-url", default="")
     p.add_argument("--delay", type=float, default=0.0)
+    p.add_argument("--scan", type=int, default=CORPUS_SIZE, help="passages scored per request")
     args = p.parse_args(argv)
     if args.serve == "rag":
-        app = create_rag_app(args.hook, args.sidecar_url)
+        app = create_rag_app(args.hook, args.sidecar_url, args.scan)
     else:
         app = create_stub_sidecar(args.delay)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

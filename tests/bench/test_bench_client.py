@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -30,8 +31,24 @@ def test_bench_record_short(sidecar: str) -> None:
     assert "record / bare put" in bench_record.report(figures)
 
 
+def test_bench_app_latency_places_the_sidecar_on_a_cpu_of_its_own_where_there_is_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert bench_app_latency.placement("auto") == {
+        "apps": {3},
+        "sidecar": {2},
+        "generator": {0, 1},
+    }
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert bench_app_latency.placement("auto")["sidecar"] == {1}
+    assert bench_app_latency.placement("auto", "generator")["sidecar"] == {0}
+    assert bench_app_latency.placement("none") == dict.fromkeys(("apps", "sidecar", "generator"))
+
+
 def test_bench_app_latency_short() -> None:
-    figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5)
+    figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5, scan=300)
+    assert figures["scan"] == 300 and "scores 300 passages" in bench_app_latency.report(figures)
     states = {s["state"]: s for s in figures["states"]}
     assert set(states) == set(bench_app_latency.STATES)
     for s in states.values():
