@@ -453,6 +453,22 @@ def test_forked_child_keeps_working(sidecar: Sidecar) -> None:
     assert monitor.stats()["sent"] == 2  # the child's counters are its own
 
 
+def test_the_encoder_makes_event_ids_ahead_a_few_per_pass(closed_port: int) -> None:
+    """Making ids holds the GIL for the whole call: each pass tops the pool up by at most
+    ID_REFILL, and passes fill it up to ID_POOL, with ids never made twice."""
+    from monitor.client import encoder
+
+    monitor = RetrievalMonitor(f"http://127.0.0.1:{closed_port}")
+    sizes = [len(monitor._id_pool)]
+    for _ in range(encoder.ID_POOL // encoder.ID_REFILL + 2):
+        monitor._make_ids()
+        sizes.append(len(monitor._id_pool))
+    steps = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
+    assert sizes[0] == 0 and max(steps) == encoder.ID_REFILL and sizes[-1] == encoder.ID_POOL
+    assert len(set(monitor._id_pool)) == encoder.ID_POOL
+    monitor.close()
+
+
 def test_record_returns_the_event_id_unique_across_a_fork(sidecar: Sidecar) -> None:
     monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05)
     ids = [monitor.record("q", PASSAGES, 2) for _ in range(500)]
