@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.hook_apps import (
-    CORPUS_SIZE,
+    FULL,
     App,
+    Shape,
     load,
     load_corpus,
     machine,
@@ -128,7 +129,7 @@ def measure_state(
     seconds: float,
     rounds: int,
     cpus: dict[str, set[int] | None],
-    scan: int = CORPUS_SIZE,
+    shape: Shape = FULL,
 ) -> dict[str, Any]:
     """`rounds` rounds of the three apps in a random order, this sidecar state."""
     queries = load_corpus()[1]
@@ -136,9 +137,9 @@ def measure_state(
     per: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     with (
         sidecar(state, cpus["sidecar"]) as url,
-        rag_app(False, url, cpus["apps"], scan) as off,
-        rag_app(False, url, cpus["apps"], scan) as off2,
-        rag_app(True, url, cpus["apps"], scan) as on,
+        rag_app(False, url, cpus["apps"], shape) as off,
+        rag_app(False, url, cpus["apps"], shape) as off2,
+        rag_app(True, url, cpus["apps"], shape) as on,
     ):
         apps = {"off": off, "off2": off2, "on": on}
         for app in apps.values():  # warm-up
@@ -203,7 +204,7 @@ def run(
     states: tuple[str, ...] = STATES,
     cpus: str = "auto",
     sidecar_on: str = "apps",
-    scan: int = CORPUS_SIZE,
+    shape: Shape = FULL,
 ) -> dict[str, Any]:
     """Measure every state; returns the figures (also printed by `main`)."""
     rounds = rounds or (3 if short else 12)
@@ -211,13 +212,13 @@ def run(
     where = placement(cpus, sidecar_on)
     if where["generator"]:
         os.sched_setaffinity(0, where["generator"])  # the load generator, off the apps' CPU
-    results = [measure_state(s, rate, seconds, rounds, where, scan) for s in states]
+    results = [measure_state(s, rate, seconds, rounds, where, shape) for s in states]
     return {
         "machine": machine(),
         "rate_rps": rate,
         "rounds": rounds,
         "seconds_per_segment": seconds,
-        "scan": scan,
+        "app": shape._asdict(),
         "cpus": {k: sorted(v) if v else "any" for k, v in where.items()},
         "states": results,
     }
@@ -236,8 +237,10 @@ def report(f: dict[str, Any]) -> str:
         f"App latency: {f['rate_rps']:.0f} req/s open loop, {f['rounds']} rounds x 3 apps x "
         f"{f['seconds_per_segment']} s; CPUs apps {f['cpus']['apps']}, sidecar "
         f"{f['cpus']['sidecar']}, generator {f['cpus']['generator']}; {f['machine']}",
-        f"the app scores {f['scan']} passages per request; medians over rounds, [{conf:.0%} "
-        "interval]; A/A = off'/off, two apps without the hook",
+        f"the app scores {f['app']['scan']} passages per request"
+        + (f" after awaiting {f['app']['wait_ms']:g} ms" if f["app"]["wait_ms"] else "")
+        + f"; medians over rounds, [{conf:.0%} interval]; A/A = off'/off, two apps without "
+        "the hook",
         f"{'sidecar':8} {'p99 ms off/off/on':>20} {'p99 on/off':>22} {'A/A':>22}  "
         f"{'CPU µs/req off':>14} {'+on':>20} {'+A/A':>20} {'SDK µs/ev':>9} {'relay':>6}  hook",
     ]
@@ -297,9 +300,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--scan",
         type=int,
-        default=CORPUS_SIZE,
-        help=f"passages the app scores per request (default {CORPUS_SIZE}): lower it where the "
+        default=FULL.scan,
+        help=f"passages the app scores per request (default {FULL.scan}): lower it where the "
         "app cannot keep up with --rate (see its CPU share in the report)",
+    )
+    p.add_argument(
+        "--wait-ms",
+        type=float,
+        default=0.0,
+        help="ms each request awaits before scoring, as a vector store's answer (default 0)",
     )
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = p.parse_args(argv)
@@ -314,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         states,
         args.cpus,
         args.sidecar_on,
-        args.scan,
+        Shape(args.scan, args.wait_ms),
     )
     print(report(figures))
     if args.json:

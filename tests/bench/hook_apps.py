@@ -1,12 +1,13 @@
 """The processes of the SDK benchmarks: a RAG-like app, a stub sidecar, the real sidecar, load.
 
-    python -m tests.bench.hook_apps rag --port P [--hook] --sidecar-url URL [--scan N]
+    python -m tests.bench.hook_apps rag --port P [--hook] --sidecar-url URL [--scan N] [--wait-ms W]
     python -m tests.bench.hook_apps sidecar --port P [--delay S]
 
 The app (`GET /search?q=`) scores an in-memory corpus of 2 000 passages (or its first `--scan`)
-by token overlap and returns the top 10; with `--hook` it records the top 20 (K = 10) through
-`RetrievalMonitor`. `GET /stats` reports the hook's counters and its threads' CPU. The stub
-sidecar answers every POST with 202 (after `--delay` seconds). Helpers start them as child
+by token overlap and returns the top 10, after awaiting `--wait-ms` (a vector store's answer,
+0 by default); with `--hook` it records the top 20 (K = 10) through `RetrievalMonitor`.
+`GET /stats` reports the hook's counters and its threads' CPU. The stub sidecar answers every
+POST with 202 (after `--delay` seconds). Helpers start them as child
 processes pinned to chosen CPUs and niceness, and drive them with an open-loop generator.
 """
 
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote_plus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,14 +112,26 @@ def gc_pauses() -> dict[str, list[float]]:
 # ---- the apps (run in child processes) -------------------------------------------------------
 
 
-def create_rag_app(hook: bool, sidecar_url: str, scan: int = CORPUS_SIZE) -> Any:
-    """`GET /search?q=`: token-overlap top 20 over the first `scan` passages of the corpus; the
-    hook records them (K=10)."""
+class Shape(NamedTuple):
+    """What the app does per request: score `scan` passages of the corpus (CPU), and await
+    `wait_ms` as if a vector store answered (no CPU)."""
+
+    scan: int = CORPUS_SIZE
+    wait_ms: float = 0.0
+
+
+FULL = Shape()  # the default: all 2 000 passages, no wait
+
+
+def create_rag_app(hook: bool, sidecar_url: str, shape: Shape = FULL) -> Any:
+    """`GET /search?q=`: token-overlap top 20 over the first `shape.scan` passages of the
+    corpus, after `shape.wait_ms`; the hook records them (K=10)."""
     from fastapi import FastAPI
 
     from monitor.client import RetrievalMonitor
 
-    passages = load_corpus()[0][:scan]
+    passages = load_corpus()[0][: shape.scan]
+    wait_s = shape.wait_ms / 1e3
     corpus = [(pid, text, frozenset(TOKEN.findall(text.lower()))) for pid, text in passages]
     state: dict[str, Any] = {}
     pauses = gc_pauses()
@@ -145,6 +158,8 @@ def create_rag_app(hook: bool, sidecar_url: str, scan: int = CORPUS_SIZE) -> Any
 
     @app.get("/search")
     async def search(q: str) -> dict:
+        if wait_s:
+            await asyncio.sleep(wait_s)
         terms = frozenset(TOKEN.findall(q.lower()))
         top = heapq.nlargest(20, corpus, key=lambda p: len(terms & p[2]))
         hits = [(pid, text, float(len(terms & toks))) for pid, text, toks in top]
@@ -222,13 +237,13 @@ def process(
 
 @contextlib.contextmanager
 def rag_app(
-    hook: bool, sidecar_url: str, cpus: set[int] | None = None, scan: int = CORPUS_SIZE
+    hook: bool, sidecar_url: str, cpus: set[int] | None = None, shape: Shape = FULL
 ) -> Iterator[App]:
     from tests.support.stack import free_port
 
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port), "--sidecar-url", sidecar_url]
-    args += ["--scan", str(scan)]
+    args += ["--scan", str(shape.scan), "--wait-ms", str(shape.wait_ms)]
     with process([*args, *(["--hook"] if hook else [])], port, "/stats", cpus=cpus) as proc:
         yield App(port, proc.pid)
 
@@ -344,9 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sidecar-url", default="")
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--scan", type=int, default=CORPUS_SIZE, help="passages scored per request")
+    p.add_argument("--wait-ms", type=float, default=0.0, help="awaited per request (no CPU)")
     args = p.parse_args(argv)
     if args.serve == "rag":
-        app = create_rag_app(args.hook, args.sidecar_url, args.scan)
+        app = create_rag_app(args.hook, args.sidecar_url, Shape(args.scan, args.wait_ms))
     else:
         app = create_stub_sidecar(args.delay)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

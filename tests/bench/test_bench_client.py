@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.bench import bench_app_latency, bench_gil, bench_record
+from tests.bench.hook_apps import Shape
 from tests.bench.stats import median_interval, overlaps
 
 pytestmark = [pytest.mark.bench, pytest.mark.slow]
@@ -47,8 +48,11 @@ def test_bench_app_latency_places_the_sidecar_on_a_cpu_of_its_own_where_there_is
 
 
 def test_bench_app_latency_short() -> None:
-    figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5, scan=300)
-    assert figures["scan"] == 300 and "scores 300 passages" in bench_app_latency.report(figures)
+    figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5, shape=Shape(300, 1.0))
+    assert figures["app"] == {"scan": 300, "wait_ms": 1.0}
+    assert "scores 300 passages per request after awaiting 1 ms" in bench_app_latency.report(
+        figures
+    )
     states = {s["state"]: s for s in figures["states"]}
     assert set(states) == set(bench_app_latency.STATES)
     for s in states.values():
