@@ -177,7 +177,7 @@ def test_a_bad_judge_endpoint_is_named_in_one_line_at_start(
         assert worker.proc.poll() is None
     finally:
         worker.stop()
-    assert "Traceback" not in worker.text()
+    assert "Traceback" not in worker.text(), worker.text()[-4000:]
 
 
 def test_a_good_judge_endpoint_is_confirmed(redis_url, tmp_path, strict_llm):
