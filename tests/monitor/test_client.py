@@ -96,6 +96,8 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     process (the default, and the relay's fallback) and through the relay process."""
     defaults = dict(RetrievalMonitor.__init__.__kwdefaults__ or {})
     defaults["relay"] = request.param == "relay"
+    if defaults["relay"]:  # close() returns once all is settled; a relay process starting cold
+        defaults["close_timeout"] = 30.0  # under CI load on a slow host took over 5 s
     monkeypatch.setattr(RetrievalMonitor.__init__, "__kwdefaults__", defaults)
     return request.param
 
