@@ -566,8 +566,7 @@ def test_record_never_raises(
     monitor = RetrievalMonitor(shared_sidecar.url, flush_interval=60, max_buffer=10)
     monitor.record(query, passages, k, labels, event_id, timestamp, relevant_total)
     monitor.record(query, passages, k)
-    monitor.close(timeout=10)  # the sender met the same input and survived it (a relay process
-    # starting cold on a loaded CI machine took over 2 s)
+    monitor.close()  # the sender met the same input and survived it
     stats = monitor.stats()
     assert stats["recorded"] + stats["errors"] == 2
     assert stats["sent"] + stats["invalid"] + stats["rejected"] == stats["recorded"]
@@ -582,7 +581,7 @@ def test_sender_survives_garbage_and_still_delivers(sidecar: Sidecar) -> None:
     monitor.record("q", "\ud800 lone surrogate", 1)
     monitor.record("q\ud800", PASSAGES, 1)
     monitor.record("q", PASSAGES, 2, event_id="good")
-    monitor.close(timeout=30)  # returns once settled; a relay starting cold in CI took > 5 s
+    monitor.close()
     assert [e["event_id"] for e in sidecar.events()] == ["good"]
     stats = monitor.stats()
     assert stats["errors"] == 1 and stats["invalid"] == 4 and stats["sent"] == 1
