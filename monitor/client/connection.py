@@ -9,15 +9,18 @@ package for it. Proxies from the environment are not used: the sidecar is reache
 from __future__ import annotations
 
 import http.client
+import socket
 import ssl
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-# The body goes to the socket this much at a time. One send() of a 2 MB batch over loopback
-# kept the app's CPU in the kernel, where the app's thread could not preempt it: at 500 req/s
-# the app's p99 rose 1.29-1.35x with a 202-at-once sidecar; in 16 kB sends, 1.04 (measured,
-# docs/integration.md). Each send is also where the sender gives the GIL back.
-SEND_CHUNK = 16 * 1024
+# The socket's send buffer: each send() syscall copies at most about this much (Linux doubles
+# it). With the default autotuned buffer, one send() took a whole 2 MB batch over loopback and
+# kept the app's CPU in the kernel, where on a kernel without preemption (PREEMPT_NONE, common
+# on servers and VMs) the app's thread cannot take it back: at 500 req/s with a 202-at-once
+# sidecar the app's p99 rose 1.29-1.35x; with this buffer, 1.00 (docs/integration.md). It still
+# carries at least 6 MB/s to a remote sidecar 10 ms away.
+SEND_BUFFER = 64 * 1024
 # A request on a reused connection that fails like this found it closed by the server while
 # idle (its keep-alive timeout): it is sent again at once on a new connection.
 STALE = (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected)
@@ -70,8 +73,7 @@ class Connection:
                 conn.putheader("Content-Length", length)
                 conn.endheaders()
                 for piece in body:
-                    for start in range(0, len(piece), SEND_CHUNK):
-                        conn.send(piece[start : start + SEND_CHUNK])
+                    conn.send(piece)
                 resp = conn.getresponse()
                 data = resp.read()
             except STALE:
@@ -98,6 +100,7 @@ class Connection:
         conn.connect()
         if conn.sock is not None:
             conn.sock.settimeout(self.timeout)
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         self.conn = conn
         return conn
 

@@ -241,29 +241,28 @@ def test_large_batches_arrive_intact(sidecar: Sidecar) -> None:
     assert sidecar.events()[-1]["passages"][-1]["text"] == big[-1]["text"]
 
 
-def test_a_large_batch_goes_to_the_socket_in_short_sends(sidecar: Sidecar, monkeypatch) -> None:
-    """One send() of a whole batch kept the app's CPU in the kernel (docs/integration.md)."""
-    import http.client
+def test_a_large_batch_goes_through_a_small_send_buffer() -> None:
+    """A send() into the default buffer took a whole batch and kept the app's CPU in the kernel
+    (docs/integration.md); the connection's buffer is bounded, and large batches still arrive."""
+    import socket
 
     from monitor.client import connection
 
-    sizes: list[int] = []
-    send = http.client.HTTPConnection.send
-
-    def counted(self, data):
-        sizes.append(len(data))
-        return send(self, data)
-
-    monkeypatch.setattr(http.client.HTTPConnection, "send", counted)
-    text = "x" * 20_000
-    monitor = RetrievalMonitor(sidecar.url, flush_interval=60)
-    for i in range(40):  # one batch of ~0.8 MB
-        monitor.record(f"q{i}", [(f"p{j}", text, 1.0) for j in range(20)], 10)
-    monitor.close(timeout=60)
-    assert len(sidecar.events()) == 40
-    assert all(e["passages"][19]["text"] == text for e in sidecar.events())
-    assert max(sizes) <= connection.SEND_CHUNK
-    assert sum(sizes) > 40 * 20 * 20_000 and len(sizes) > sum(sizes) // connection.SEND_CHUNK
+    server = KeepAliveSidecar()
+    try:
+        text = "x" * 20_000
+        monitor = RetrievalMonitor(server.url, flush_interval=60)
+        for i in range(40):  # ~16 MB in batches of ~2 MB: hundreds of buffers' worth
+            monitor.record(f"q{i}", [(f"p{j}", text, 1.0) for j in range(20)], 10)
+        assert monitor.flush(60)
+        sock = monitor._http.conn.sock
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) <= 2 * connection.SEND_BUFFER
+        monitor.close(timeout=60)
+        events = [e for _, _, batch in server.requests for e in batch]
+        assert [e["query"] for e in events] == [f"q{i}" for i in range(40)]
+        assert all(e["passages"][19]["text"] == text for e in events)
+    finally:
+        server.stop()
 
 
 def test_a_bad_url_is_a_clear_error_at_start() -> None:
