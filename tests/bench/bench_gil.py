@@ -77,7 +77,8 @@ def run_round(
             for c, fd in zip(clocks, stats, strict=True)
         ]
 
-    gaps: list[tuple[float, float, int]] = []  # (wall, CPU, runs) of the busiest SDK thread
+    names = [t.name.removeprefix("ragmon-") for t in threads]
+    gaps: list[tuple[float, float, int, str]] = []  # (wall, CPU, runs, name): busiest SDK thread
     n = 0
     start = last = time.perf_counter()
     first = prev = sample()
@@ -89,8 +90,11 @@ def run_round(
             n += 1
         now, cur = time.perf_counter(), sample()
         if now - last > GAP_S:
-            cpu, runs = max((c - c0, r - r0) for (c, r), (c0, r0) in zip(cur, prev, strict=True))
-            gaps.append((now - last, cpu, runs))
+            cpu, runs, name = max(
+                (c - c0, r - r0, name)
+                for (c, r), (c0, r0), name in zip(cur, prev, names, strict=True)
+            )
+            gaps.append((now - last, cpu, runs, name))
         last, prev = now, cur
     for fd in stats:
         os.close(fd)
@@ -98,10 +102,11 @@ def run_round(
     return {"events": n, "gaps": gaps, "sdk_cpu_s": used, "seconds": last - start}
 
 
-def describe(gaps: list[tuple[float, float, int]]) -> dict[str, Any]:
-    holds = sorted(cpu for _, cpu, _ in gaps)
-    single = [cpu for _, cpu, runs in gaps if runs <= 1]
-    walls = sorted(wall for wall, _, _ in gaps)
+def describe(gaps: list[tuple[float, float, int, str]]) -> dict[str, Any]:
+    holds = sorted(cpu for _, cpu, _, _ in gaps)
+    single = [cpu for _, cpu, runs, _ in gaps if runs <= 1]
+    walls = sorted(wall for wall, _, _, _ in gaps)
+    longest = max(gaps, key=lambda g: g[1], default=None)
 
     def q(values: list[float], p: float) -> float:
         return values[min(len(values) - 1, int(p * len(values)))] if values else 0.0
@@ -113,6 +118,7 @@ def describe(gaps: list[tuple[float, float, int]]) -> dict[str, Any]:
         "hold_p90_us": q(holds, 0.9) * 1e6,
         "hold_p99_us": q(holds, 0.99) * 1e6,
         "hold_max_us": (holds[-1] if holds else 0.0) * 1e6,
+        "hold_max_thread": longest[3] if longest else "",
         "single_run_hold_max_us": max(single, default=0.0) * 1e6,
         "multi_run_gaps": len(gaps) - len(single),
         "wall_p99_us": q(walls, 0.99) * 1e6,
@@ -156,7 +162,9 @@ def run(short: bool = False, rate: float = 500.0, stdlib_json: bool = False) -> 
     out["sdk_gc_max_us"] = max(watch.pauses, default=0.0) * 1e6
     for mode, results in per.items():
         out[mode] = describe([g for res in results for g in res["gaps"]])
-        out[mode]["round_max_hold_us"] = [describe(res["gaps"])["hold_max_us"] for res in results]
+        rounds_d = [describe(res["gaps"]) for res in results]
+        out[mode]["round_max_hold_us"] = [d["hold_max_us"] for d in rounds_d]
+        out[mode]["round_max_hold_thread"] = [d["hold_max_thread"] for d in rounds_d]
     cpu_per_event = [res["sdk_cpu_s"] / max(1, res["events"]) * 1e6 for res in per["on"]]
     out["sdk_cpu_us_per_event"] = median_interval(cpu_per_event)
     out["events"] = sum(res["events"] for res in per["on"])
@@ -187,6 +195,13 @@ def report(f: dict[str, Any]) -> str:
         f"longest hold with the hook recording: {longest:.0f} µs ({verdict}; target <= "
         f"{TARGET_HOLD_S * 1e6:.0f} µs); per round: "
         + ", ".join(f"{v:.0f}" for v in on["round_max_hold_us"])
+    )
+    lines.append(
+        "  by the thread (per round): "
+        + ", ".join(
+            f"{v:.0f} {t}"
+            for v, t in zip(on["round_max_hold_us"], on["round_max_hold_thread"], strict=True)
+        )
     )
     lines.append(
         f"  of gaps where that thread ran once (exact holds): longest "
