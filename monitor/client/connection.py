@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 # it). With the default autotuned buffer, one send() took a whole 2 MB batch over loopback and
 # kept the app's CPU in the kernel, where on a kernel without preemption (PREEMPT_NONE, common
 # on servers and VMs) the app's thread cannot take it back: at 500 req/s with a 202-at-once
-# sidecar the app's p99 rose 1.29-1.35x; with this buffer, 1.00 (docs/integration.md). It still
-# carries at least 6 MB/s to a remote sidecar 10 ms away.
+# sidecar the app's p99 rose 1.29-1.35x; with this buffer, 0.98-1.06 (docs/integration.md). It
+# still carries at least 6 MB/s to a remote sidecar 10 ms away.
 SEND_BUFFER = 64 * 1024
 # A request on a reused connection that fails like this found it closed by the server while
 # idle (its keep-alive timeout): it is sent again at once on a new connection.

@@ -117,7 +117,7 @@ def describe(gaps: list[tuple[float, float, int, str]]) -> dict[str, Any]:
         "hold_p50_us": q(holds, 0.5) * 1e6,
         "hold_p90_us": q(holds, 0.9) * 1e6,
         "hold_p99_us": q(holds, 0.99) * 1e6,
-        "hold_max_us": (holds[-1] if holds else 0.0) * 1e6,
+        "hold_max_us": (longest[1] if longest else 0.0) * 1e6,
         "hold_max_thread": longest[3] if longest else "",
         "single_run_hold_max_us": max(single, default=0.0) * 1e6,
         "multi_run_gaps": len(gaps) - len(single),
