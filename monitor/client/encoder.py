@@ -27,7 +27,12 @@ ID_REFILL = 64
 # thread. A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app
 # wakes. The longest hold is then this slice plus the encoding of one event.
 ENCODE_SLICE_S = 0.0002
-YIELD_FOR_S = 0.00005
+# ... and sleeps this long, longer than a waiting thread takes to wake up (on a 2-vCPU VM: p50
+# 38 µs, p99 237 µs, measured): with 50 µs the encoder often took the GIL back before the app's
+# thread woke, so the app waited through several slices in a row (bench_gil: 30-80 holds over
+# 0.5 ms per run, up to 6 over 1 ms; with 250 µs, 11-20 and at most 1). It caps the encoder at
+# about 45 % of a CPU, some 7 000 events/s: far above what one app process records.
+YIELD_FOR_S = 0.00025
 ENCODE_CHUNK = 64  # events taken off the buffer per lock round trip
 
 
