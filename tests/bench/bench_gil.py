@@ -17,6 +17,9 @@ sidecar is a server answering 202 at once, in a subprocess at nice 19 under SCHE
 
 The SDK's CPU per event (its two threads' CPU clocks over the recording rounds, divided by the
 events) is reported too; `record()`'s own cost on the app's thread is `bench_record`'s.
+The app's side is read too: how long the main thread slept in each gap (the gap less its own
+CPU and its time queued for a CPU; the loop sleeps only to wait for the GIL), and, per gap, the
+lesser of that and the busiest SDK thread's CPU: the longest hold the app waited on.
 Target: the longest hold <= 1 ms. A cyclic collection of the app's heap runs on whichever thread
 allocates when the threshold is crossed, an SDK thread included: gaps overlapping one are told
 apart, so the hook's own work (slices, sends) is judged separately from the app's collections.
