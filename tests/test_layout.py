@@ -3,7 +3,8 @@
 1. The pure modules (`monitor/measures`, `monitor/measure_table`, `monitor/drift`,
    `monitor/agreement`, the wire limits, the GET answer, the explorer's searches and pages)
    import nothing from the project but each other and no I/O library: every other part
-   depends on them, never the reverse.
+   depends on them, never the reverse. The mappings that need a parser (OTLP spans) or are
+   buffers (the SDK's outbox) import no I/O library and call no I/O builtin.
 2. Nothing is built at import time in `monitor/` and `workers/`: no module-level Settings,
    app, Redis client, queue or metrics registry (tests could not configure them otherwise).
 3. The SDK (`monitor/client`) imports nothing of the server.
@@ -211,6 +212,55 @@ def test_the_import_checker_sees_a_violation() -> None:
     assert allowed_in_pure(".core", package) and allowed_in_pure("monitor.measures.core", package)
     assert not allowed_in_pure("..settings", package)
     assert not allowed_in_pure(".core", None)
+
+
+# Mappings that say "no I/O" but need a third-party parser or the project's schemas, so they
+# cannot be pure: they may import those, never an I/O library, the store or the SDK's socket,
+# and call no I/O builtin.
+NO_IO = ("api/spans", "client/outbox")
+IO_MODULES = (
+    "socket",
+    "ssl",
+    "http",
+    "urllib",
+    "subprocess",
+    "asyncio",
+    "redis",
+    "rq",
+    "httpx",
+    "requests",
+    "monitor.store",
+    "monitor.client.connection",
+)
+
+
+def io_violations(tree: ast.Module) -> list[str]:
+    """Imports of an I/O module and calls of an I/O builtin, as `import x` / `name()`."""
+    imports = [
+        f"import {m}"
+        for _, m in imported_modules(tree)
+        if any(m == io or m.startswith(io + ".") for io in IO_MODULES)
+    ]
+    calls = [
+        f"{call_name(node)}()"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and call_name(node) in IMPURE_CALLS
+    ]
+    return imports + calls
+
+
+@pytest.mark.parametrize("name", NO_IO)
+def test_mappings_do_no_io(name: str) -> None:
+    files = python_files("monitor", *name.split("/"))
+    assert files, f"monitor/{name} is gone: update NO_IO"
+    bad = [f"{rel(path)}: {v}" for path in files for v in io_violations(parse(path))]
+    assert not bad, bad
+
+
+def test_the_io_checker_sees_a_violation() -> None:
+    tree = ast.parse("import json\nfrom redis.client import Redis\ndef f():\n    open('x')\n")
+    assert io_violations(tree) == ["import redis.client", "open()"]
+    assert io_violations(ast.parse("import httpx_sse\nimport rqueue\n")) == []
 
 
 # --- 2. nothing built at import time ------------------------------------------------------------
