@@ -96,6 +96,9 @@ async def grade_event(
         return out
 
     query = event["query"]
+    if judge.per_call:  # its grades depend on the call's other passages: never shared
+        await _ask(judge, None, query, passages, todo, out)
+        return out
     texts = [passages[i]["text"] for i in todo]
     cache = JudgmentCache(store, judge.model)
     cached = cache.grades(judge.prompt_version, query, texts)
@@ -139,7 +142,7 @@ async def grade_event(
 
 async def _ask(
     judge: Judge,
-    cache: JudgmentCache,
+    cache: JudgmentCache | None,
     query: str,
     passages: list[dict],
     idx: list[int],
@@ -156,9 +159,9 @@ async def _ask(
         got: list[int | None] = list(await judge.grade(query, items))
     except JudgeError as exc:
         failure, got = exc, exc.grades or [None] * len(idx)
-    cache.keep(
-        judge.prompt_version, query, [(text, g) for (_, text), g in zip(items, got, strict=True)]
-    )
+    if cache is not None:
+        answers = [(text, g) for (_, text), g in zip(items, got, strict=True)]
+        cache.keep(judge.prompt_version, query, answers)
     if failure is None or isinstance(failure, PartialGrades):
         reasons = failure.reasons if failure is not None else [None] * len(idx)
         for i, g, reason in zip(idx, got, reasons, strict=True):

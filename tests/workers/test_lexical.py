@@ -158,3 +158,31 @@ def test_any_text_gives_one_grade_0_to_3_per_passage(query: str, texts: list[str
     assert len(grades) == len(texts)
     assert all(g in (0, 1, 2, 3) for g in grades)
     assert lexical_grades(query, texts) == grades
+
+
+def test_an_event_is_graded_on_its_own_passages_whatever_was_judged_before(redis_url) -> None:
+    """The lexical IDF is the call's, so a passage's grade depends on its neighbours: a grade
+    cached from another event would make the result depend on which event came first."""
+    from monitor.settings import Settings
+    from monitor.store import Store
+    from workers.grading import grade_event
+
+    store = Store.connect(Settings.from_env({"REDIS_URL": redis_url}, dotenv=None))
+    query = "refund invoice currency"
+    x = "how to refund an invoice when the customer has already paid it twice by mistake"
+    first, second = ["refund invoice"], ["currency"]
+    alone = lexical_grades(query, [x, *second])
+    assert lexical_grades(query, [x, *first])[0] != alone[0]  # the neighbours matter here
+
+    def event(texts: list[str]) -> dict:
+        passages = [{"id": f"p{i}", "text": t} for i, t in enumerate(texts)]
+        return {
+            "query": query,
+            "k": 2,
+            "timestamp": "2030-01-01T00:00:00+00:00",
+            "passages": passages,
+        }
+
+    judge = LexicalJudge()
+    asyncio.run(grade_event(event([x, *first]), judge, store))
+    assert asyncio.run(grade_event(event([x, *second]), judge, store)).grades == alone

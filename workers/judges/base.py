@@ -47,6 +47,10 @@ class Judge(Protocol):
     model: str
     #: Bumped whenever the prompt or the grading rule changes, so cached grades are not reused.
     prompt_version: str
+    #: True when a passage's grade depends on the other passages of the same call (the lexical
+    #: judge's IDF): its grades are then neither cached nor shared between events, or they
+    #: would depend on which event was judged first.
+    per_call: bool
 
     async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
         """One grade per `(passage_id, text)`, in order; raises `JudgeError` on failure, or

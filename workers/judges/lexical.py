@@ -139,6 +139,7 @@ class LexicalJudge:
 
     model = "lexical"
     prompt_version = "lexical-1"
+    per_call = True  # the IDF is the call's: each event is graded on its own passages
 
     async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:
         """One 0-3 grade per `(passage_id, text)`, in order; never raises for odd text."""

@@ -102,6 +102,8 @@ class OpenAIJudge:
     """Grades passages with a chat model (pointwise, or listwise with RAGMON_JUDGE_MODE), 0-3,
     or 1-5 with RAGMON_JUDGE_SCALE=utility5 (`grading` maps those back to 0-3)."""
 
+    per_call = False  # a grade is the model's view of (query, passage): cached and shared
+
     def __init__(self, settings: Settings, store: Store | None = None) -> None:
         self.settings = settings
         self.model = settings.judge_model
