@@ -197,10 +197,18 @@ def test_pure_modules_call_no_io_builtins(name: str) -> None:
     bad = [
         f"{rel(path)}:{node.lineno}: {call_name(node)}()"
         for path in files
-        for node in ast.walk(parse(path))
-        if isinstance(node, ast.Call) and call_name(node) in IMPURE_CALLS
+        for node in io_builtin_calls(parse(path))
     ]
     assert not bad, bad
+
+
+def io_builtin_calls(tree: ast.AST) -> list[ast.Call]:
+    """Calls of an I/O builtin (`open`, `print`, ...) anywhere in the tree."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and call_name(node) in IMPURE_CALLS
+    ]
 
 
 def test_the_import_checker_sees_a_violation() -> None:
@@ -241,12 +249,7 @@ def io_violations(tree: ast.Module) -> list[str]:
         for _, m in imported_modules(tree)
         if any(m == io or m.startswith(io + ".") for io in IO_MODULES)
     ]
-    calls = [
-        f"{call_name(node)}()"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and call_name(node) in IMPURE_CALLS
-    ]
-    return imports + calls
+    return imports + [f"{call_name(node)}()" for node in io_builtin_calls(tree)]
 
 
 @pytest.mark.parametrize("name", NO_IO)

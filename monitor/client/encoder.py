@@ -29,9 +29,10 @@ ID_REFILL = 64
 ENCODE_SLICE_S = 0.0002
 # ... and sleeps this long, longer than a waiting thread takes to wake up (on a 2-vCPU VM: p50
 # 38 µs, p99 237 µs, measured): with 50 µs the encoder often took the GIL back before the app's
-# thread woke, so the app waited through several slices in a row (bench_gil: 30-80 holds over
-# 0.5 ms per run, up to 6 over 1 ms; with 250 µs, 11-20 and at most 1). It caps the encoder at
-# about 45 % of a CPU, some 7 000 events/s: far above what one app process records.
+# thread woke, so the app waited through several slices in a row (bench_gil, per run of 12
+# rounds: 38-106 holds over 0.5 ms, the app asleep over 1 ms in one gap in 1-6 rounds; with
+# 250 µs, 8-20 and 0-1). It caps the encoder at about 45 % of a CPU, some 7 000 events/s: far
+# above what one app process records.
 YIELD_FOR_S = 0.00025
 ENCODE_CHUNK = 64  # events taken off the buffer per lock round trip
 
