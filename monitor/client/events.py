@@ -164,13 +164,10 @@ def build_event(
 def passage(p: Any, rank: int = 0, fixes: dict[str, int] | None = None) -> dict[str, Any] | None:
     """One wire passage from a dict, a tuple, a string, a LangChain document or a LlamaIndex
     node (duck-typed); None for an empty chunk (skipped, counted in `fixes`)."""
-    fast = None
-    if type(p) is tuple and len(p) == 3:  # the common shapes first: (str, str, float) ...
-        fast = p
-    elif type(p) is dict and len(p) == 3:  # ... and {"id": str, "text": str, "score": float}
-        fast = (p.get("id"), p.get("text"), p.get("score"))
-    if fast is not None and _plain(*fast):
-        return {"id": fast[0], "text": fast[1], "score": fast[2]}
+    if type(p) is dict and len(p) == 3:  # {"id": str, "text": str, "score": float}
+        wire = _plain_passages(((p.get("id"), p.get("text"), p.get("score")),))
+        if wire:
+            return wire[0]
     if not isinstance(p, str | Mapping | tuple | list):
         p = foreign_passage(p, rank)
     pid: Any = None
@@ -277,29 +274,33 @@ def _metadata(
     return out
 
 
-def _plain_passages(passages: list) -> list[dict[str, Any]] | None:
-    """The wire passages in one pass when every one is a plain (id, text, score) triple, the
-    shape most apps record (0.45 µs per passage against 0.65 through `passage()`); else None.
-    Anything else fails to unpack into three or fails `_plain`, and goes through `passage()`."""
+def _plain_passages(passages: Any) -> list[dict[str, Any]] | None:
+    """The wire passages in one pass when every one is a plain, valid (str id, str text, finite
+    float score) triple, the shape most apps record; else None, and each passage goes through
+    `passage()`. Anything else fails to unpack into three or fails the checks.
+
+    A plain loop with the checks inline: 4.8 µs for 20 passages, against 6.2 µs for a
+    comprehension calling a checking function per passage (154,600 against 171,500
+    instructions per event for the encoder's whole pass, bench_instructions).
+    """
+    wire: list[dict[str, Any]] = []
+    add = wire.append
     try:
-        wire = [
-            {"id": a, "text": b, "score": c} if _plain(a, b, c) else None for a, b, c in passages
-        ]
+        for pid, text, score in passages:
+            if (
+                type(pid) is str
+                and type(text) is str
+                and type(score) is float
+                and 0 < len(pid) <= MAX_ID_CHARS
+                and 0 < len(text) <= MAX_TEXT_CHARS
+                and math.isfinite(score)
+            ):
+                add({"id": pid, "text": text, "score": score})
+            else:
+                return None
     except Exception:  # not three items, or not iterable: LangChain documents, dicts of 2 ...
         return None
-    return None if None in wire else wire  # type: ignore[return-value]
-
-
-def _plain(pid: Any, text: Any, score: Any) -> bool:
-    """True for a valid (str id, str text, finite float score): no further checks needed."""
-    return (
-        type(pid) is str
-        and type(text) is str
-        and type(score) is float
-        and 0 < len(pid) <= MAX_ID_CHARS
-        and 0 < len(text) <= MAX_TEXT_CHARS
-        and math.isfinite(score)
-    )
+    return wire
 
 
 def _with_score(out: dict[str, Any] | None, score: Any) -> dict[str, Any] | None:
