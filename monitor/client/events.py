@@ -48,6 +48,7 @@ from monitor.limits import (
 )
 
 MAX_FUTURE_S = MAX_CLOCK_SKEW.total_seconds()
+MAX_AGE_S = MAX_EVENT_AGE.total_seconds() - 60  # a minute's margin for the trip to the server
 _LABEL_RE = re.compile(LABEL_PATTERN)
 
 #: Why an event could not be sent (`stats()` counts each as `invalid_<reason>`).
@@ -323,7 +324,7 @@ _VARIANT = "89ab" * 4  # RFC 4122: the top two bits of the 17th hex digit are 10
 def _timestamp(ts: Any) -> str:
     if type(ts) is float:  # the common case, time.time() taken by record(): no datetime
         age = time.time() - ts
-        if age > MAX_EVENT_AGE.total_seconds() - 60 or age < -MAX_FUTURE_S:
+        if age > MAX_AGE_S or age < -MAX_FUTURE_S:
             raise InvalidEvent("timestamp", "older than 35 days or in the future")
         return _rfc3339(ts)
     if isinstance(ts, str):
@@ -340,7 +341,7 @@ def _timestamp(ts: Any) -> str:
     else:
         raise InvalidEvent("timestamp", "must be a datetime, an RFC 3339 string or epoch seconds")
     age = (datetime.now(UTC) - ts).total_seconds()
-    if age > MAX_EVENT_AGE.total_seconds() - 60 or age < -MAX_FUTURE_S:
+    if age > MAX_AGE_S or age < -MAX_FUTURE_S:
         raise InvalidEvent("timestamp", "older than 35 days or in the future")
     return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
