@@ -48,7 +48,7 @@ from tests.bench.hook_apps import (
     load,
     load_corpus,
     machine,
-    rag_app,
+    rag_apps,
     real_sidecar,
     stub_sidecar,
 )
@@ -99,7 +99,8 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[str, Any]:
-    """Drive one app alone, then let it settle; its latencies and CPU per request."""
+    """Drive one app alone, then let the hook, if it has one, settle; its latencies and CPU
+    per request."""
     gc0, cpu0 = app.get("/stats")["gc"], app.cpu_s()
     gc.collect()
     gc.disable()  # the generator's own collections would delay its requests, whichever app
@@ -107,7 +108,8 @@ def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[s
         out = asyncio.run(load(app.port, rate, seconds, queries))
     finally:
         gc.enable()
-    time.sleep(SETTLE_S)  # the hook sends what it holds: its work is counted in its segment
+    if app.hook:  # the hook sends what it holds: its work is counted in its segment
+        time.sleep(SETTLE_S)
     gc1 = app.get("/stats")["gc"]
     lat = out["latencies"]
     return {
@@ -137,9 +139,7 @@ def measure_state(
     per: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     with (
         sidecar(state, cpus["sidecar"]) as url,
-        rag_app(False, url, cpus["apps"], shape) as off,
-        rag_app(False, url, cpus["apps"], shape) as off2,
-        rag_app(True, url, cpus["apps"], shape) as on,
+        rag_apps([False, False, True], url, cpus["apps"], shape) as (off, off2, on),
     ):
         apps = {"off": off, "off2": off2, "on": on}
         for app in apps.values():  # warm-up

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote_plus
@@ -236,16 +236,29 @@ def process(
 
 
 @contextlib.contextmanager
-def rag_app(
-    hook: bool, sidecar_url: str, cpus: set[int] | None = None, shape: Shape = FULL
-) -> Iterator[App]:
-    from tests.support.stack import free_port
+def rag_apps(
+    hooks: Sequence[bool], sidecar_url: str, cpus: set[int] | None = None, shape: Shape = FULL
+) -> Iterator[list[App]]:
+    """One app per entry of `hooks` (with the hook or not), all started before any is waited
+    for: each imports FastAPI, seconds under load."""
+    from tests.support.stack import Child, free_port
 
-    port = free_port()
-    args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port), "--sidecar-url", sidecar_url]
-    args += ["--scan", str(shape.scan), "--wait-ms", str(shape.wait_ms)]
-    with process([*args, *(["--hook"] if hook else [])], port, "/stats", cpus=cpus) as proc:
-        yield App(port, proc.pid)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    started: list[tuple[int, Child, bool]] = []
+    try:
+        for hook in hooks:
+            port = free_port()
+            args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port)]
+            args += ["--sidecar-url", sidecar_url, "--scan", str(shape.scan)]
+            args += ["--wait-ms", str(shape.wait_ms), *(["--hook"] if hook else [])]
+            child = Child([sys.executable, *args], env, cpus=cpus, stdout=None, stderr=None)
+            started.append((port, child, hook))
+        for port, proc, _ in started:
+            proc.wait_http(f"http://127.0.0.1:{port}/stats", ok=lambda status: status < 500)
+        yield [App(port, proc.pid, hook) for port, proc, hook in started]
+    finally:
+        for _, proc, _ in started:
+            proc.stop(signal.SIGINT)
 
 
 @contextlib.contextmanager
@@ -273,10 +286,11 @@ def real_sidecar(cpus: set[int] | None = None) -> Iterator[str]:
 
 
 class App:
-    """A running RAG app: its port, and its process's CPU time read from outside."""
+    """A running RAG app: its port, whether it has the hook, and its process's CPU time read
+    from outside."""
 
-    def __init__(self, port: int, pid: int) -> None:
-        self.port, self.pid = port, pid
+    def __init__(self, port: int, pid: int, hook: bool) -> None:
+        self.port, self.pid, self.hook = port, pid, hook
 
     def cpu_s(self) -> float:
         """CPU seconds of all the app's threads so far (not its relay's)."""
