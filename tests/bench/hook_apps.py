@@ -213,52 +213,50 @@ def create_stub_sidecar(delay: float) -> Any:
 
 
 @contextlib.contextmanager
-def process(
-    args: list[str],
-    port: int,
-    ready: str,
-    env: dict | None = None,
-    cpus: set[int] | None = None,
-    **placing: Any,
-) -> Iterator[subprocess.Popen]:
-    """A child Python process serving HTTP on `port`, stopped (SIGINT) when the block ends."""
+def processes(
+    runs: Sequence[tuple[list[str], int, str]], cpus: set[int] | None = None, **placing: Any
+) -> Iterator[list[subprocess.Popen]]:
+    """Child Python processes, each `(args, port, ready path)` serving HTTP on its port: all
+    started before any is waited for (each imports its server: seconds under load), and
+    stopped (SIGINT) when the block ends."""
     # imported here: the app and sidecar processes run this module without the harness's
     # httpx, redis and psutil
     from tests.support.stack import Child
 
-    env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
-    proc = Child([sys.executable, *args], env, cpus=cpus, stdout=None, stderr=None, **placing)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    started: list[Child] = []
     try:
-        proc.wait_http(f"http://127.0.0.1:{port}{ready}", ok=lambda status: status < 500)
-        yield proc
+        for args, _, _ in runs:
+            started.append(
+                Child([sys.executable, *args], env, cpus=cpus, stdout=None, stderr=None, **placing)
+            )
+        for proc, (_, port, ready) in zip(started, runs, strict=True):
+            proc.wait_http(f"http://127.0.0.1:{port}{ready}", ok=lambda status: status < 500)
+        yield list(started)
     finally:
-        proc.stop(signal.SIGINT)
+        for proc in started:
+            proc.stop(signal.SIGINT)
 
 
 @contextlib.contextmanager
 def rag_apps(
     hooks: Sequence[bool], sidecar_url: str, cpus: set[int] | None = None, shape: Shape = FULL
 ) -> Iterator[list[App]]:
-    """One app per entry of `hooks` (with the hook or not), all started before any is waited
-    for: each imports FastAPI, seconds under load."""
-    from tests.support.stack import Child, free_port
+    """One app per entry of `hooks` (with the hook or not), started at once."""
+    from tests.support.stack import free_port
 
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    started: list[tuple[int, Child, bool]] = []
-    try:
-        for hook in hooks:
-            port = free_port()
-            args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port)]
-            args += ["--sidecar-url", sidecar_url, "--scan", str(shape.scan)]
-            args += ["--wait-ms", str(shape.wait_ms), *(["--hook"] if hook else [])]
-            child = Child([sys.executable, *args], env, cpus=cpus, stdout=None, stderr=None)
-            started.append((port, child, hook))
-        for port, proc, _ in started:
-            proc.wait_http(f"http://127.0.0.1:{port}/stats", ok=lambda status: status < 500)
-        yield [App(port, proc.pid, hook) for port, proc, hook in started]
-    finally:
-        for _, proc, _ in started:
-            proc.stop(signal.SIGINT)
+    runs = []
+    for hook in hooks:
+        port = free_port()
+        args = ["-m", "tests.bench.hook_apps", "rag", "--port", str(port)]
+        args += ["--sidecar-url", sidecar_url, "--scan", str(shape.scan)]
+        args += ["--wait-ms", str(shape.wait_ms), *(["--hook"] if hook else [])]
+        runs.append((args, port, "/stats"))
+    with processes(runs, cpus) as procs:
+        yield [
+            App(port, proc.pid, hook)
+            for (_, port, _), proc, hook in zip(runs, procs, hooks, strict=True)
+        ]
 
 
 @contextlib.contextmanager
@@ -267,7 +265,7 @@ def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[s
 
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "sidecar", "--port", str(port), "--delay", str(delay)]
-    with process(args, port, "/healthz", cpus=cpus, **SIDECAR):
+    with processes([(args, port, "/healthz")], cpus, **SIDECAR):
         yield f"http://127.0.0.1:{port}"
 
 
