@@ -7,12 +7,13 @@
 Three copies of a RAG-like FastAPI app run under uvicorn (see `hook_apps`): `off` and `off'`
 without the hook, `on` with `RetrievalMonitor.record()` in its endpoint. Each round drives
 each copy alone for `--seconds` at `--rate` requests/s with an open-loop generator, in a
-random order, each followed by 1.3 s of quiet (more than the SDK takes to send what it
-holds), so no copy's work spills into another's turn. Per round: the p99 ratio on/off and the
-CPU the app's process used per request (all its threads, read from /proc), on minus off; the
-same for off'/off, the A/A pair, which shows how much two identical apps differ here. The
-report gives the median over rounds with its 95% interval for both: the hook passes where its
-median p99 ratio is <= 1.05 and its interval overlaps the A/A interval.
+random order, the hooked copy's turns followed by 1.3 s of quiet (more than the SDK takes to
+send what it holds), so its work never spills into another copy's turn. Per round: the p99
+ratio on/off and the CPU the app's process used per request (all its threads, read from
+/proc), on minus off; the same for off'/off, the A/A pair, which shows how much two
+identical apps differ here. The report gives the median over rounds with its 95% interval for
+both: the hook passes where its median p99 ratio is <= 1.05 and its interval overlaps the A/A
+interval.
 
 Placement (`--cpus auto`, with 2+ CPUs): the load generator alone on the first CPUs, as the
 app's clients on other machines; the apps and the sidecar on the last CPU, the sidecar and its
