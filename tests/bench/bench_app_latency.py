@@ -260,9 +260,13 @@ def report(f: dict[str, Any]) -> str:
             f"{s['rss_mb']['off']:.0f} MB"
         )
         share = f["rate_rps"] * s["cpu_us_per_request"]["off"] / 1e6
+        # the hook's threads against the app's own work: this moves less with the host's
+        # speed than either figure in µs (one event per request)
+        hook_share = s["sdk_threads_us_per_event"] / s["cpu_us_per_request"]["off"]
         lines.append(
             f"         the app without the hook used {share:.0%} of its CPU"
             + (" (over ~70%: queueing, not the hook, sets its p99)" if share > 0.7 else "")
+            + f"; the hook's threads per event: {hook_share:.1%} of the app's CPU per request"
         )
         gc_ = s["gc"]
         lines.append(

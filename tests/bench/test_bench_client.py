@@ -67,6 +67,7 @@ def test_bench_app_latency_short() -> None:
     assert states["down"]["hook_stats"]["sent"] == 0 and states["down"]["hook_stats"]["retries"] > 0
     report = bench_app_latency.report(figures)
     assert "p99 on/off" in report and report.count("GC off/off'/on") == len(states)
+    assert report.count("of the app's CPU per request") == len(states)
 
 
 def test_bench_gil_short() -> None:
