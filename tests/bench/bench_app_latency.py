@@ -53,7 +53,7 @@ from tests.bench.hook_apps import (
     real_sidecar,
     stub_sidecar,
 )
-from tests.bench.stats import median_interval, overlaps
+from tests.bench.stats import median_interval, overlaps, quantile
 from tests.support.stack import free_port
 
 SLOW_S = 5.0
@@ -92,17 +92,10 @@ def sidecar(state: str, cpus: set[int] | None) -> Iterator[str]:
             yield url
 
 
-def quantile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[str, Any]:
-    """Drive one app alone, then let the hook, if it has one, settle; its latencies and CPU
-    per request."""
-    gc0, cpu0 = app.get("/stats")["gc"], app.cpu_s()
+    """Drive one app alone, then let the hook, if it has one, settle; its latencies, its CPU
+    per request, and the hook's threads' CPU per event recorded in this turn."""
+    s0, cpu0 = app.get("/stats"), app.cpu_s()
     gc.collect()
     gc.disable()  # the generator's own collections would delay its requests, whichever app
     try:
@@ -111,8 +104,10 @@ def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[s
         gc.enable()
     if app.hook:  # the hook sends what it holds: its work is counted in its segment
         time.sleep(SETTLE_S)
-    gc1 = app.get("/stats")["gc"]
+    s1 = app.get("/stats")
+    gc0, gc1 = s0["gc"], s1["gc"]
     lat = out["latencies"]
+    recorded = max(1, s1.get("recorded", 0) - s0.get("recorded", 0))
     return {
         "n": len(lat),
         "errors": out["errors"],
@@ -123,6 +118,8 @@ def segment(app: App, rate: float, seconds: float, queries: list[str]) -> dict[s
         "gc_ms": sum(gc1[g][1] - gc0[g][1] for g in gc1) * 1e3,
         "gc_full": gc1["2"][0] - gc0["2"][0],
         "gc_max_ms": max(row[2] for row in gc1.values()) * 1e3,
+        "sdk_us_per_event": (s1["sdk_cpu_s_total"] - s0["sdk_cpu_s_total"]) * 1e6 / recorded,
+        "relay_us_per_event": (s1["relay_cpu_s"] - s0["relay_cpu_s"]) * 1e6 / recorded,
     }
 
 
@@ -145,7 +142,6 @@ def measure_state(
         apps = {"off": off, "off2": off2, "on": on}
         for app in apps.values():  # warm-up
             segment(app, rate, min(1.0, seconds), queries)
-        sdk0 = on.get("/stats")
         for _ in range(rounds):
             order = list(VARIANTS)
             rng.shuffle(order)
@@ -164,9 +160,6 @@ def measure_state(
         ]
         for name in ("on", "off2")
     }
-    sdk_us = (hook["sdk_cpu_s_total"] - sdk0["sdk_cpu_s_total"]) * 1e6
-    recorded = hook["recorded"] - sdk0["recorded"]
-    relay_us = (hook.get("relay_cpu_s", 0.0) - sdk0.get("relay_cpu_s", 0.0)) * 1e6
     return {
         "state": state,
         "p99_ms": {v: statistics.median(s["p99_ms"] for s in per[v]) for v in VARIANTS},
@@ -178,8 +171,8 @@ def measure_state(
         "p99_ratio_aa": median_interval(ratio["off2"]),
         "added_cpu_us": median_interval(added["on"]),
         "added_cpu_us_aa": median_interval(added["off2"]),
-        "sdk_threads_us_per_event": sdk_us / max(1, recorded),
-        "relay_us_per_event": relay_us / max(1, recorded),
+        "sdk_threads_us_per_event": median_interval([s["sdk_us_per_event"] for s in per["on"]]),
+        "relay_us_per_event": median_interval([s["relay_us_per_event"] for s in per["on"]]),
         "errors": {v: sum(s["errors"] for s in per[v]) for v in VARIANTS},
         "gc": {
             v: {
@@ -243,7 +236,7 @@ def report(f: dict[str, Any]) -> str:
         + f"; medians over rounds, [{conf:.0%} interval]; A/A = off'/off, two apps without "
         "the hook",
         f"{'sidecar':8} {'p99 ms off/off/on':>20} {'p99 on/off':>22} {'A/A':>22}  "
-        f"{'CPU µs/req off':>14} {'+on':>20} {'+A/A':>20} {'SDK µs/ev':>9} {'relay':>6}  hook",
+        f"{'CPU µs/req off':>14} {'+on':>20} {'+A/A':>20} {'SDK µs/ev':>20} {'relay':>6}  hook",
     ]
     for s in f["states"]:
         p99 = "/".join(f"{s['p99_ms'][v]:.2f}" for v in VARIANTS)
@@ -253,8 +246,8 @@ def report(f: dict[str, Any]) -> str:
         lines.append(
             f"{s['state']:8} {p99:>20} {iv(s['p99_ratio']):>22} {iv(s['p99_ratio_aa']):>22}  "
             f"{s['cpu_us_per_request']['off']:>14.0f} {iv(s['added_cpu_us'], '.1f'):>20} "
-            f"{iv(s['added_cpu_us_aa'], '.1f'):>20} {s['sdk_threads_us_per_event']:>9.1f} "
-            f"{s.get('relay_us_per_event', 0.0):>6.1f}  "
+            f"{iv(s['added_cpu_us_aa'], '.1f'):>20} {iv(s['sdk_threads_us_per_event'], '.1f'):>20} "
+            f"{s['relay_us_per_event']['median']:>6.1f}  "
             f"{verdict}: sent={h.get('sent')} dropped={dropped} buffered={h.get('buffered')} "
             f"retries={h.get('retries')} RSS on/off {s['rss_mb']['on']:.0f}/"
             f"{s['rss_mb']['off']:.0f} MB"
@@ -262,7 +255,7 @@ def report(f: dict[str, Any]) -> str:
         share = f["rate_rps"] * s["cpu_us_per_request"]["off"] / 1e6
         # the hook's threads against the app's own work: this moves less with the host's
         # speed than either figure in µs (one event per request)
-        hook_share = s["sdk_threads_us_per_event"] / s["cpu_us_per_request"]["off"]
+        hook_share = s["sdk_threads_us_per_event"]["median"] / s["cpu_us_per_request"]["off"]
         lines.append(
             f"         the app without the hook used {share:.0%} of its CPU"
             + (" (over ~70%: queueing, not the hook, sets its p99)" if share > 0.7 else "")

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.client import RetrievalMonitor
-from tests.bench.bench_app_latency import quantile
 from tests.bench.hook_apps import load_corpus, machine, stub_sidecar
+from tests.bench.stats import quantile
 from tests.support.stack import free_port
 
 

@@ -1,4 +1,5 @@
-"""The statistics the SDK benchmarks report: a median over rounds with its interval."""
+"""The statistics the SDK benchmarks report: quantiles, and a median over rounds with its
+interval."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile as an order statistic (no interpolation); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
