@@ -52,17 +52,6 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAGMON_TEST", "1")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Benchmarks first, then the other slow tests, then the rest (a stable sort). With the
-    small xdist chunks scripts/test asks for, the processes then end together on short tests
-    instead of one of them finishing a 100 s test alone."""
-    items.sort(
-        key=lambda i: (
-            0 if i.get_closest_marker("bench") else 1 if i.get_closest_marker("slow") else 2
-        )
-    )
-
-
 @pytest.fixture
 def stack(redis_url: str) -> Iterator[Stack]:
     """The API and two workers as real processes on the test Redis (lexical judge)."""
