@@ -11,9 +11,9 @@ random order, the hooked copy's turns followed by 1.3 s of quiet (more than the 
 send what it holds), so its work never spills into another copy's turn. Per round: the p99
 ratio on/off and the CPU the app's process used per request (all its threads, read from
 /proc), on minus off; the same for off'/off, the A/A pair, which shows how much two
-identical apps differ here. The report gives the median over rounds with its 95% interval for
-both: the hook passes where its median p99 ratio is <= 1.05 and its interval overlaps the A/A
-interval.
+identical apps differ here; and the hook's threads' CPU per event recorded in its turn. The
+report gives the median over rounds with its 95% interval for each: the hook passes where
+its median p99 ratio is <= 1.05 and its interval overlaps the A/A interval.
 
 Placement (`--cpus auto`, with 2+ CPUs): the load generator alone on the first CPUs, as the
 app's clients on other machines; the apps and the sidecar on the last CPU, the sidecar and its
