@@ -19,7 +19,7 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-from monitor.settings import Settings, SettingsError
+from ragmon.settings import Settings, SettingsError
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -238,15 +238,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _redis_problem(exc: Exception, settings: Settings) -> str | None:
     """The one line for a Redis that cannot be reached, or None for any other error."""
     try:
-        from monitor.preflight import redis_error
+        from ragmon.preflight import redis_error
     except ImportError:  # an SDK-only install: no Redis client, so not a Redis error
         return None
     return redis_error(exc, settings.redis_url or DEFAULT_REDIS_URL)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.api.serve import ServeError, bind, check_exposure, run_api
-    from monitor.preflight import describe
+    from ragmon.api.serve import ServeError, bind, check_exposure, run_api
+    from ragmon.preflight import describe
 
     host, port = args.host, args.port
     try:
@@ -261,7 +261,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.worker import JudgeNotConfigured, NameInUse, start_worker
+    from ragmon.workers.worker import JudgeNotConfigured, NameInUse, start_worker
 
     try:
         worker = start_worker(
@@ -273,7 +273,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except (JudgeNotConfigured, NameInUse) as exc:
         raise CommandError(str(exc.code)) from None
     if args.with_scheduler:
-        from workers.schedule import register_weekly_report
+        from ragmon.workers.schedule import register_weekly_report
 
         register_weekly_report(worker, settings)
     try:
@@ -288,7 +288,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.demo.run import DemoOptions, run_demo
+    from ragmon.demo.run import DemoOptions, run_demo
 
     options = DemoOptions(
         once=args.once,
@@ -304,7 +304,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.report.publish import run_report
+    from ragmon.report.publish import run_report
 
     return run_report(
         settings,
@@ -317,13 +317,13 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.calibrate.command import run_calibrate
+    from ragmon.calibrate.command import run_calibrate
 
     return run_calibrate(Path(args.file), settings, limit=args.limit)
 
 
 def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.store import Store
+    from ragmon.store import Store
 
     store = Store.connect(settings)
     n = store.requeue(store.failed_refs())
@@ -334,7 +334,7 @@ def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_series(args: argparse.Namespace, settings: Settings) -> int:
     import time
 
-    from monitor.store import Store
+    from ragmon.store import Store
 
     budget = Store.connect(settings).series
     now = time.time()
@@ -369,14 +369,14 @@ def _age(seconds: float) -> str:
 
 
 def cmd_text_key(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor.store.sealing import new_key
+    from ragmon.store.sealing import new_key
 
     print(new_key())
     return 0
 
 
 def cmd_metrics(args: argparse.Namespace, settings: Settings) -> int:
-    from monitor import catalog
+    from ragmon.core import catalog
 
     if args.markdown:
         print(catalog.markdown_table())

@@ -1,7 +1,7 @@
 """`/metrics`: a prometheus_client collector that reads ragmon's aggregates from Redis at scrape.
 
 Workers record observations in Redis (RQ forks a process per job, so in-process metrics would be
-lost); this collector turns them into metric families named as in `monitor.catalog`.
+lost); this collector turns them into metric families named as in `ragmon.core.catalog`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from prometheus_client.core import (
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from monitor import catalog
-from monitor.store import Histogram, Store
-from monitor.store.judging import Budget
-from monitor.store.keys import SEP
+from ragmon.core import catalog
+from ragmon.store import Histogram, Store
+from ragmon.store.judge_state import Budget
+from ragmon.store.keys import SEP
 
 
 def _le(bound: float) -> str:

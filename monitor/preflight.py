@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import redis.exceptions
 
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 log = logging.getLogger("ragmon")
 

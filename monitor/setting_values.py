@@ -1,5 +1,5 @@
 """How each setting's text is read: one parser per kind of value, each raising
-`SettingsError` with a message that names what was wrong (`monitor.settings` adds the
+`SettingsError` with a message that names what was wrong (`ragmon.settings` adds the
 variable's name). Key files are read here too, for the settings and for `ragmon` commands."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from monitor import setting_values as values
-from monitor.measures import MeasureParams
-from monitor.setting_values import (
+from ragmon import setting_values as values
+from ragmon.core.measures import MeasureParams
+from ragmon.setting_values import (
     DEFAULT_PRICES,
     SettingsError,
     read_keys_file,

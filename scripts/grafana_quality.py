@@ -19,7 +19,7 @@ from grafana_panels import (
     timeseries,
 )
 
-from monitor.measure_table import MEASURES as TABLE
+from ragmon.core.measure_table import MEASURES as TABLE
 
 SEL = 'app=~"$app", index=~"$index", retriever=~"$retriever", segment=~"$segment"'
 

@@ -8,7 +8,7 @@
 | `grafana/provisioning/datasources/ragmon.yml` | `DATASOURCE_UID` in `grafana_panels.py` |
 | `deploy/kubernetes/prometheusrule.yaml` | `deploy/prometheus/rules/*.yml` |
 | `monitor/demo/data/*.jsonl` | `monitor/demo/kb.py` via `monitor/demo/build_data.py` |
-| the metrics table in `README.md` | `monitor/catalog.py` (and `monitor/measure_table.py`) |
+| the metrics table in `README.md` | `monitor/core/catalog.py` (and `measure_table.py` beside it) |
 
 Run it after editing any source; `tests/test_generated.py` runs `--check`, which exits 1 naming
 every stale file.
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_grafana  # noqa: E402
 import prometheusrule  # noqa: E402
 
-from monitor import catalog  # noqa: E402
-from monitor.demo import build_data  # noqa: E402
+from ragmon.core import catalog  # noqa: E402
+from ragmon.demo import build_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS_RULE = ROOT / "deploy" / "kubernetes" / "prometheusrule.yaml"

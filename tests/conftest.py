@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.reliability.support import FIGURE
 from tests.support.api_server import ApiServer
 from tests.support.stack import RedisServer, Stack

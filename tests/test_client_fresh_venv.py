@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 APP = """
 import json, sys
-from monitor.client import RetrievalMonitor
+from ragmon.client import RetrievalMonitor
 
 monitor = RetrievalMonitor(sys.argv[1], labels={"app": "light-app"})
 monitor.record(
@@ -26,7 +26,7 @@ monitor.record(
 )
 monitor.close(timeout=20)
 try:
-    import monitor.client.langchain  # noqa: F401
+    import ragmon.client.langchain  # noqa: F401
     hook = "imported"
 except ImportError as exc:
     hook = str(exc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.measures import HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.core.measures import HISTOGRAM_MEASURES, MeasureParams, compute
 from tests.support.events import make_event
 from tests.support.stack import sample_value
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.demo.traffic import demo_events
+from ragmon.demo.traffic import demo_events
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.slow

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.settings import Settings
+from ragmon.store import Store
 from tests.support.stack import Stack, sample_value
 
 ROOT = Path(__file__).resolve().parents[1]

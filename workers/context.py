@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.settings import Settings
-from monitor.store import Store
-from workers.judges import make_judge
-from workers.judges.base import Judge
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.workers.judges import make_judge
+from ragmon.workers.judges.base import Judge
 
 
 @dataclass

@@ -6,15 +6,15 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from monitor.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
-from monitor.store import event_day, query_hash, text_hash
-from monitor.store.keys import SEP
-from workers.judges import utility
-from workers.judges.base import Judge, JudgeError, PartialGrades
-from workers.judges.cache import JudgmentCache
+from ragmon.core.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
+from ragmon.store import event_day, query_hash, text_hash
+from ragmon.store.keys import SEP
+from ragmon.workers.judges import utility
+from ragmon.workers.judges.base import Judge, JudgeError, PartialGrades
+from ragmon.workers.judges.cache import JudgmentCache
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 KNOWN, CACHE, JUDGE = "known", "cache", "judge"
 

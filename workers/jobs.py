@@ -11,13 +11,13 @@ import time
 from asyncio import FIRST_COMPLETED
 from typing import Any
 
-from monitor.measures import MeasureParams, compute
-from monitor.store import Store, event_day, ref_of, text_hash
-from monitor.store.keys import SEP
-from monitor.store.rq_jobs import abandoned
-from workers.context import WorkerContext, current_context
-from workers.grading import InFlight, grade_event, on_both_scales, probe_event
-from workers.judges.base import Judge, JudgeError
+from ragmon.core.measures import MeasureParams, compute
+from ragmon.store import Store, event_day, ref_of, text_hash
+from ragmon.store.keys import SEP
+from ragmon.store.rq_jobs import abandoned
+from ragmon.workers.context import WorkerContext, current_context
+from ragmon.workers.grading import InFlight, grade_event, on_both_scales, probe_event
+from ragmon.workers.judges.base import Judge, JudgeError
 
 log = logging.getLogger("ragmon.worker")
 
@@ -37,7 +37,7 @@ class RetryLater(Exception):
 def process_events(refs: list[str]) -> dict[str, int]:
     """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job).
 
-    `refs` are `monitor.store.keys.event_ref`s: event ids are scoped by app."""
+    `refs` are `ragmon.store.keys.event_ref`s: event ids are scoped by app."""
     ctx = current_context()
     return asyncio.run(_process(ctx, refs))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from rq import Worker
 from rq.cron import CronScheduler
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 
 log = logging.getLogger("ragmon.schedule")
 
@@ -35,9 +35,9 @@ JOB_TIMEOUT_S = 1800
 
 def weekly_report_job(out_dir: str | None = None, end: str | None = None) -> str:
     """RQ job: the report of the 7 days ending yesterday (UTC) into `settings.report_dir`."""
-    from monitor.report.publish import post_summary, write_report
-    from monitor.report.window import windows
-    from workers.context import current_context
+    from ragmon.report.publish import post_summary, write_report
+    from ragmon.report.window import windows
+    from ragmon.workers.context import current_context
 
     ctx = current_context()
     settings = ctx.settings

@@ -16,11 +16,11 @@ from redis.retry import Retry
 from rq import Worker
 from rq.job_lifecycle import call_exception_handlers
 
-from monitor.preflight import describe, judge_url, wait_for_redis
-from monitor.settings import Settings
-from monitor.store import Store
-from monitor.store.ingest import SWEEP_AGE_S
-from workers.context import build_context, set_context
+from ragmon.preflight import describe, judge_url, wait_for_redis
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store.ingest import SWEEP_AGE_S
+from ragmon.workers.context import build_context, set_context
 
 log = logging.getLogger("ragmon.worker")
 
@@ -108,7 +108,7 @@ def make_worker(
         # Import the judge (openai, httpx, pydantic models) and build a first client once,
         # before RQ forks a work horse per job, instead of in every horse: +30% judged
         # passages/s (tests/bench/bench_worker), then ~50 ms of CPU less per job.
-        from workers.judges.llm import warm_up
+        from ragmon.workers.judges.llm import warm_up
 
         warm_up(settings)
     worker = RagmonWorker(
@@ -141,7 +141,7 @@ def start_worker(
     store = Store.connect(settings)
     wait_for_redis(store)
     if settings.judge == "openai":
-        from workers.judges.probe import probe_judge
+        from ragmon.workers.judges.probe import probe_judge
 
         probe = probe_judge(settings, store)  # after Redis: it waits for the fleet's RPM/TPM
         if probe.ok:

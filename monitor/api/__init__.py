@@ -1,5 +1,5 @@
 """The sidecar HTTP API (FastAPI): `create_app(settings)`."""
 
-from monitor.api.app import create_app
+from ragmon.api.app import create_app
 
 __all__ = ["create_app"]

@@ -13,16 +13,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from monitor.api import otlp
-from monitor.api.auth import KeyRing
-from monitor.api.explorer import explorer_ui
-from monitor.api.ingest import IngestWriter
-from monitor.api.metrics import MetricsText
-from monitor.api.routes import add_event_routes, add_operation_routes
-from monitor.api.service import IngestService, Refused
-from monitor.schemas import RetrievalBatch, RetrievalEvent
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.api import otlp
+from ragmon.api.auth import KeyRing
+from ragmon.api.batcher import IngestWriter
+from ragmon.api.metrics import MetricsText
+from ragmon.api.routes import add_event_routes, add_operation_routes
+from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
+from ragmon.api.service import IngestService, Refused
+from ragmon.api.ui import explorer_ui
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 GC_YOUNG_THRESHOLD = 5000
 

@@ -21,8 +21,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from monitor.api.logs import KindFilter
-from monitor.settings import Settings
+from ragmon.api.logs import KindFilter
+from ragmon.settings import Settings
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
 

@@ -19,9 +19,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from monitor import export
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon import export
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 RENDER_NICENESS = 19
 # Pause between the renderer's HSCAN steps: its reads of 26k-140k fields, back to back, kept

@@ -1,5 +1,5 @@
 """OTLP/HTTP trace exports on the wire: content types, compression, decoding, and the answers
-(partial success, google.rpc.Status) in the exporter's encoding. `monitor.api.spans` maps the
+(partial success, google.rpc.Status) in the exporter's encoding. `ragmon.api.spans` maps the
 decoded export to events.
 """
 

@@ -15,13 +15,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 
-from monitor.api import otlp
-from monitor.api.auth import KeyRing, Principal
-from monitor.api.explorer import scope
-from monitor.api.metrics import MetricsText
-from monitor.api.service import IngestService, Refused, otlp_refused
-from monitor.explorer import SEARCH_HELP, SearchError, parse_search
-from monitor.schemas import (
+from ragmon.api import otlp
+from ragmon.api.auth import KeyRing, Principal
+from ragmon.api.metrics import MetricsText
+from ragmon.api.schemas import (
     LABEL_PATTERN,
     Accepted,
     BatchAccepted,
@@ -31,8 +28,11 @@ from monitor.schemas import (
     RetrievalEvent,
     RetrievalResult,
 )
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.api.service import IngestService, Refused, otlp_refused
+from ragmon.api.ui import scope
+from ragmon.core.search import SEARCH_HELP, SearchError, parse_search
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -72,7 +72,7 @@ def add_event_routes(
                 body += chunk
                 if len(body) > limit:
                     raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
-        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (monitor.api.guard)
+        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (ragmon.api.guard)
             raise Refused(408, "timeout", "request body not received in time") from None
         return bytes(body)
 

@@ -10,7 +10,7 @@ import logging
 import socket
 from dataclasses import replace
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 
 log = logging.getLogger("ragmon")
 
@@ -39,9 +39,9 @@ def run_api(settings: Settings, sock: socket.socket, host: str, port: int, log_l
     """Serve on the bound `sock` until uvicorn exits; the socket is closed on the way out."""
     import uvicorn
 
-    from monitor.api import create_app
-    from monitor.api.guard import uvicorn_config
-    from monitor.preflight import RedisWatch
+    from ragmon.api import create_app
+    from ragmon.api.guard import uvicorn_config
+    from ragmon.preflight import RedisWatch
 
     app = create_app(settings)
     watch = RedisWatch(app.state.store).start()

@@ -1,6 +1,6 @@
 """Ingest without HTTP: a request's body and caller in, events stored (or a `Refused`) out.
 
-The routes (`monitor.api.routes`) only read the body and the API key and shape the answer;
+The routes (`ragmon.api.routes`) only read the body and the API key and shape the answer;
 everything a write decides (validation, the key's app binding, backpressure, sampling,
 sealing, the OTLP mapping) is here, so it can be tested by calling it.
 """
@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from monitor.api import otlp
-from monitor.api.auth import Principal
-from monitor.api.ingest import IngestWriter, sampled_in
-from monitor.api.spans import SpanMap, map_request
-from monitor.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
-from monitor.settings import Settings
-from monitor.store import IngestItem, Store
+from ragmon.api import otlp
+from ragmon.api.auth import Principal
+from ragmon.api.batcher import IngestWriter, sampled_in
+from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
+from ragmon.api.spans import SpanMap, map_request
+from ragmon.settings import Settings
+from ragmon.store import IngestItem, Store
 
 RETRY_AFTER_S = 5
 

@@ -6,7 +6,7 @@ becomes one event. Every other span is ignored (and counted). A retriever span t
 an event is rejected with a reason, which the exporter gets back in OTLP's partial success.
 Labels and `k` come from span or resource attributes through `SpanMap` (settings
 `RAGMON_OTLP_*_ATTRIBUTES`); the event id is derived from the trace and span ids, so a
-re-exported span is stored once. `monitor.api.otlp` reads the export off the wire.
+re-exported span is stored once. `ragmon.api.otlp` reads the export off the wire.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from pydantic import ValidationError
 
-from monitor.client.events import InvalidEvent, passage
-from monitor.limits import LABEL_KEYS, MAX_PASSAGES, default_k
-from monitor.schemas import RetrievalEvent
-from monitor.settings import Settings
+from ragmon.api.schemas import RetrievalEvent
+from ragmon.client.events import InvalidEvent, passage
+from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, default_k
+from ragmon.settings import Settings
 
 SPAN_KIND = "openinference.span.kind"
 RETRIEVER = "RETRIEVER"

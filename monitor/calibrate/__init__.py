@@ -18,5 +18,5 @@ Agreement uses only passages that have a known grade; for the measures with know
 passage without one counts as not relevant (the TREC convention).
 
 `records` reads the file, `judging` grades it, `analysis` compares (with the pure statistics of
-`monitor/agreement.py`), `render` writes the report, `command` runs the whole.
+`monitor/core/agreement.py`), `render` writes the report, `command` runs the whole.
 """

@@ -8,7 +8,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from monitor.agreement import (
+from ragmon.calibrate.golden import Record
+from ragmon.calibrate.grade import Outcome
+from ragmon.core.agreement import (
     PerQuery,
     binary_kappa,
     confusion,
@@ -16,10 +18,8 @@ from monitor.agreement import (
     tau_with_interval,
     weighted_kappa,
 )
-from monitor.calibrate.judging import Outcome
-from monitor.calibrate.records import Record
-from monitor.measure_table import MEASURES as TABLE
-from monitor.measures import MeasureParams, compute
+from ragmon.core.measure_table import MEASURES as TABLE
+from ragmon.core.measures import MeasureParams, compute
 
 MEASURES = tuple((m.key, m.name) for m in TABLE if m.calibrate)
 

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from monitor.calibrate.analysis import analyse
-from monitor.calibrate.judging import Outcome, Progress, judge_records, make_judge
-from monitor.calibrate.records import load_records
-from monitor.calibrate.render import render
-from monitor.settings import Settings
+from ragmon.calibrate.analysis import analyse
+from ragmon.calibrate.golden import load_records
+from ragmon.calibrate.grade import Outcome, Progress, judge_records, make_judge
+from ragmon.calibrate.markdown import render
+from ragmon.settings import Settings
 
 
 def run_calibrate(
@@ -39,7 +39,7 @@ def run_calibrate(
         logging.getLogger(name).setLevel(logging.WARNING)
     judge, store = make_judge(settings)
     if settings.judge == "openai":
-        from workers.judges.probe import probe_judge
+        from ragmon.workers.judges.probe import probe_judge
 
         probe = probe_judge(settings, store)
         if probe.fatal:  # every call would fail the same way: say so now, not after retries

@@ -4,7 +4,7 @@
 validates wire events (pure).
 """
 
-from monitor.client.events import InvalidEvent, build_event, encode_event, passage
-from monitor.client.recorder import RetrievalMonitor
+from ragmon.client.events import InvalidEvent, build_event, encode_event, passage
+from ragmon.client.recorder import RetrievalMonitor
 
 __all__ = ["InvalidEvent", "RetrievalMonitor", "build_event", "encode_event", "passage"]

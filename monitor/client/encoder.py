@@ -8,8 +8,8 @@ import itertools
 import time
 from typing import Any
 
-from monitor.client.events import InvalidEvent, build_event, encode_event
-from monitor.client.state import MonitorState
+from ragmon.client.events import InvalidEvent, build_event, encode_event
+from ragmon.client.state import MonitorState
 
 # record() wakes the encoder once this many events wait. Until the encoder's pass, each event
 # keeps about 22 of the app's GC-tracked objects alive (its passages, their list, the call);

@@ -30,7 +30,7 @@ try:  # optional (`pip install ragmon[fast]`): encodes an event ~10x faster than
 except ImportError:  # pragma: no cover - exercised by forcing the fallback in the tests
     orjson = None  # type: ignore[assignment]
 
-from monitor.limits import (
+from ragmon.core.wire import (
     LABEL_KEYS,
     LABEL_PATTERN,
     MAX_CLOCK_SKEW,

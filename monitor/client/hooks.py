@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from monitor.client.recorder import RetrievalMonitor
-from monitor.limits import LABEL_KEYS, MAX_K, MAX_PASSAGES, default_k
+from ragmon.client.recorder import RetrievalMonitor
+from ragmon.core.wire import LABEL_KEYS, MAX_K, MAX_PASSAGES, default_k
 
 
 def record_retrieval(

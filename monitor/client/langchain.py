@@ -1,7 +1,7 @@
 """LangChain hook: a callback handler that records every retriever call through the SDK.
 
-    from monitor.client import RetrievalMonitor
-    from monitor.client.langchain import RagmonCallbackHandler
+    from ragmon.client import RetrievalMonitor
+    from ragmon.client.langchain import RagmonCallbackHandler
 
     monitor = RetrievalMonitor("http://ragmon:8000", labels={"app": "support-bot"})
     handler = RagmonCallbackHandler(monitor, labels={"retriever": "bm25"})
@@ -21,14 +21,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from monitor.client.hooks import record_retrieval
-from monitor.client.recorder import RetrievalMonitor
+from ragmon.client.hooks import record_retrieval
+from ragmon.client.recorder import RetrievalMonitor
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        "monitor.client.langchain needs langchain-core: pip install 'ragmon[langchain]'"
+        "ragmon.client.langchain needs langchain-core: pip install 'ragmon[langchain]'"
     ) from exc
 
 MAX_OPEN_RUNS = 10_000  # started retrievals awaiting their end (a run that never ends is dropped)

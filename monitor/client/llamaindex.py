@@ -1,8 +1,8 @@
 """LlamaIndex hook: an instrumentation event handler that records every retrieval via the SDK.
 
     from llama_index.core.instrumentation import get_dispatcher
-    from monitor.client import RetrievalMonitor
-    from monitor.client.llamaindex import RagmonEventHandler
+    from ragmon.client import RetrievalMonitor
+    from ragmon.client.llamaindex import RagmonEventHandler
 
     monitor = RetrievalMonitor("http://ragmon:8000", labels={"app": "support-bot"})
     get_dispatcher().add_event_handler(RagmonEventHandler(monitor=monitor))
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.client.hooks import record_retrieval
-from monitor.client.recorder import RetrievalMonitor
+from ragmon.client.hooks import record_retrieval
+from ragmon.client.recorder import RetrievalMonitor
 
 try:
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler
@@ -28,7 +28,7 @@ try:
     from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        "monitor.client.llamaindex needs llama-index-core: pip install 'ragmon[llamaindex]'"
+        "ragmon.client.llamaindex needs llama-index-core: pip install 'ragmon[llamaindex]'"
     ) from exc
 
 

@@ -44,13 +44,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from monitor.client.connection import Connection
-from monitor.client.encoder import ENCODE_AT, Encoder
-from monitor.client.outbox import Outbox
-from monitor.client.relay import Relayer
-from monitor.client.sender import Sender
-from monitor.client.state import COUNTERS
-from monitor.limits import MAX_BATCH
+from ragmon.client.connection import Connection
+from ragmon.client.encoder import ENCODE_AT, Encoder
+from ragmon.client.outbox import Outbox
+from ragmon.client.relay import Relayer
+from ragmon.client.sender import Sender
+from ragmon.client.state import COUNTERS
+from ragmon.core.wire import MAX_BATCH
 
 DEFAULT_BUFFER = 10_000
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024

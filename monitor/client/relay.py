@@ -32,9 +32,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from monitor.client import encoder
-from monitor.client.events import InvalidEvent, build_event, decode, foreign_passage
-from monitor.client.state import MonitorState, log
+from ragmon.client import encoder
+from ragmon.client.events import InvalidEvent, build_event, decode, foreign_passage
+from ragmon.client.state import MonitorState, log
 
 try:
     import orjson
@@ -118,7 +118,7 @@ class Relayer(MonitorState):
         try:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from monitor.client.relay import main; main()"],
+                [sys.executable, "-c", "from ragmon.client.relay import main; main()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -312,9 +312,9 @@ class Relayer(MonitorState):
 
 
 def main() -> None:
-    """`python -m monitor.client.relay`: record what the app sends until EOF, then close."""
-    from monitor.client import encoder
-    from monitor.client.recorder import RetrievalMonitor, sched_idle
+    """`python -m ragmon.client.relay`: record what the app sends until EOF, then close."""
+    from ragmon.client import encoder
+    from ragmon.client.recorder import RetrievalMonitor, sched_idle
 
     encoder.ENCODE_SLICE_S = float("inf")  # no app thread here to give the GIL back to
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app closes it (EOF), not the app's ^C

@@ -8,11 +8,11 @@ import http.client
 import random
 import time
 
-from monitor.client.connection import Response
-from monitor.client.events import decode
-from monitor.client.outbox import Batch
-from monitor.client.state import MonitorState
-from monitor.retry import retry_after_s
+from ragmon.client.connection import Response
+from ragmon.client.events import decode
+from ragmon.client.outbox import Batch
+from ragmon.client.state import MonitorState
+from ragmon.retry import retry_after_s
 
 BATCH_PATH = "/v1/retrievals/batch"
 MAX_RETRY_AFTER_S = 120.0

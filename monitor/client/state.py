@@ -11,9 +11,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from monitor.client.connection import Connection
-from monitor.client.events import FIXES, INVALID_REASONS
-from monitor.client.outbox import Outbox
+from ragmon.client.connection import Connection
+from ragmon.client.events import FIXES, INVALID_REASONS
+from ragmon.client.outbox import Outbox
 
 log = logging.getLogger("ragmon.client")
 

@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from monitor.demo.kb import TOPICS
-from monitor.demo.traffic import RETRIEVERS, make_event
+from ragmon.demo.kb import TOPICS
+from ragmon.demo.traffic import RETRIEVERS, make_event
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

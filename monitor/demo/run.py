@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx
 
-from monitor.demo.summary import format_table, summary_rows
-from monitor.preflight import judge_url
-from monitor.settings import Settings
-from monitor.store import Store, ref_of
+from ragmon.demo.summary import format_table, summary_rows
+from ragmon.preflight import judge_url
+from ragmon.settings import Settings
+from ragmon.store import Store, ref_of
 
 CHUNK = 200
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -113,7 +113,7 @@ def embedded_redis(keep: bool = False) -> Iterator[str]:
 def spawn_worker(env: dict[str, str], name: str, extra: Sequence[str] = ()) -> subprocess.Popen:
     """`ragmon worker` as a child process (RQ's worker wants a main thread of its own)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "monitor.cli", "worker", "--name", name, *extra],
+        [sys.executable, "-m", "ragmon.cli", "worker", "--name", name, *extra],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -154,7 +154,7 @@ def wait_done(store: Store, refs: list[str], timeout: float, progress: Progress)
 def run_demo(options: DemoOptions, settings: Settings) -> int:
     """`ragmon demo`. SIGTERM and SIGHUP stop it as Ctrl-C does: the workers (and their work
     horses), the API and the embedded Redis are stopped and the temp dir removed on the way out."""
-    from monitor.demo.traffic import demo_events
+    from ragmon.demo.traffic import demo_events
 
     events = demo_events(days=options.days, per_day=options.per_day)
     if options.send_to:
@@ -232,8 +232,8 @@ def _run(
 ) -> int:
     import uvicorn
 
-    from monitor.api import create_app
-    from monitor.api.guard import uvicorn_config
+    from ragmon.api import create_app
+    from ragmon.api.guard import uvicorn_config
 
     env = {**os.environ, "REDIS_URL": settings.redis_url or "", "RAGMON_JUDGE": settings.judge}
     workers: list[subprocess.Popen] = []
@@ -280,7 +280,7 @@ def _run(
         "and within the last 7 days (bm25 regresses after an index rebuild)."
     )
     if options.report:
-        from monitor.report.publish import run_report
+        from ragmon.report.publish import run_report
 
         run_report(settings, options.report)
     if options.once:
@@ -307,8 +307,8 @@ def ragmon_command() -> str:
     """How the user can run `ragmon` from this shell: `ragmon` when it is on PATH, else the
     path they ran (e.g. `.venv/bin/ragmon`)."""
     script = Path(sys.argv[0])
-    if script.name != "ragmon":  # python -m monitor.cli
-        return f"{sys.executable} -m monitor.cli"
+    if script.name != "ragmon":  # python -m ragmon.cli
+        return f"{sys.executable} -m ragmon.cli"
     on_path = shutil.which("ragmon")
     if on_path and Path(on_path).resolve() == script.resolve():
         return "ragmon"

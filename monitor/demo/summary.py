@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from monitor.measure_table import BY_KEY, MEASURES
+from ragmon.core.measure_table import BY_KEY, MEASURES
 
 SUMMARY_MEASURES = tuple(m.key for m in MEASURES if m.summary)
 

@@ -73,7 +73,7 @@ REGRESSED: dict[str, Profile] = {
 
 
 def _read_jsonl(name: str) -> list[dict[str, Any]]:
-    text = resources.files("monitor.demo").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("ragmon.demo").joinpath("data", name).read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from monitor import drift
-from monitor.report.compare import (
+from ragmon.core import drift
+from ragmon.report.compare import (
     MEASURES,
     MIN_EVENTS,
     MIN_QUERIES,
@@ -20,10 +20,10 @@ from monitor.report.compare import (
     groups_of,
     segment_hists,
 )
-from monitor.report.gather import Dataset, WindowData
-from monitor.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
-from monitor.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
-from monitor.report.window import Window
+from ragmon.report.gather import Dataset, WindowData
+from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
+from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
+from ragmon.report.window import Window
 
 SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor import drift
-from monitor.measure_table import MEASURES as TABLE
-from monitor.measures import BUCKETS
-from monitor.report.gather import Events, Group, Hists, WindowData
-from monitor.store import Histogram
+from ragmon.core import drift
+from ragmon.core.measure_table import MEASURES as TABLE
+from ragmon.core.measures import BUCKETS
+from ragmon.report.gather import Events, Group, Hists, WindowData
+from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
 # They form one Holm family per report, so adding one makes every verdict slightly stricter.

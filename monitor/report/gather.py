@@ -1,4 +1,4 @@
-"""Read what the workers keep in Redis for the report's days (through `monitor.store` only)."""
+"""Read what the workers keep in Redis for the report's days (through `ragmon.store` only)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES
-from monitor.report.window import Window
-from monitor.store import Histogram, Store
-from monitor.store.keys import event_ref
+from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
+from ragmon.report.window import Window
+from ragmon.store import Histogram, Store
+from ragmon.store.keys import event_ref
 
 TREND_WEEKS = 8
 WORST_N = 10  # events listed per drill-down table

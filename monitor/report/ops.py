@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from monitor import drift
-from monitor.measures import BUCKETS
-from monitor.report.compare import Group, group_hist, group_of
-from monitor.report.gather import WindowData
-from monitor.store.fields import Name
-from monitor.store.keys import SEP
+from ragmon.core import drift
+from ragmon.core.measures import BUCKETS
+from ragmon.report.compare import Group, group_hist, group_of
+from ragmon.report.gather import WindowData
+from ragmon.store.fields import Name
+from ragmon.store.keys import SEP
 
 GRADES = (0, 1, 2, 3)
 

@@ -7,9 +7,9 @@ import io
 
 from matplotlib.figure import Figure
 
-from monitor.measures import BUCKETS
-from monitor.report.analyze import Report
-from monitor.report.compare import MEASURES, NAMES, OPTIONAL, Group, Row, group_name
+from ragmon.core.measures import BUCKETS
+from ragmon.report.analyze import Report
+from ragmon.report.compare import MEASURES, NAMES, OPTIONAL, Group, Row, group_name
 
 MAX_OVERLAYS = 6
 _COLS = 3

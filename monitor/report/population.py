@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor import drift
-from monitor.report.compare import ALPHA, Coded, Group, group_name
+from ragmon.core import drift
+from ragmon.report.compare import ALPHA, Coded, Group, group_name
 
 MIX_MIN_SHARE = 0.05  # a segment's share must move at least this much to be called a mix shift
 REPEAT_MIN_CHANGE = 0.10  # change in the share of repeated questions worth saying

@@ -13,20 +13,20 @@ from pathlib import Path
 
 import httpx
 
-from monitor.preflight import redis_problem
-from monitor.report.analyze import Report, analyze, summary_line
-from monitor.report.compare import NAMES
-from monitor.report.document import to_html, to_markdown
-from monitor.report.gather import (
+from ragmon.preflight import redis_problem
+from ragmon.report.analyze import Report, analyze, summary_line
+from ragmon.report.compare import NAMES
+from ragmon.report.document import to_html, to_markdown
+from ragmon.report.gather import (
     Progress,
     gather,
     load_event_details,
     record_ref,
     stderr_progress,
 )
-from monitor.report.window import Window, windows
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.report.window import Window, windows
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 log = logging.getLogger("ragmon.report")
 WEBHOOK_TIMEOUT_S = 10.0
@@ -76,8 +76,8 @@ def write_report(
     progress: Progress = stderr_progress,
 ) -> Written:
     """Build the report for `current` against `baseline` and write it into `out`."""
-    from monitor.report import plots
-    from monitor.report.render import build
+    from ragmon.report import plots
+    from ragmon.report.render import build
 
     data = gather(store, current, baseline, progress)
     progress("comparing windows")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from monitor.report.analyze import Report, fmt
-from monitor.report.compare import (
+from ragmon.report.analyze import Report, fmt
+from ragmon.report.compare import (
     ALPHA,
     MIN_EFFECT,
     MIN_EVENTS,
@@ -15,10 +15,10 @@ from monitor.report.compare import (
     Row,
     group_name,
 )
-from monitor.report.document import Doc
-from monitor.report.ops import JudgeOps
-from monitor.report.population import MIX_MIN_SHARE, SegmentMix
-from monitor.report.worst import worst_section
+from ragmon.report.document import Doc
+from ragmon.report.ops import JudgeOps
+from ragmon.report.population import MIX_MIN_SHARE, SegmentMix
+from ragmon.report.worst import worst_section
 
 
 def _ci(i: object) -> str:
@@ -189,7 +189,7 @@ def ops_section(doc: Doc, report: Report) -> None:
 
 
 def _level(psi: float | None) -> str:
-    from monitor.drift import psi_level
+    from ragmon.core.drift import psi_level
 
     return psi_level(psi) if psi is not None else ""
 

@@ -3,10 +3,10 @@ grades, and the query and passage text while the event is retained."""
 
 from __future__ import annotations
 
-from monitor.pages import event_url
-from monitor.report.analyze import Report, fmt
-from monitor.report.document import Cell, Doc, Link
-from monitor.report.gather import record_ref
+from ragmon.core.pages import event_url
+from ragmon.report.analyze import Report, fmt
+from ragmon.report.document import Cell, Doc, Link
+from ragmon.report.gather import record_ref
 
 TEXT_PREVIEW = 160
 

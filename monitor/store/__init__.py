@@ -1,9 +1,9 @@
 """All Redis access: events, results, aggregates, the RQ queue. Everything else calls this.
 
-Layout of the keys: `monitor.store.keys`, of an event's hash: `monitor.store.fields`; atomic
-multi-key changes: `monitor.store.scripts` (their arguments by name: `monitor.store.protocol`;
-the finish step's: `monitor.store.finish`); how jobs sit in RQ: `monitor.store.rq_jobs`; the
-values it keeps and returns: `monitor.store.records` (re-exported here).
+Layout of the keys: `ragmon.store.keys`, of an event's hash: `ragmon.store.fields`; atomic
+multi-key changes: `ragmon.store.scripts` (their arguments by name: `ragmon.store.protocol`;
+the finish step's: `ragmon.store.finish`); how jobs sit in RQ: `ragmon.store.rq_jobs`; the
+values it keeps and returns: `ragmon.store.records` (re-exported here).
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ import redis
 import redis.asyncio
 from rq import Queue
 
-from monitor.measures import histogram_bounds
-from monitor.results import describe
-from monitor.settings import Settings
-from monitor.store import scripts
-from monitor.store.explore import ExploreIndex
-from monitor.store.fields import Field, Status
-from monitor.store.finish import day_keys, fail_call, finish_call
-from monitor.store.grouping import Grouping
-from monitor.store.ingest import AsyncIngest, ingest_exact, plan_ingest
-from monitor.store.keys import SEP, Keys, event_ref
-from monitor.store.records import (
+from ragmon.core.measures import histogram_bounds
+from ragmon.core.results import describe
+from ragmon.settings import Settings
+from ragmon.store import scripts
+from ragmon.store.event_index import ExploreIndex
+from ragmon.store.fields import Field, Status
+from ragmon.store.finish import day_keys, fail_call, finish_call
+from ragmon.store.grouping import Grouping
+from ragmon.store.ingest import AsyncIngest, ingest_exact, plan_ingest
+from ragmon.store.keys import SEP, Keys, event_ref
+from ragmon.store.records import (
     QUERY_KEY_CHARS,
     Histogram,
     IngestItem,
@@ -41,14 +41,14 @@ from monitor.store.records import (
     text_hash,
     text_of,
 )
-from monitor.store.rq_jobs import Jobs
-from monitor.store.sealing import Sealer
-from monitor.store.series import SWEEP_EVERY_S, SeriesBudget
+from ragmon.store.rq_jobs import Jobs
+from ragmon.store.sealing import Sealer
+from ragmon.store.series import SWEEP_EVERY_S, SeriesBudget
 
 if TYPE_CHECKING:
     from redis.retry import Retry
 
-    from monitor.store.judging import JudgeState
+    from ragmon.store.judge_state import JudgeState
 
 __all__ = [
     "QUERY_KEY_CHARS", "Histogram", "IngestItem", "Store", "bucket_index", "day_record",
@@ -117,7 +117,7 @@ class Store:
 
     def judge_state(self) -> JudgeState:
         """The LLM judge's fleet-wide state: rate limits, the day's spend, call accounting."""
-        from monitor.store.judging import JudgeState  # it imports this module
+        from ragmon.store.judge_state import JudgeState  # it imports this module
 
         return JudgeState(self.client, self.keys)
 
@@ -137,7 +137,7 @@ class Store:
         Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
         `items`) answers the stored status with created False. Nothing is written when Redis
         runs the write past `deadline` (unix seconds; 0: none): it raises instead. See
-        `monitor.store.ingest`.
+        `ragmon.store.ingest`.
         """
         plan = plan_ingest(self, items, deadline)
         reply = self._ingest_jobs(keys=plan.keys, args=plan.args) if plan.keys else []

@@ -34,7 +34,7 @@ class Status(StrEnum):
 
 class Name(StrEnum):
     """Counters and histograms the scripts write: catalog metric keys (`Metric.key`), and the
-    per-day, per-series counts the drift report reads (`monitor.report.ops`)."""
+    per-day, per-series counts the drift report reads (`ragmon.report.ops`)."""
 
     EVENTS_RECEIVED = "events_received"
     EVENTS_SAMPLED_OUT = "events_sampled_out"

@@ -8,16 +8,16 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from monitor.catalog import LAG_BUCKETS
-from monitor.measures import HISTOGRAM_MEASURES
-from monitor.store import scripts
-from monitor.store.fields import Status
-from monitor.store.keys import OTHER, SEP, fold, series_name, split_ref
-from monitor.store.protocol import Call
-from monitor.store.records import bucket_index, day_record, event_day, ref_of
+from ragmon.core.catalog import LAG_BUCKETS
+from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.store import scripts
+from ragmon.store.fields import Status
+from ragmon.store.keys import OTHER, SEP, fold, series_name, split_ref
+from ragmon.store.protocol import Call
+from ragmon.store.records import bucket_index, day_record, event_day, ref_of
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 DAY_EVENTS_KEEP = 50_000
 

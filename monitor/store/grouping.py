@@ -10,11 +10,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from monitor.store import scripts
-from monitor.store.ingest import expired_claims_call, grouping_steps, texts
+from ragmon.store import scripts
+from ragmon.store.ingest import expired_claims_call, grouping_steps, texts
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 
 class Grouping:

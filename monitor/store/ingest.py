@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio
 
-from monitor.store import scripts
-from monitor.store.protocol import Call, Script
+from ragmon.store import scripts
+from ragmon.store.protocol import Call, Script
 
 if TYPE_CHECKING:
-    from monitor.store import IngestItem, Store
+    from ragmon.store import IngestItem, Store
 
 Answer = tuple[str, bool]
 BUSY_WINDOW_S = 5.0  # how long a group may keep filling while RQ jobs wait for a worker

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from monitor.limits import LABEL_KEYS, SEP
-from monitor.store.fields import Name
+from ragmon.core.wire import LABEL_KEYS, SEP
+from ragmon.store.fields import Name
 
-OTHER = "other"  # the label value of a folded series (`monitor.store.series`)
+OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
 
 
 def series_name(labels: Mapping[str, str]) -> str:
@@ -98,7 +98,7 @@ class Keys:
     @property
     def explore_series(self) -> str:
         """Sorted set of the series the event explorer indexes, by the time one of their events
-        was last indexed (`monitor.store.explore`)."""
+        was last indexed (`ragmon.store.event_index`)."""
         return f"{self.prefix}:x:series"
 
     @property

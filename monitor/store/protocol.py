@@ -5,7 +5,7 @@ A `Script` names its KEYS and ARGV positions once. The script reads them as `K.<
 `A.<name>` (a generated header binds them), and a caller builds them with `Script.call` from
 the same names, so no one counts positions. Variable-length tails follow the named positions;
 `KEYS_REST` and `ARGV_REST` are their first indexes. The header also holds the stored names the
-scripts share with Python (`monitor.store.fields`, `SEP`): no name is spelled in Lua.
+scripts share with Python (`ragmon.store.fields`, `SEP`): no name is spelled in Lua.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from monitor.store.fields import Field, HourPart, Name, Part, Slot, Status
-from monitor.store.keys import SEP
+from ragmon.store.fields import Field, HourPart, Name, Part, Slot, Status
+from ragmon.store.keys import SEP
 
 # The tables of stored names in every script's header: Lua name -> enum of `fields`.
 SHARED: dict[str, type[StrEnum]] = {

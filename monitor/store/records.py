@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from monitor.measures import HISTOGRAM_MEASURES
-from monitor.results import source_counts
-from monitor.store.fields import Part, Status
-from monitor.store.keys import SEP, event_ref, utc_day
+from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.core.results import source_counts
+from ragmon.store.fields import Part, Status
+from ragmon.store.keys import SEP, event_ref, utc_day
 
 QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
 

@@ -1,7 +1,7 @@
 """The one module that knows how ragmon's jobs sit in RQ (pinned in pyproject.toml).
 
 The store enqueues a job per batch of events through RQ's public `Queue.enqueue_many`; the
-ingest fast path (`monitor.store.ingest`) instead replays, inside its Lua script, the Redis
+ingest fast path (`ragmon.store.ingest`) instead replays, inside its Lua script, the Redis
 commands that call issues, recorded here from a pipeline that is never executed. That replay
 depends on RQ's internals, so it lives here alone, and `tests/monitor/test_rq_contract.py`
 checks that both ways leave the same keys, types, fields and TTLs: an RQ upgrade that changes
@@ -19,8 +19,8 @@ from rq.exceptions import AbandonedJobError
 from rq.worker import BaseWorker
 
 # The worker functions RQ imports by name (the store never imports worker code).
-JOB_FUNC = "workers.jobs.process_events"
-ON_FAILURE = "workers.jobs.on_job_failure"
+JOB_FUNC = "ragmon.workers.jobs.process_events"
+ON_FAILURE = "ragmon.workers.jobs.on_job_failure"
 JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
 JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
 

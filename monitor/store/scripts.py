@@ -1,12 +1,12 @@
 """Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice.
 
 Each names its KEYS and ARGV positions here, once, and reads them as `K.<name>` and `A.<name>`;
-stored names come from its header too (`monitor.store.protocol`).
+stored names come from its header too (`ragmon.store.protocol`).
 """
 
 from __future__ import annotations
 
-from monitor.store.protocol import Script
+from ragmon.store.protocol import Script
 
 # Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
 # KEYS tail: the event keys. ARGV tail: per event, payload, status, received_at.
@@ -121,7 +121,7 @@ return out
 """,
 )
 
-# Mark one event done and record its observations, once (`monitor.store.finish`).
+# Mark one event done and record its observations, once (`ragmon.store.finish`).
 # `series` is the event's series; past the series budget it is counted in `folded` (its app
 # holds series) or `orphan` (it holds none), adding 1 to `folded_count` or `orphan_count`
 # (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
@@ -298,7 +298,7 @@ return #refs
 """,
 )
 
-# The event explorer's index (`monitor.store.explore`). Both scripts: `indexed` the indexed
+# The event explorer's index (`ragmon.store.event_index`). Both scripts: `indexed` the indexed
 # series zset, `traces` the trace hash; key templates by time, by measure, of records and by
 # expiry, where `SLOT.series` stands for the series and `SLOT.measure` for the measure; `now`;
 # `trim_max` how many expired events to drop per series at most.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from monitor.settings import Settings, SettingsError
+from ragmon.settings import Settings, SettingsError
 
 SEALED = "fernet:"
 NEED_KEY = (

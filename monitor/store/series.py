@@ -14,14 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from monitor.catalog import ALL as METRICS
-from monitor.catalog import SERIES_LABELS
-from monitor.store import scripts
-from monitor.store.fields import Name, Part
-from monitor.store.keys import SEP
+from ragmon.core.catalog import ALL as METRICS
+from ragmon.core.catalog import SERIES_LABELS
+from ragmon.store import scripts
+from ragmon.store.fields import Name, Part
+from ragmon.store.keys import SEP
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 SWEEP_EVERY_S = 3600  # one sweep of idle series per hour for the whole fleet
 SWEEP_BATCH = 500

@@ -22,11 +22,11 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from monitor.measures import compute
-from monitor.settings import Settings
-from monitor.store import Store
-from monitor.store.keys import event_ref
-from monitor.store.sealing import new_key
+from ragmon.core.measures import compute
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store.keys import event_ref
+from ragmon.store.sealing import new_key
 from tests.bench.common import exit_on_sigterm, machine, ms, pct
 from tests.support.stack import ragmon_env, redis_server, start_api
 

@@ -24,8 +24,9 @@ import uuid
 
 import redis
 
-from monitor.measures import compute
-from monitor.store.keys import Keys
+from ragmon.core.measures import compute
+from ragmon.store.keys import Keys
+from ragmon.workers.judges.lexical import lexical_grades
 from tests.bench.common import (
     Bodies,
     RawConn,
@@ -40,7 +41,6 @@ from tests.bench.common import (
     topics,
 )
 from tests.support.stack import ragmon_env, redis_server, start_api, start_worker, stop_all
-from workers.judges.lexical import lexical_grades
 
 METRIC = "ragmon_retrieval_ndcg_count"
 

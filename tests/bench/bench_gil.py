@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from monitor.client import RetrievalMonitor
-from monitor.client import events as events_module
+from ragmon.client import RetrievalMonitor
+from ragmon.client import events as events_module
 from tests.bench.hook_apps import load_corpus, machine, stub_sidecar
 from tests.bench.stats import median_interval
 

@@ -36,9 +36,9 @@ MODES = ("drive", "sdk", "sdk-stdlib", "wire", "wire-dumps")
 
 def child(mode: str, n: int) -> None:
     """The measured program: `mode` over `n` events."""
-    import monitor.client.encoder as encoder
-    import monitor.client.events as events
-    import monitor.client.recorder as recorder
+    import ragmon.client.encoder as encoder
+    import ragmon.client.events as events
+    import ragmon.client.recorder as recorder
 
     if mode == "sdk-stdlib":
         events.orjson = None

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from monitor.measures import compute
+from ragmon.core.measures import compute
 
 TARGET_EVENTS_PER_S = 100_000
 HEADLINE_KS = (10, 100)

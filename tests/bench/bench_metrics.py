@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 import httpx
 import redis
 
-from monitor.measures import compute
-from monitor.settings import Settings
-from monitor.store import Store
-from monitor.store.keys import event_ref
+from ragmon.core.measures import compute
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store.keys import event_ref
 from tests.bench.common import (
     Bodies,
     Load,

@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from monitor.client import RetrievalMonitor
+from ragmon.client import RetrievalMonitor
 from tests.bench.hook_apps import load_corpus, machine, stub_sidecar
 from tests.bench.stats import quantile
 from tests.support.stack import free_port

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import redis
 
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.settings import Settings
+from ragmon.store import Store
 from tests.bench.bench_freshness import labeled, metric_count
 from tests.bench.bench_worker import JUDGED_PER_EVENT, enqueue, start_fake_llm
 from tests.bench.common import (

@@ -28,9 +28,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from monitor.schemas import RetrievalEvent
-from monitor.settings import Settings
-from monitor.store import IngestItem, Store
+from ragmon.api.schemas import RetrievalEvent
+from ragmon.settings import Settings
+from ragmon.store import IngestItem, Store
 from tests.bench.common import (
     data_source,
     exit_on_sigterm,
@@ -44,7 +44,8 @@ TARGET_PASSAGES_PER_S = 200.0
 # `ragmon worker` with the LLM judge's modules (openai, httpx) imported before RQ forks: each
 # work horse then starts with them instead of importing them per job.
 PRELOAD = (
-    "import sys, workers.judges.llm; from monitor.cli import main; sys.exit(main(sys.argv[1:]))"
+    "import sys, ragmon.workers.judges.llm; from ragmon.cli import main; "
+    "sys.exit(main(sys.argv[1:]))"
 )
 JUDGED_PER_EVENT = 20  # K = 10: the top 2K passages are judged
 

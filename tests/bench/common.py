@@ -34,7 +34,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from monitor.schemas import RetrievalBatch, RetrievalEvent
+from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
 from tests.support.stack import Child, free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -128,7 +128,7 @@ def create_rag_app(hook: bool, sidecar_url: str, shape: Shape = FULL) -> Any:
     corpus, after `shape.wait_ms`; the hook records them (K=10)."""
     from fastapi import FastAPI
 
-    from monitor.client import RetrievalMonitor
+    from ragmon.client import RetrievalMonitor
 
     passages = load_corpus()[0][: shape.scan]
     wait_s = shape.wait_ms / 1e3
@@ -140,7 +140,7 @@ def create_rag_app(hook: bool, sidecar_url: str, shape: Shape = FULL) -> Any:
     async def lifespan(app: FastAPI) -> Any:
         if hook:
             extra = json.loads(os.environ.get("RAGMON_BENCH_MONITOR", "{}"))  # for experiments
-            from monitor.client import encoder, recorder, sender
+            from ragmon.client import encoder, recorder, sender
 
             for name in [n for n in extra if n.isupper()]:  # module knobs, e.g. ENCODE_SLICE_S
                 value = extra.pop(name)

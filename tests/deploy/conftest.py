@@ -48,13 +48,13 @@ def interpolate(value: str, environ: Mapping[str, str]) -> str:
 
 
 def cli_parser() -> argparse.ArgumentParser:
-    """The real `ragmon` argparse parser; skip while monitor.cli has no build_parser()."""
+    """The real `ragmon` argparse parser; skip while ragmon.cli has no build_parser()."""
     try:
-        from monitor import cli
+        from ragmon import cli
     except ImportError as exc:
-        pytest.skip(f"monitor.cli not importable yet ({exc}); CLI checks skipped")
+        pytest.skip(f"ragmon.cli not importable yet ({exc}); CLI checks skipped")
     if not hasattr(cli, "build_parser"):
-        pytest.skip("monitor.cli.build_parser() does not exist yet; CLI checks skipped")
+        pytest.skip("ragmon.cli.build_parser() does not exist yet; CLI checks skipped")
     parser = cli.build_parser()
     _no_abbreviations(parser)
     return parser

@@ -16,7 +16,7 @@ import uuid
 
 import redis
 
-from monitor.store.sealing import new_key
+from ragmon.store.sealing import new_key
 from tests.support.stack import RedisServer, Stack
 
 WORDS = [

@@ -195,7 +195,7 @@ def test_the_build_stage_makes_a_wheel_that_runs_the_cli(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-        assert "ragmon = monitor.cli:main" in zf.read(entry_points).decode()
+        assert "ragmon = ragmon.cli:main" in zf.read(entry_points).decode()
     for rel in files:
         if rel.suffix == ".py" and rel.parts[0] in {"monitor", "workers"}:
             assert rel.as_posix() in names, f"{rel} is in the context but not in the wheel"
@@ -211,9 +211,9 @@ def test_the_build_stage_makes_a_wheel_that_runs_the_cli(tmp_path):
     )  # fmt: skip
     assert install.returncode == 0, install.stderr
     probe = (
-        "import monitor, monitor.cli, monitor.api, workers.worker; "
-        "print(monitor.__file__); "
-        "monitor.cli.build_parser().parse_args(['serve', '--host', '0.0.0.0'])"
+        "import ragmon, ragmon.cli, ragmon.api, ragmon.workers.worker; "
+        "print(ragmon.__file__); "
+        "ragmon.cli.build_parser().parse_args(['serve', '--host', '0.0.0.0'])"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     run = subprocess.run(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from monitor.settings import Settings, env_variables
+from ragmon.settings import Settings, env_variables
 from tests.deploy.conftest import (
     DOCKERFILE,
     K8S,

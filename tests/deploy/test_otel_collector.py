@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from monitor.api.spans import RETRIEVER, SPAN_KIND, SpanMap, map_request
-from monitor.settings import Settings
+from ragmon.api.spans import RETRIEVER, SPAN_KIND, SpanMap, map_request
+from ragmon.settings import Settings
 from tests.deploy.conftest import DEPLOY, load_yaml
 from tests.support.spans import export, retriever_attrs, span
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import redis
 
-from monitor.settings import env_variables
+from ragmon.settings import env_variables
 from tests.deploy.conftest import COMPOSE_FILE, PROMETHEUS_DIR, ROOT, interpolate, load_yaml
 from tests.support.stack import Child, free_port, stop_all
 
@@ -43,7 +43,7 @@ def compose_env(service: dict[str, Any], redis_url: str, tmp: Path) -> dict[str,
 
 def local_argv(command: list[str], port: int | None = None) -> list[str]:
     """`ragmon ...` from compose, run by this interpreter, bound to loopback."""
-    argv = [sys.executable, "-m", "monitor.cli", *command[1:]]
+    argv = [sys.executable, "-m", "ragmon.cli", *command[1:]]
     if "--host" in argv:
         argv[argv.index("--host") + 1] = "127.0.0.1"
     if port is not None and "--port" in argv:
@@ -134,7 +134,7 @@ def test_compose_layout_runs_and_prometheus_sees_metrics(redis_url, tmp_path, pr
         processes.start(f"worker-{i + 1}", argv, compose_env(worker, redis_url, tmp_path))
     expected_workers = {f"worker-{i + 1}" for i in range(replicas)}
     scheduler = services["scheduler"]
-    if importlib.util.find_spec("workers.schedule") is not None:
+    if importlib.util.find_spec("ragmon.workers.schedule") is not None:
         argv = [*local_argv(scheduler["command"]), "--name", "scheduler"]
         processes.start("scheduler", argv, compose_env(scheduler, redis_url, tmp_path))
         expected_workers.add("scheduler")

@@ -26,7 +26,7 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt
 
-from monitor.demo import traffic
+from ragmon.demo import traffic
 from tests.grafana.prometheus_server import PrometheusServer
 from tests.support.stack import RedisServer, Stack
 

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import yaml
 
-from monitor.explorer import parse_search
+from ragmon.core.search import parse_search
 from tests.grafana.queries import PROVISIONING, dashboards, panels
 
 DASHBOARDS = dashboards()

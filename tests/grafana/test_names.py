@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from monitor import catalog
+from ragmon.core import catalog
 from tests.grafana.queries import (
     DASHBOARD_DIR,
     PROM_DIR,
@@ -63,7 +63,7 @@ def test_every_ragmon_token_in_the_files_is_known() -> None:
         bad = tokens - known_names()
         if bad:
             unknown[path.name] = sorted(bad)
-    assert not unknown, f"names not in monitor.catalog nor recorded: {unknown}"
+    assert not unknown, f"names not in ragmon.core.catalog nor recorded: {unknown}"
 
 
 def test_recorded_names_do_not_shadow_exported_ones() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from monitor.demo import traffic
+from ragmon.demo import traffic
 from tests.grafana.prometheus_server import PrometheusServer
 from tests.grafana.queries import (
     alert_queries,

@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy.stats import kendalltau
 
-from monitor.agreement import (
+from ragmon.core.agreement import (
     binary_kappa,
     confusion,
     kendall_tau,

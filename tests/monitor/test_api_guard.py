@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
 
 

@@ -1,13 +1,13 @@
-"""The API's batched writer (`monitor.api.ingest.IngestWriter`) on a real Redis."""
+"""The API's batched writer (`ragmon.api.batcher.IngestWriter`) on a real Redis."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from monitor.api.ingest import IngestWriter, cancel
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.api.batcher import IngestWriter, cancel
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 
 def test_stop_right_after_a_count_returns(settings: Settings) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
 
 
@@ -46,8 +46,8 @@ def test_the_fast_text_has_the_reference_samples(settings: Settings) -> None:
     prometheus_client builds (T's negative bounds and its _sum/_count included)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from monitor.export import make_registry, metrics_text, render
-    from monitor.store import Store
+    from ragmon.export import make_registry, metrics_text, render
+    from ragmon.store import Store
     from tests.monitor.test_series_budget import labels, record
 
     store = Store.connect(settings)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 from tests.support.stack import RedisServer

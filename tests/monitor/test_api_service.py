@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from monitor.api.auth import Principal
-from monitor.api.ingest import IngestWriter
-from monitor.api.otlp import PROTOBUF
-from monitor.api.service import RETRY_AFTER_S, IngestService, Refused
-from monitor.schemas import RetrievalBatch, RetrievalEvent
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.api.auth import Principal
+from ragmon.api.batcher import IngestWriter
+from ragmon.api.otlp import PROTOBUF
+from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
+from ragmon.api.service import RETRY_AFTER_S, IngestService, Refused
+from ragmon.settings import Settings
+from ragmon.store import Store
 from tests.support.events import make_event
 from tests.support.spans import event_id, export, retriever_attrs, span
 from tests.support.stack import free_port

@@ -19,8 +19,8 @@ import httpx
 import pytest
 import redis
 
-from monitor.api.auth import KeyRing, Principal
-from monitor.settings import Settings, SettingsError
+from ragmon.api.auth import KeyRing, Principal
+from ragmon.settings import Settings, SettingsError
 from tests.support.events import make_event, ref, result_url
 from tests.support.stack import free_port
 
@@ -403,7 +403,7 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def serve(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "monitor.cli", "serve", *args],
+        [sys.executable, "-m", "ragmon.cli", "serve", *args],
         env=env,
         cwd=cwd,  # no .env file there
         stdout=subprocess.PIPE,
@@ -446,7 +446,7 @@ def test_serve_defaults_to_loopback_and_warns_without_keys(tmp_path, redis_url):
 
 _PROBE = """
 import subprocess, sys, time, httpx
-proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "serve", *sys.argv[2:]],
+proc = subprocess.Popen([sys.executable, "-m", "ragmon.cli", "serve", *sys.argv[2:]],
                         stderr=subprocess.PIPE, text=True)
 ok = False
 for _ in range(200):

@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from monitor.agreement import weighted_kappa
-from monitor.calibrate.analysis import analyse
-from monitor.calibrate.command import run_calibrate
-from monitor.calibrate.judging import Outcome
-from monitor.calibrate.records import Record, load_records
-from monitor.calibrate.render import render
-from monitor.measures import MeasureParams
-from monitor.settings import Settings
+from ragmon.calibrate.analysis import analyse
+from ragmon.calibrate.command import run_calibrate
+from ragmon.calibrate.golden import Record, load_records
+from ragmon.calibrate.grade import Outcome
+from ragmon.calibrate.markdown import render
+from ragmon.core.agreement import weighted_kappa
+from ragmon.core.measures import MeasureParams
+from ragmon.settings import Settings
 from tests.support.cli import run_ragmon
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.stack import clean_env, free_port

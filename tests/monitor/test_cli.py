@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from monitor.cli import KEY_VARIABLES, build_parser, version
-from monitor.settings import env_variables
+from ragmon.cli import KEY_VARIABLES, build_parser, version
+from ragmon.settings import env_variables
 from tests.support.cli import Ragmon, run_ragmon
 from tests.support.events import make_event
 from tests.support.stack import RedisServer, clean_env, free_port
@@ -59,7 +59,7 @@ def test_metrics_into_a_closed_pipe_exits_quietly(tmp_path):
     os.close(read)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "monitor.cli", "metrics"],
+            [sys.executable, "-m", "ragmon.cli", "metrics"],
             stdout=write,
             stderr=subprocess.PIPE,
             text=True,
@@ -142,8 +142,8 @@ def test_text_storage_off_without_a_key_is_one_line(tmp_path, command):
 
 
 def test_text_key_prints_a_key_that_seals_and_opens(tmp_path):
-    from monitor.settings import Settings, SettingsError
-    from monitor.store.sealing import Sealer
+    from ragmon.settings import Settings, SettingsError
+    from ragmon.store.sealing import Sealer
 
     def sealer(*keys: str) -> Sealer:
         env = {"RAGMON_STORE_TEXT": "false", "RAGMON_TEXT_KEYS": ",".join(keys)}

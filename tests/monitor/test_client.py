@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.client import (
+from ragmon.client import (
     InvalidEvent,
     RetrievalMonitor,
     build_event,
@@ -30,7 +30,7 @@ from monitor.client import (
     passage,
     recorder,
 )
-from monitor.limits import MAX_ID_CHARS, MAX_TEXT_CHARS
+from ragmon.core.wire import MAX_ID_CHARS, MAX_TEXT_CHARS
 
 
 class Sidecar:
@@ -289,7 +289,7 @@ def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sid
 
 def test_events_are_flushed_at_interpreter_exit(sidecar: Sidecar) -> None:
     script = (
-        "from monitor.client import RetrievalMonitor\n"
+        "from ragmon.client import RetrievalMonitor\n"
         f"m = RetrievalMonitor({sidecar.url!r}, flush_interval=60)\n"
         "for i in range(30):\n"
         "    m.record('q', [('a', 't'), ('b', 'u')], 2, event_id=f'exit-{i}')\n"
@@ -458,7 +458,7 @@ def test_forked_child_keeps_working(sidecar: Sidecar) -> None:
 def test_the_encoder_makes_event_ids_ahead_a_few_per_pass(closed_port: int) -> None:
     """Making ids holds the GIL for the whole call: each pass tops the pool up by at most
     ID_REFILL, and passes fill it up to ID_POOL, with ids never made twice."""
-    from monitor.client import encoder
+    from ragmon.client import encoder
 
     monitor = RetrievalMonitor(f"http://127.0.0.1:{closed_port}")
     sizes = [len(monitor._id_pool)]
@@ -803,7 +803,7 @@ def ragmon_api(settings):
 
     import uvicorn
 
-    from monitor.api import create_app
+    from ragmon.api import create_app
 
     key = "sdk-test-key-0123456789"
     app = create_app(dataclasses.replace(settings, api_keys=(key,)))

@@ -16,9 +16,9 @@ from llama_index.core.instrumentation.dispatcher import instrument_tags
 from llama_index.core.retrievers import BaseRetriever as LlamaRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from monitor.client import RetrievalMonitor
-from monitor.client.langchain import MAX_OPEN_RUNS, RagmonCallbackHandler
-from monitor.client.llamaindex import RagmonEventHandler
+from ragmon.client import RetrievalMonitor
+from ragmon.client.langchain import MAX_OPEN_RUNS, RagmonCallbackHandler
+from ragmon.client.llamaindex import RagmonEventHandler
 
 TEXTS = [f"passage {i} about password resets" for i in range(6)]
 

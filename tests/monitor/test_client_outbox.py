@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.client import RetrievalMonitor, build_event, encode_event
-from monitor.client import events as events_module
-from monitor.client.events import new_event_id
-from monitor.client.outbox import Batch, Outbox
+from ragmon.client import RetrievalMonitor, build_event, encode_event
+from ragmon.client import events as events_module
+from ragmon.client.events import new_event_id
+from ragmon.client.outbox import Batch, Outbox
 from tests.monitor.test_client import PASSAGES, Sidecar, assert_conserved
 
 # ---- outbox ---------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def test_a_large_batch_goes_through_a_small_send_buffer() -> None:
     (docs/integration.md); the connection's buffer is bounded, and large batches still arrive."""
     import socket
 
-    from monitor.client import connection
+    from ragmon.client import connection
 
     server = KeepAliveSidecar()
     try:
@@ -279,7 +279,7 @@ def sidecar():
 
 def test_the_encoder_gives_the_gil_back_between_slices(monkeypatch) -> None:
     """With a slice of zero, every event is followed by a real sleep (the GIL is released)."""
-    import monitor.client.encoder as encoder
+    import ragmon.client.encoder as encoder
 
     sleeps: list[float] = []
     monkeypatch.setattr(encoder, "ENCODE_SLICE_S", 0.0)

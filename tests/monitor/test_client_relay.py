@@ -1,4 +1,4 @@
-"""The relay process (`monitor.client.relay`): what only it can get wrong. Everything else the
+"""The relay process (`ragmon.client.relay`): what only it can get wrong. Everything else the
 SDK promises is tested through it and in-process alike (tests/monitor/test_client.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import psutil
 import pytest
 
-from monitor.client import RetrievalMonitor, relay
+from ragmon.client import RetrievalMonitor, relay
 from tests.monitor.test_client import (
     PASSAGES,
     Sidecar,
@@ -105,7 +105,7 @@ def test_what_the_relay_holds_survives_the_app_being_killed(sidecar: Sidecar) ->
     """SIGKILL gives the app no atexit: the relay sees EOF and sends what it had."""
     app = f"""
 import os, signal, time
-from monitor.client import RetrievalMonitor
+from ragmon.client import RetrievalMonitor
 monitor = RetrievalMonitor({sidecar.url!r}, flush_interval=60, relay=True)
 for i in range(50):
     monitor.record(f"query {{i}}", [("a", "first passage", 1.0)], 1, event_id=f"kill-{{i}}")

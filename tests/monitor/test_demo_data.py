@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from monitor.demo.traffic import (
+from ragmon.api.schemas import RetrievalEvent
+from ragmon.core.measures import compute
+from ragmon.demo.traffic import (
     DEPTH,
     REGRESSION_DAYS,
     RETRIEVERS,
@@ -21,9 +23,7 @@ from monitor.demo.traffic import (
     load_kb,
     load_queries,
 )
-from monitor.measures import compute
-from monitor.schemas import RetrievalEvent
-from workers.judges.lexical import lexical_grades
+from ragmon.workers.judges.lexical import lexical_grades
 
 SEGMENTS = {"billing", "technical", "account"}
 NOW = datetime(2026, 10, 20, 15, 30, tzinfo=UTC)

@@ -66,7 +66,7 @@ def test_demo_stops_on_a_signal_and_leaves_nothing_behind(sig, when, keep, tmp_p
             demo.wait_for(r"^judging: ")
         started = _processes_of(demo.proc.pid)
         names = " ".join(_alive(started))  # a work horse may end meanwhile
-        assert "redis-server" in names and names.count("monitor.cli worker") >= 2, names
+        assert "redis-server" in names and names.count("ragmon.cli worker") >= 2, names
         os.kill(demo.proc.pid, sig)  # to the demo alone, as `timeout` and `docker stop` do
         code = demo.wait(60)
     finally:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monitor import drift
+from ragmon.core import drift
 
 
 def _sample(seed: int, n: int, shift: float = 0.0) -> list[float]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.explorer import (
+from ragmon.core.search import (
     SearchError,
     decode_value,
     encode_cursor,

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from monitor.measures import compute
-from monitor.store import Store, text_hash
-from monitor.store.keys import event_ref
-from monitor.store.sealing import new_key
+from ragmon.core.measures import compute
+from ragmon.store import Store, text_hash
+from ragmon.store.keys import event_ref
+from ragmon.store.sealing import new_key
+from ragmon.workers.jobs import strip_text
 from tests.support.api_server import ApiServer
-from workers.jobs import strip_text
 
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from monitor import catalog
-from monitor.measure_table import BY_KEY, MEASURES
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MEASURE_KEYS, compute
+from ragmon.core import catalog
+from ragmon.core.measure_table import BY_KEY, MEASURES
+from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MEASURE_KEYS, compute
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,16 +44,16 @@ PROBE = """
 import json, sys
 from dataclasses import replace
 sys.path.insert(0, "scripts")
-import monitor.measure_table as table
+import ragmon.core.measure_table as table
 row = replace(table.BY_KEY["ndcg"], key="zeta", name="Zeta@K", help="Zeta@K: a new measure.",
               panel="Zeta, explained.", better="lower", needs="RAGMON_ZETA=on",
               report=True, calibrate=True, summary=True)
 table.MEASURES = (*table.MEASURES, row)
 table.BY_KEY = {m.key: m for m in table.MEASURES}
-from monitor import catalog, measures, schemas
-from monitor.demo import summary
-from monitor.report import compare
-from monitor.calibrate import analysis as calibrate
+from ragmon.core import catalog, measures; from ragmon.api import schemas
+from ragmon.demo import summary
+from ragmon.report import compare
+from ragmon.calibrate import analysis as calibrate
 import grafana_quality
 dash = json.dumps(grafana_quality.retrieval_quality())
 print(json.dumps({

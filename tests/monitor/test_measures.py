@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.measure_table import BY_KEY
-from monitor.measures import (
+from ragmon.core.measure_table import BY_KEY
+from ragmon.core.measures import (
     BUCKETS,
     HISTOGRAM_MEASURES,
     MAX_PASSAGES,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.measures import (
+from ragmon.core.measures import (
     UMBRELA_TO_UTILITY,
     MeasureParams,
     compute,
@@ -29,7 +29,7 @@ def sigmoid(x: float) -> float:
 def reference_llm(
     grades: list[int | None], k: int, params: MeasureParams, p_no: list[float | None] | None
 ) -> dict[str, float | None]:
-    """The four measures spelled out from docs/measures.md, independently of monitor.measures."""
+    """The four measures spelled out from docs/measures.md, independently of ragmon's own."""
     util = [None if g is None else {0: 1, 1: 2, 2: 4, 3: 5}[g] for g in grades]
     pool = [u for u in util if u is not None]
     n = {g: pool.count(g) for g in range(1, 6)}

@@ -18,7 +18,7 @@ import pytest
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-from monitor.measures import MeasureParams, compute  # noqa: E402
+from ragmon.core.measures import MeasureParams, compute  # noqa: E402
 
 CUTS = (1, 5, 10, 20)
 LEVELS = (1, 2)

@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from monitor.api import metrics
-from monitor.catalog import LAG_BUCKETS
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.api import metrics
+from ragmon.core.catalog import LAG_BUCKETS
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 
 def rejected(body: bytes) -> float:

@@ -1,5 +1,5 @@
-"""OTLP trace exports → events: span mapping (`monitor.api.spans`), decoding and answers
-(`monitor.api.otlp`); pure functions."""
+"""OTLP trace exports → events: span mapping (`ragmon.api.spans`), decoding and answers
+(`ragmon.api.otlp`); pure functions."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from monitor.api import otlp
-from monitor.api.spans import MESSAGES_SHOWN, Mapped, SpanMap, map_request
-from monitor.settings import Settings
+from ragmon.api import otlp
+from ragmon.api.spans import MESSAGES_SHOWN, Mapped, SpanMap, map_request
+from ragmon.settings import Settings
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 
 DEFAULT_MAP = SpanMap.from_settings(Settings())

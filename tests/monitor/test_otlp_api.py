@@ -11,7 +11,7 @@ from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from monitor.store.keys import event_ref
+from ragmon.store.keys import event_ref
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 from tests.support.stack import sample_value
 

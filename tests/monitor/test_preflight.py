@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.preflight import describe, judge_url, redact_url
-from monitor.settings import Settings
+from ragmon.preflight import describe, judge_url, redact_url
+from ragmon.settings import Settings
 
 
 @pytest.mark.parametrize(

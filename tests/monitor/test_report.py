@@ -20,17 +20,17 @@ import pytest
 import uvicorn
 from cryptography.fernet import Fernet
 
-from monitor.api import create_app
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
-from monitor.report.analyze import analyze
-from monitor.report.document import to_markdown
-from monitor.report.gather import Dataset, WindowData
-from monitor.report.publish import run_report
-from monitor.report.window import Window, windows
-from monitor.settings import Settings
-from monitor.store import Histogram, Store, bucket_index
+from ragmon.api import create_app
+from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.report.analyze import analyze
+from ragmon.report.document import to_markdown
+from ragmon.report.gather import Dataset, WindowData
+from ragmon.report.publish import run_report
+from ragmon.report.window import Window, windows
+from ragmon.settings import Settings
+from ragmon.store import Histogram, Store, bucket_index
+from ragmon.workers.worker import make_worker
 from tests.support.stack import free_port
-from workers.worker import make_worker
 
 POOL = (3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0)  # candidate grades per query; 10 are sent, K = 5
 K = 5
@@ -145,7 +145,7 @@ def test_regression_ranked_first_and_stable_not_flagged(live: Live, tmp_path: Pa
     assert run_report(live.settings, out, end=end.isoformat()) == 0
 
     store = Store.connect(live.settings)
-    from monitor.report.publish import write_report
+    from ragmon.report.publish import write_report
 
     cur, base = windows(end=end.isoformat(), days=7)
     report = write_report(store, cur, base, tmp_path / "again", progress=lambda m: None).report
@@ -367,7 +367,7 @@ def test_detects_the_drop_over_seeds() -> None:
 def test_weekly_schedule_registers_cron_and_job_writes_report(live: Live, tmp_path: Path) -> None:
     from rq.cron import CronScheduler
 
-    from workers.schedule import JOB_NAME, REPORT_CRON, register_weekly_report
+    from ragmon.workers.schedule import JOB_NAME, REPORT_CRON, register_weekly_report
 
     end = yesterday()
     live.send(synthetic_events(seed=9, plan={"bm25": (GOOD, BAD)}, end=end, per_day=20))
@@ -440,8 +440,8 @@ def test_first_week_says_no_baseline_yet() -> None:
     ndcg = next(r for r in report.rows if r.measure == "ndcg")
     assert ndcg.cur is not None and ndcg.cur.n == 100  # this week's figures are still shown
     assert any(n.startswith("no baseline yet") for n in report.notes)
-    from monitor.report.analyze import summary_line
-    from monitor.report.render import build
+    from ragmon.report.analyze import summary_line
+    from ragmon.report.render import build
 
     assert "no baseline yet" in summary_line(report)
     md = to_markdown(build(report, {}))

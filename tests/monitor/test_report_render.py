@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from matplotlib import image as mpimg
 
-from monitor.report import plots
-from monitor.report.analyze import Report, analyze, summary_line
-from monitor.report.compare import Row
-from monitor.report.document import Doc, to_html, to_markdown
-from monitor.report.gather import Dataset
-from monitor.report.ops import JudgeOps
-from monitor.report.render import _models, _sources, _spend, build
-from monitor.report.window import windows
+from ragmon.report import plots
+from ragmon.report.analyze import Report, analyze, summary_line
+from ragmon.report.compare import Row
+from ragmon.report.document import Doc, to_html, to_markdown
+from ragmon.report.gather import Dataset
+from ragmon.report.ops import JudgeOps
+from ragmon.report.render import _models, _sources, _spend, build
+from ragmon.report.window import windows
 from tests.monitor.test_report import BAD, GOOD, ranked_grades, window_data
 
 CHROMIUM_FLAGS = [

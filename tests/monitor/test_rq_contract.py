@@ -1,4 +1,4 @@
-"""The RQ contract of the ingest fast path (`monitor.store.rq_jobs`).
+"""The RQ contract of the ingest fast path (`ragmon.store.rq_jobs`).
 
 The fast path replays, in Lua, the commands RQ's `enqueue_many` issues; the exact path calls
 `enqueue_many` itself. The same events through each, into two fresh Redis databases, must leave
@@ -18,9 +18,9 @@ import pytest
 import redis
 from rq.job import Job
 
-from monitor.settings import Settings
-from monitor.store import IngestItem, Store
-from monitor.store.rq_jobs import JOB_FUNC
+from ragmon.settings import Settings
+from ragmon.store import IngestItem, Store
+from ragmon.store.rq_jobs import JOB_FUNC
 from tests.support.stack import RedisServer
 
 # Fields that hold the time they were written: compared by presence only.
@@ -117,7 +117,7 @@ def test_a_dead_work_horse_is_told_from_other_job_failures() -> None:
     """By RQ's own exception class (subclasses too), not by comparing its name as a string."""
     from rq.exceptions import AbandonedJobError
 
-    from monitor.store.rq_jobs import abandoned
+    from ragmon.store.rq_jobs import abandoned
 
     assert abandoned(AbandonedJobError) and abandoned(type("Sub", (AbandonedJobError,), {}))
     assert not abandoned(RuntimeError) and not abandoned(None)

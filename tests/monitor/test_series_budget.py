@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.export import metrics_text
-from monitor.measures import compute
-from monitor.settings import Settings
-from monitor.store import Store
-from monitor.store.keys import event_ref
+from ragmon.core.measures import compute
+from ragmon.export import metrics_text
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store.keys import event_ref
 
 JUNK = 10_000
 
@@ -125,7 +125,7 @@ def test_series_command_lists_and_frees(store: Store, settings: Settings) -> Non
 
     def ragmon(*args: str) -> str:
         proc = subprocess.run(
-            [sys.executable, "-m", "monitor.cli", "series", *args],
+            [sys.executable, "-m", "ragmon.cli", "series", *args],
             env=env, capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
         return proc.stdout

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.measures import MeasureParams
-from monitor.settings import (
+from ragmon.core.measures import MeasureParams
+from ragmon.settings import (
     DEFAULT_JUDGE_MODEL,
     DEFAULT_PRICES,
     Settings,

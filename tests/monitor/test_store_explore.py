@@ -11,11 +11,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from monitor.explorer import parse_search
-from monitor.measures import compute
-from monitor.settings import Settings
-from monitor.store import Store, explore
-from monitor.store.keys import event_ref
+from ragmon.core.measures import compute
+from ragmon.core.search import parse_search
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store import event_index as explore
+from ragmon.store.keys import event_ref
 
 START = datetime(2026, 11, 20, tzinfo=UTC)
 RETRIEVERS = ("bm25", "dense", "hybrid")

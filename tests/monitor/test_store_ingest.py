@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 from rq.job import Job
 
-from monitor.settings import Settings
-from monitor.store import IngestItem, Store
-from monitor.store.keys import event_ref, split_ref
+from ragmon.settings import Settings
+from ragmon.store import IngestItem, Store
+from ragmon.store.keys import event_ref, split_ref
 from tests.support.ingest import write_deferred
 
 PAYLOAD = json.dumps({"k": 1})
@@ -53,7 +53,7 @@ def test_new_events_are_stored_with_one_rq_job_per_chunk(store: Store) -> None:
     assert answers == [("queued", True)] * 3 + [("sampled_out", True)]
     assert job_refs(store) == [["default|a", "default|b"], ["default|c"]]
     job = Job.fetch(store.queue.get_job_ids()[0], connection=store.client)
-    assert job.func_name == "workers.jobs.process_events"
+    assert job.func_name == "ragmon.workers.jobs.process_events"
     assert job.retries_left == 5 and job.timeout == 3600
     assert store.statuses(refs("a", "b", "c", "s")) == ["queued", "queued", "queued", "sampled_out"]
     counters = store.counters()

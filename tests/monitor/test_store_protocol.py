@@ -1,4 +1,4 @@
-"""The Python-Lua protocol (`monitor.store.protocol`): every script reads only the KEYS and ARGV
+"""The Python-Lua protocol (`ragmon.store.protocol`): every script reads only the KEYS and ARGV
 positions it names, names no stored field of its own, and its argument builders fill exactly
 those positions, in order."""
 
@@ -10,15 +10,16 @@ from types import SimpleNamespace
 import pytest
 import redis
 
-from monitor.catalog import ALL as METRICS
-from monitor.limits import LABEL_KEYS
-from monitor.measures import histogram_bounds
-from monitor.settings import Settings
-from monitor.store import judging, scripts
-from monitor.store.fields import Name
-from monitor.store.finish import finish_call
-from monitor.store.keys import OTHER, Keys, fold, series_name
-from monitor.store.protocol import Script
+from ragmon.core.catalog import ALL as METRICS
+from ragmon.core.measures import histogram_bounds
+from ragmon.core.wire import LABEL_KEYS
+from ragmon.settings import Settings
+from ragmon.store import judge_state as judging
+from ragmon.store import scripts
+from ragmon.store.fields import Name
+from ragmon.store.finish import finish_call
+from ragmon.store.keys import OTHER, Keys, fold, series_name
+from ragmon.store.protocol import Script
 
 SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
 # Literals a script may spell: Redis commands and options, number formats, the deadline error,

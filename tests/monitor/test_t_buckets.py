@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.measures import MeasureParams, compute, histogram_bounds
-from monitor.store import bucket_index
+from ragmon.core.measures import MeasureParams, compute, histogram_bounds
+from ragmon.store import bucket_index
 
 
 def prometheus_quantile(q: float, bounds: tuple[float, ...], counts: list[int]) -> float:

@@ -115,8 +115,8 @@ class Sender(threading.Thread):
 
 def statuses(stack: Stack, ids: Iterable[str], app: str = "rel") -> dict[str, str]:
     """Status of each event of `app` straight from the store (one round trip)."""
-    from monitor.store import Store
-    from monitor.store.keys import event_ref
+    from ragmon.store import Store
+    from ragmon.store.keys import event_ref
 
     ids = list(ids)
     store = Store.connect(_settings(stack))
@@ -127,8 +127,8 @@ def statuses(stack: Stack, ids: Iterable[str], app: str = "rel") -> dict[str, st
         store.client.close()
 
 
-def _settings(stack: Stack):  # noqa: ANN202 - monitor.settings.Settings
-    from monitor.settings import Settings
+def _settings(stack: Stack):  # noqa: ANN202 - ragmon.settings.Settings
+    from ragmon.settings import Settings
 
     return Settings.from_env({"REDIS_URL": stack.env["REDIS_URL"]}, dotenv=None)
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 from cryptography.fernet import Fernet
 
-from monitor.store import text_hash
+from ragmon.store import text_hash
 from tests.reliability.conftest import llm_env
 from tests.reliability.support import labeled, metric, wait_status
 from tests.support.events import make_event, ref

@@ -93,7 +93,7 @@ def test_sigkill_worker_mid_job(redis_url, single):
         tally.failed = sum(s == "failed" for s in st.values())
         tally.counted = labeled(stack)
         # the retried job returns a little after its last event is done: it lingers for new
-        # events (workers.jobs.CLAIM_LINGER_S) before it ends
+        # events (ragmon.workers.jobs.CLAIM_LINGER_S) before it ends
         until = time.monotonic() + 60
         while job.get_status() != "finished" and time.monotonic() < until:
             time.sleep(0.1)
@@ -250,7 +250,7 @@ def test_llm_answers_garbage_then_requeue(redis_url, fake_llm):
 
         fake_llm.reset()  # the default rule again: sane answers
         r = subprocess.run(
-            [sys.executable, "-m", "monitor.cli", "requeue-failed"],
+            [sys.executable, "-m", "ragmon.cli", "requeue-failed"],
             env=stack.env,
             capture_output=True,
             text=True,
@@ -286,7 +286,7 @@ def test_workers_run_rq_scheduler(stack):
 def test_backpressure_sdk_backs_off_and_nothing_is_lost(redis_url, fake_llm):
     """A tiny RAGMON_QUEUE_LIMIT: the API answers 503 + Retry-After, the SDK waits and sends
     again, and every recorded event is accepted, judged and counted once."""
-    from monitor.client import RetrievalMonitor
+    from ragmon.client import RetrievalMonitor
 
     fake_llm.latency = 0.5
     env = llm_env(fake_llm, RAGMON_QUEUE_LIMIT="3", RAGMON_JOB_BATCH_SIZE="2")

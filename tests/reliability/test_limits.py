@@ -10,7 +10,7 @@ import time
 
 import redis
 
-from monitor.client import RetrievalMonitor
+from ragmon.client import RetrievalMonitor
 from tests.support.events import make_event
 
 KEY = "limits-key-0123456789abcdef"

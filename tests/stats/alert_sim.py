@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.stats.traffic import bank, noise_for_mean
 
 RULES = (

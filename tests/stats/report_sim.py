@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from monitor.report.analyze import Report, analyze
-from monitor.report.gather import Dataset
-from monitor.report.window import windows
+from ragmon.report.analyze import Report, analyze
+from ragmon.report.gather import Dataset
+from ragmon.report.window import windows
 from tests.stats.traffic import Stream, bank, noise_for_mean, window_data
 
 CURRENT, BASELINE = windows(end="2026-11-22", days=7)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.stats.alert_sim import (
     DAY,
     WEEK,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.measures import MeasureParams
+from ragmon.core.measures import MeasureParams
 from tests.monitor.test_measures_llm import reference_llm
 from tests.stats import trec_ra_nwg
 

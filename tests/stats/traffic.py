@@ -3,7 +3,7 @@
 A query has a fixed ranking per retriever (as a deterministic retriever and the judgment cache
 give): the retriever ranks a candidate pool by score = grade + noise * z, with z fixed per
 (query, candidate), so a worse retriever (more noise) ranks the same queries worse and a
-repeated query always gets the same grades. Each measure comes from `monitor.measures.compute`.
+repeated query always gets the same grades. Each measure comes from `ragmon.core.measures.compute`.
 Queries belong to segments with different pools (so segments differ in quality), and a share
 of each day can come from three "trending" queries of that day.
 """
@@ -17,10 +17,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from monitor.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
-from monitor.report.gather import Events, WindowData
-from monitor.report.window import Window
-from monitor.store import Histogram
+from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.report.gather import Events, WindowData
+from ragmon.report.window import Window
+from ragmon.store import Histogram
 
 K = 10
 APP, INDEX = "shop", "kb"

@@ -21,8 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from monitor.agreement import kendall_tau
-from monitor.measures import compute, utility_grades
+from ragmon.core.agreement import kendall_tau
+from ragmon.core.measures import compute, utility_grades
 
 K = 10
 MEASURES = (("ndcg", "nDCG@10"), ("ra_nwg", "RA-nWG@10"), ("n_recall4", "N-Recall4+@10"),

@@ -8,9 +8,9 @@ import time
 import httpx
 import uvicorn
 
-from monitor.api import create_app
-from monitor.api.guard import uvicorn_config
-from monitor.settings import Settings
+from ragmon.api import create_app
+from ragmon.api.guard import uvicorn_config
+from ragmon.settings import Settings
 from tests.support.stack import free_port
 
 
@@ -32,7 +32,7 @@ class ApiServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
-    def store(self):  # noqa: ANN201 - the app's monitor.store.Store
+    def store(self):  # noqa: ANN201 - the app's ragmon.store.Store
         return self.app.state.store
 
     def start(self) -> ApiServer:

@@ -15,13 +15,13 @@ from tests.support.stack import Child
 
 
 class Ragmon:
-    """`python -m monitor.cli ARGS` in its own session; `lines` fills as stderr arrives."""
+    """`python -m ragmon.cli ARGS` in its own session; `lines` fills as stderr arrives."""
 
     def __init__(
         self, args: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike | None = None
     ) -> None:
         self.proc = Child(
-            [sys.executable, "-m", "monitor.cli", *args],
+            [sys.executable, "-m", "ragmon.cli", *args],
             env,
             cwd=cwd,
             stdout=subprocess.PIPE,
@@ -90,7 +90,7 @@ def run_ragmon(
 ) -> subprocess.CompletedProcess:
     """Run `ragmon ARGS` to the end."""
     return subprocess.run(
-        [sys.executable, "-m", "monitor.cli", *args],
+        [sys.executable, "-m", "ragmon.cli", *args],
         env=dict(env),
         cwd=cwd,
         capture_output=True,

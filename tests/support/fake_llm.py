@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from monitor.measures import UMBRELA_TO_UTILITY
-from workers.judges.lexical import lexical_grades
+from ragmon.core.measures import UMBRELA_TO_UTILITY
+from ragmon.workers.judges.lexical import lexical_grades
 
 # How the judge's prompt delimits untrusted text (workers/judges/prompt.py):
 # <<<QUERY nonce>>> ... <<<END nonce>>> and <<<PASSAGE nonce id=p1>>> ... <<<END nonce>>>.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from monitor.store import IngestItem, Store
+from ragmon.store import IngestItem, Store
 
 
 def write_deferred(store: Store, items: list[IngestItem]) -> tuple[list, list[str]]:

@@ -146,9 +146,9 @@ def run(mode: str, url: str) -> None:
         from llama_index.core.instrumentation import get_dispatcher
         from llama_index.core.instrumentation.dispatcher import instrument_tags
 
-        from monitor.client import RetrievalMonitor
-        from monitor.client.langchain import RagmonCallbackHandler
-        from monitor.client.llamaindex import RagmonEventHandler
+        from ragmon.client import RetrievalMonitor
+        from ragmon.client.langchain import RagmonCallbackHandler
+        from ragmon.client.llamaindex import RagmonEventHandler
 
         monitor = RetrievalMonitor(url, labels={"app": "rag-hooks"})
         handler = RagmonCallbackHandler(monitor, labels={"index": INDEX})

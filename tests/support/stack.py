@@ -225,7 +225,7 @@ def start_api(
     """`ragmon serve ARGS` on `port` (default: a free one), once `ready` answers 200:
     (process, base URL). `child` goes to `Child` (cwd, nice, cpus, stdout, stderr)."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "monitor.cli", "serve", "--port", str(port)]
+    argv = [sys.executable, "-m", "ragmon.cli", "serve", "--port", str(port)]
     proc = Child([*argv, *args], env, **child)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -244,7 +244,7 @@ def start_worker(
     **child: object,
 ) -> Child:
     """`ragmon worker --name NAME EXTRA`; `child` goes to `Child` (nice, cpus, ...)."""
-    argv = [sys.executable, "-m", "monitor.cli", "worker", "--name", name, *extra]
+    argv = [sys.executable, "-m", "ragmon.cli", "worker", "--name", name, *extra]
     return Child([*argv, *(["--burst"] if burst else [])], env, **child)
 
 

@@ -1,6 +1,6 @@
-"""The RQ job itself (`workers.jobs._process`) against a real Redis, in this process: the events
-that arrive while it runs, or shortly after its own are done, are judged by it (one fork, event
-loop and HTTP client for many single events), and nothing is judged or counted twice."""
+"""The RQ job itself (`ragmon.workers.jobs._process`) against a real Redis, in this process: the
+events that arrive while it runs, or shortly after its own are done, are judged by it (one fork,
+event loop and HTTP client for many single events), and nothing is judged or counted twice."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from monitor.schemas import RetrievalEvent
-from monitor.settings import Settings
-from monitor.store import IngestItem, Store
-from monitor.store.keys import event_ref
+from ragmon.api.schemas import RetrievalEvent
+from ragmon.settings import Settings
+from ragmon.store import IngestItem, Store
+from ragmon.store.keys import event_ref
+from ragmon.workers import jobs
+from ragmon.workers.context import build_context
 from tests.support.events import make_event
 from tests.support.ingest import write_deferred
-from workers import jobs
-from workers.context import build_context
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.judges.base import Judge
-from workers.judges.lexical import (
+from ragmon.workers.judges.base import Judge
+from ragmon.workers.judges.lexical import (
     GRADE_1_COVERAGE,
     GRADE_2_COVERAGE,
     GRADE_3_COVERAGE,
@@ -163,9 +163,9 @@ def test_any_text_gives_one_grade_0_to_3_per_passage(query: str, texts: list[str
 def test_an_event_is_graded_on_its_own_passages_whatever_was_judged_before(redis_url) -> None:
     """The lexical IDF is the call's, so a passage's grade depends on its neighbours: a grade
     cached from another event would make the result depend on which event came first."""
-    from monitor.settings import Settings
-    from monitor.store import Store
-    from workers.grading import grade_event
+    from ragmon.settings import Settings
+    from ragmon.store import Store
+    from ragmon.workers.grading import grade_event
 
     store = Store.connect(Settings.from_env({"REDIS_URL": redis_url}, dotenv=None))
     query = "refund invoice currency"

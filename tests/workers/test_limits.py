@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from monitor.settings import Settings
-from monitor.store import Store
-from monitor.store.judging import Budget, JudgeCall, JudgeState
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store.judge_state import Budget, JudgeCall, JudgeState
+from ragmon.workers.admission import RateLimiter
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
-from workers.limits import RateLimiter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,8 +147,8 @@ def test_calls_counted_together_add_up_to_the_same_counters_as_one_by_one(state)
 HAMMER = """
 import asyncio, sys
 import openai, redis
-from monitor.store.judging import JudgeState
-from workers.limits import RateLimiter
+from ragmon.store.judge_state import JudgeState
+from ragmon.workers.admission import RateLimiter
 
 redis_url, base_url = sys.argv[1], sys.argv[2]
 n, rpm, window = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
@@ -235,7 +235,7 @@ def test_two_workers_never_exceed_the_rpm_in_any_minute(redis_url):
                 ids.append(r.json()["event_id"])
             workers = [
                 subprocess.Popen(
-                    [sys.executable, "-m", "monitor.cli", "worker", "--burst", "--name", f"w{n}"],
+                    [sys.executable, "-m", "ragmon.cli", "worker", "--burst", "--name", f"w{n}"],
                     env=_env(**env),
                     cwd=ROOT,
                     stdout=subprocess.DEVNULL,

@@ -15,19 +15,19 @@ import time
 import openai
 import pytest
 
-from monitor.export import RagmonCollector
-from monitor.settings import Settings
-from monitor.store import Store
-from monitor.store.judging import JudgeState
-from monitor.store.keys import utc_today
+from ragmon.export import RagmonCollector
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.store.judge_state import JudgeState
+from ragmon.store.keys import utc_today
+from ragmon.workers.grading import grade_event
+from ragmon.workers.judges import JudgeError, injection, prompt
+from ragmon.workers.judges.accounting import price_of
+from ragmon.workers.judges.lexical import lexical_grades
+from ragmon.workers.judges.llm import OpenAIJudge, retry_after_s, warm_up
+from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM, Reply
-from workers.grading import grade_event
-from workers.judges import JudgeError, injection, prompt
-from workers.judges.accounting import price_of
-from workers.judges.lexical import lexical_grades
-from workers.judges.llm import OpenAIJudge, retry_after_s, warm_up
-from workers.worker import make_worker
 
 MODEL = "gpt-4o-mini"
 QUERY = "how long is the life cycle of a flea"
@@ -316,7 +316,7 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
 
 
 def test_the_judge_itself_writes_no_judgment_cache(redis_url, fake):
-    """The job caches what the judge got (`workers.judges.cache`): the judge only reports it."""
+    """The job caches what the judge got (`workers/judges/cache.py`): the judge only reports it."""
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
     fake.script(Reply.text('{"grade": 3}'), Reply.error(500), Reply.text('{"grade": 1}'))
     err = grade_error(s, passages=PASSAGES)

@@ -9,17 +9,17 @@ import math
 
 import pytest
 
-from monitor.measures import ra_nwg
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.core.measures import ra_nwg
+from ragmon.settings import Settings
+from ragmon.store import Store
+from ragmon.workers.judges import prompt, utility
+from ragmon.workers.judges.llm import OpenAIJudge
+from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event, result_url
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.stack import sample_value
 from tests.workers.test_llm_judge import MODEL, judge_settings
-from workers.judges import prompt, utility
-from workers.judges.llm import OpenAIJudge
-from workers.worker import make_worker
 
 ln = math.log
 
@@ -315,8 +315,8 @@ def test_utility5_judge_feeds_ra_nwg_its_own_grades(redis_url: str, mode: str) -
 
 
 def test_calibrate_compares_a_utility5_judge_on_0_to_3(redis_url: str) -> None:
-    from monitor.calibrate.judging import judge_records
-    from monitor.calibrate.records import Record
+    from ragmon.calibrate.golden import Record
+    from ragmon.calibrate.grade import judge_records
 
     rec = Record(
         "how long is the life cycle of a flea",
@@ -346,7 +346,7 @@ def test_calibrate_compares_a_utility5_judge_on_0_to_3(redis_url: str) -> None:
 
 
 def test_probe_calls_pass_the_fleet_rate_limiter(redis_url: str) -> None:
-    from monitor.store.judging import JudgeState
+    from ragmon.store.judge_state import JudgeState
 
     with FakeLLM() as fake:
         s = settings_for(redis_url, fake, RAGMON_JUDGE_RPM="100")
@@ -358,7 +358,7 @@ def test_probe_calls_pass_the_fleet_rate_limiter(redis_url: str) -> None:
 
 
 def test_past_the_budget_udcg_is_null_with_that_reason(redis_url: str) -> None:
-    from monitor.store.keys import utc_today
+    from ragmon.store.keys import utc_today
 
     with FakeLLM() as fake:
         s = settings_for(redis_url, fake, RAGMON_DAILY_BUDGET_USD="0.01")

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from monitor.settings import Settings
+from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
 from tests.support.cli import Ragmon
 from tests.support.events import make_event
@@ -254,7 +254,7 @@ def test_the_worker_freezes_what_it_built_before_it_forks_work_horses(redis_url)
     """`start_worker` ends with `gc.freeze()`: a horse's collections leave the parent's pages
     alone (docs/performance.md, "CPU per judged passage")."""
     code = (
-        "import gc; from monitor.settings import Settings; from workers.worker import "
+        "import gc; from ragmon.settings import Settings; from ragmon.workers.worker import "
         "start_worker; start_worker(Settings.from_env(dotenv=None)); print(gc.get_freeze_count())"
     )
     run = subprocess.run(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from workers.judges.base import Judge, JudgeError
+from ragmon.workers.judges.base import Judge, JudgeError
 
 if TYPE_CHECKING:
-    from monitor.settings import Settings
-    from monitor.store import Store
+    from ragmon.settings import Settings
+    from ragmon.store import Store
 
 __all__ = ["Judge", "JudgeError", "make_judge"]
 
@@ -16,9 +16,9 @@ __all__ = ["Judge", "JudgeError", "make_judge"]
 def make_judge(settings: Settings, store: Store) -> Judge:
     """The judge `RAGMON_JUDGE` names (created per job: it may hold an HTTP client)."""
     if settings.judge == "lexical":
-        from workers.judges.lexical import LexicalJudge
+        from ragmon.workers.judges.lexical import LexicalJudge
 
         return LexicalJudge()
-    from workers.judges.llm import OpenAIJudge
+    from ragmon.workers.judges.llm import OpenAIJudge
 
     return OpenAIJudge(settings, store)

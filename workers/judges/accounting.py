@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from monitor.store.judging import Budget, JudgeCall
-from monitor.store.keys import utc_today
-from workers.judges.base import JudgeError
+from ragmon.store.judge_state import Budget, JudgeCall
+from ragmon.store.keys import utc_today
+from ragmon.workers.judges.base import JudgeError
 
 if TYPE_CHECKING:
-    from monitor.store.judging import JudgeState
+    from ragmon.store.judge_state import JudgeState
 
 log = logging.getLogger("ragmon.judge")
 _warned_unpriced: set[str] = set()

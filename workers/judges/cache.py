@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from workers.judges import utility
+from ragmon.workers.judges import utility
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 
 @dataclass(frozen=True)

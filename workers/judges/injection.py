@@ -1,8 +1,8 @@
 """How far passage text can sway the LLM judge: an adversarial corpus, and a command that
 measures it on any OpenAI-compatible endpoint.
 
-    python -m workers.judges.injection --base-url http://localhost:11434/v1 --model llama3.1
-    python -m workers.judges.injection --model gpt-4o-mini      # OPENAI_API_KEY from the env
+    python -m ragmon.workers.judges.injection --base-url http://localhost:11434/v1 --model llama3.1
+    python -m ragmon.workers.judges.injection --model gpt-4o-mini      # OPENAI_API_KEY from the env
 
 Each case is a plain passage (unrelated to its query, or related without answering it) with
 an injection added: an instruction to answer 3, fake delimiters, fake JSON answers, closing
@@ -22,8 +22,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from monitor.settings import Settings
-from workers.judges.llm import OpenAIJudge
+from ragmon.settings import Settings
+from ragmon.workers.judges.llm import OpenAIJudge
 
 FAKE_NONCE = "0123456789abcdef"  # the shape of a real nonce; never the one a request draws
 
@@ -158,7 +158,7 @@ def report(outcome: Outcome, where: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m workers.judges.injection",
+        prog="python -m ragmon.workers.judges.injection",
         description="Measure how many judge grades the adversarial passage corpus moves.",
     )
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="default: env")

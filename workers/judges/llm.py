@@ -11,7 +11,7 @@ failures (429, 5xx, timeout, connection) with exponential backoff and jitter tha
 client's own retries are off (`max_retries=0`) so that every attempt is counted and limited.
 A malformed or empty answer gets one repair attempt; a refusal never does. The judge writes no
 judgment cache: grades it got before failing travel on the `JudgeError` for the job to cache
-(`workers.judges.cache`).
+(`ragmon.workers.judges.cache`).
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import openai
 from openai.types.chat import ChatCompletion
 
-from monitor.retry import retry_after_s
-from workers.judges import prompt, utility
-from workers.judges.accounting import Accounting
-from workers.judges.base import JudgeError, PartialGrades
-from workers.limits import RateLimiter
+from ragmon.retry import retry_after_s
+from ragmon.workers.admission import RateLimiter
+from ragmon.workers.judges import prompt, utility
+from ragmon.workers.judges.accounting import Accounting
+from ragmon.workers.judges.base import JudgeError, PartialGrades
 
 if TYPE_CHECKING:
-    from monitor.settings import Settings
-    from monitor.store import Store
+    from ragmon.settings import Settings
+    from ragmon.store import Store
 
 log = logging.getLogger("ragmon.judge")
 T = TypeVar("T")

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import openai
 
-from monitor.preflight import judge_url
-from workers.limits import RateLimiter
+from ragmon.preflight import judge_url
+from ragmon.workers.admission import RateLimiter
 
 if TYPE_CHECKING:
-    from monitor.settings import Settings
-    from monitor.store import Store
+    from ragmon.settings import Settings
+    from ragmon.store import Store
 
 PROBE_TIMEOUT_S = 10.0
 PROBE_TOKENS = 20  # what the probe's prompt and answer cost, for the TPM limit

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workers.judges.prompt import nonce_for
+from ragmon.workers.judges.prompt import nonce_for
 
 PROMPT_VERSION = "noresp-1"
 ABSTAIN = "NO-RESPONSE"

@@ -31,7 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from monitor.measure_table import MEASURES
+from ragmon.core.measure_table import MEASURES
 
 __all__ = [
     "BUCKETS",

@@ -1,6 +1,6 @@
 """Every retrieval-quality measure described once: pure data, no imports from ragmon.
 
-`monitor/measures.py` computes them; everything that names, bounds, buckets, explains, ranks or
+`monitor/core/measures.py` computes them; everything that names, bounds, buckets, explains, ranks or
 charts a measure reads this table (the `/metrics` catalog, the API schema, the weekly report,
 the calibration, the demo summary, the Grafana generator and the README's tables), as
 ir_measures keeps one registry of measure descriptions. Adding a measure: one `Measure` row

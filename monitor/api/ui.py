@@ -1,4 +1,4 @@
-"""The event explorer's pages under `/ui`: read-only, server-rendered (`monitor.pages`).
+"""The event explorer's pages under `/ui`: read-only, server-rendered (`ragmon.core.pages`).
 
 With API keys on (RAGMON_API_KEYS), a browser signs in once with a key, kept in an HttpOnly
 cookie scoped to `/ui`; a key bound to an app sees that app only, as on `GET /v1/retrievals`.
@@ -14,11 +14,11 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from monitor import pages
-from monitor.api.auth import KeyRing, Principal
-from monitor.explorer import Search, SearchError, parse_search
-from monitor.settings import Settings
-from monitor.store import Store
+from ragmon.api.auth import KeyRing, Principal
+from ragmon.core import pages
+from ragmon.core.search import Search, SearchError, parse_search
+from ragmon.settings import Settings
+from ragmon.store import Store
 
 COOKIE = "ragmon_key"
 COOKIE_AGE_S = 12 * 3600

@@ -26,9 +26,9 @@ import time
 from collections import Counter
 from collections.abc import Awaitable
 
-from monitor.api.logs import KindLimiter
-from monitor.store import IngestItem, Store
-from monitor.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, Answer, AsyncIngest
+from ragmon.api.logs import KindLimiter
+from ragmon.store import IngestItem, Store
+from ragmon.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, Answer, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 

@@ -1,6 +1,6 @@
 """The event explorer's index in Redis: written in the workers' finish step, read by searches.
 
-What a search means is `monitor.explorer` (pure); this module only moves its members and
+What a search means is `ragmon.core.search` (pure); this module only moves its members and
 records in and out of Redis. Per series (after the series budget's folding, as on /metrics):
 a lex-ordered set by time, one per sortable measure, a hash of compact records and a set of
 refs by expiry (`Keys.explore_*`). Entries leave with their event (the result retention,
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from monitor.explorer import (
+from ragmon.core.search import (
     HOUR_KEEP_S,
     OVERVIEW,
     SCAN_BUDGET,
@@ -30,13 +30,13 @@ from monitor.explorer import (
     row,
     within,
 )
-from monitor.store import scripts
-from monitor.store.explore_walk import Page, Walk
-from monitor.store.fields import HourPart, Slot
-from monitor.store.keys import SEP, event_ref, series_name, split_ref
+from ragmon.store import scripts
+from ragmon.store.fields import HourPart, Slot
+from ragmon.store.index_walk import Page, Walk
+from ragmon.store.keys import SEP, event_ref, series_name, split_ref
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
@@ -147,7 +147,7 @@ class ExploreIndex:
         return out
 
     def search(self, search: Search, now: float | None = None, budget: int = SCAN_BUDGET) -> Page:
-        """One page of events matching `search` (`monitor.explorer`), reading at most
+        """One page of events matching `search` (`ragmon.core.search`), reading at most
         `budget` records."""
         now = now or time.time()
         series = self.series(search)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import redis
 
-from monitor.catalog import JUDGE_LATENCY_BUCKETS
-from monitor.store import DAY_TTL_S, bucket_index
-from monitor.store.keys import SEP, Keys, utc_today
-from monitor.store.protocol import Script
+from ragmon.core.catalog import JUDGE_LATENCY_BUCKETS
+from ragmon.store import DAY_TTL_S, bucket_index
+from ragmon.store.keys import SEP, Keys, utc_today
+from ragmon.store.protocol import Script
 
 WINDOW_S = 60.0
 MARGIN_S = 1.0

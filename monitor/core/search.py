@@ -1,7 +1,7 @@
 """The event explorer's searches, pure (no I/O): parse a query, encode index members, filter.
 
 The workers index every judged event per series in the step that records it
-(`monitor.store.explore`): one set by time and one per sortable measure (`Measure.explore`),
+(`ragmon.store.event_index`): one set by time and one per sortable measure (`Measure.explore`),
 whose members are their own sort keys (`<value>|<time>|<ref>`, all scored 0, read with
 ZRANGEBYLEX), and a compact record per event to filter on. A page reads each matching series'
 set from the cursor on, merges them in order and keeps the events whose record passes every
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from monitor.limits import LABEL_KEYS, LABEL_PATTERN, SEP
-from monitor.measure_table import BY_KEY, MEASURES
-from monitor.results import source_counts
+from ragmon.core.measure_table import BY_KEY, MEASURES
+from ragmon.core.results import source_counts
+from ragmon.core.wire import LABEL_KEYS, LABEL_PATTERN, SEP
 
 SORTS: tuple[str, ...] = ("time", *(m.key for m in MEASURES if m.explore))
 FILTERABLE: tuple[str, ...] = tuple(m.key for m in MEASURES if m.histogram)

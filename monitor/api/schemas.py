@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
-from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits, defined once
+from ragmon.core.measure_table import MEASURES
+from ragmon.core.wire import (  # noqa: F401 - re-exported: the contract's limits, defined once
     LABEL_KEYS,
     LABEL_PATTERN,
     MAX_BATCH,
@@ -26,7 +27,6 @@ from monitor.limits import (  # noqa: F401 - re-exported: the contract's limits,
     MAX_TRACE_ID_CHARS,
     event_id_problem,
 )
-from monitor.measure_table import MEASURES
 
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 Status = Literal["queued", "done", "failed", "sampled_out"]
@@ -72,7 +72,7 @@ FIELD_INVALID = "field_invalid"
 
 def invalid(field: str, detail: str) -> PydanticCustomError:
     """A check across fields that names the one at fault: the 422 answer puts `field` in `loc`
-    and `detail` in `msg` (`monitor.api.service`), read from the error's context."""
+    and `detail` in `msg` (`ragmon.api.service`), read from the error's context."""
     return PydanticCustomError(
         FIELD_INVALID, "{field}: {detail}", {"field": field, "detail": detail}
     )
@@ -161,7 +161,7 @@ class BatchAccepted(BaseModel):
     results: list[Accepted]
 
 
-# Every measure `compute` returns, null when undefined for the event (`monitor.measure_table`).
+# Every measure `compute` returns, null when undefined for the event (`ragmon.core.measure_table`).
 Measures = create_model(
     "Measures",
     **{m.key: (float | None, Field(default=None, description=m.help)) for m in MEASURES},  # type: ignore[call-overload]

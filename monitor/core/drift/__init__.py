@@ -21,7 +21,7 @@ Production traffic breaks the textbook assumptions, and each piece here is chose
 
 from __future__ import annotations
 
-from monitor.drift.changes import (
+from ragmon.core.drift.changes import (
     MIN_CELL,
     Cell,
     Change,
@@ -33,8 +33,8 @@ from monitor.drift.changes import (
     clustered_mean,
     segment_change,
 )
-from monitor.drift.distributions import chi2_sf, t_ppf, t_sf
-from monitor.drift.shift import (
+from ragmon.core.drift.distributions import chi2_sf, t_ppf, t_sf
+from ragmon.core.drift.shift import (
     PSI_MAJOR,
     PSI_MODERATE,
     evidence,

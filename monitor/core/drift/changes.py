@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monitor.drift.distributions import t_ppf, t_sf
+from ragmon.core.drift.distributions import t_ppf, t_sf
 
 MIN_CELL = 10  # events a segment needs in each window to be compared on its own
 _TINY = 1e-12  # differences of means below this are rounding, not change

@@ -1,6 +1,6 @@
 """Waiting for the fleet-wide judge limits: RPM/TPM admission and the daily budget.
 
-The state lives in Redis (`monitor.store.judging.JudgeState`); this module only decides how a
+The state lives in Redis (`ragmon.store.judge_state.JudgeState`); this module only decides how a
 call waits for its turn inside a job's event loop.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from monitor.store.judging import MARGIN_S, WINDOW_S, JudgeState, Ticket
+from ragmon.store.judge_state import MARGIN_S, WINDOW_S, JudgeState, Ticket
 
 MAX_WAIT_SLICE_S = 5.0  # re-ask Redis at least this often while waiting
 

@@ -12,10 +12,10 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from monitor.drift.changes import Cell, binned_change
-from monitor.explorer import OVERVIEW, SORTS, Search, describe_search
-from monitor.limits import LABEL_KEYS, SEP
-from monitor.measure_table import BY_KEY
+from ragmon.core.drift.changes import Cell, binned_change
+from ragmon.core.measure_table import BY_KEY
+from ragmon.core.search import OVERVIEW, SORTS, Search, describe_search
+from ragmon.core.wire import LABEL_KEYS, SEP
 
 LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns
 CHANGE_P = 0.01  # the overview colours a change only below this p-value (one test per cell)

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from monitor.calibrate.records import Record
-from monitor.settings import Settings
-from workers.grading import on_both_scales
-from workers.judges.base import Judge, JudgeError
+from ragmon.calibrate.golden import Record
+from ragmon.settings import Settings
+from ragmon.workers.grading import on_both_scales
+from ragmon.workers.judges.base import Judge, JudgeError
 
 if TYPE_CHECKING:
-    from monitor.store import Store
+    from ragmon.store import Store
 
 QUERY_CONCURRENCY = 8  # queries graded at once (the judge's own semaphore bounds the calls)
 # Stop: every further call would fail the same (a connection error comes after all retries).
@@ -103,14 +103,14 @@ async def judge_records(
 def make_judge(settings: Settings) -> tuple[Judge, Store | None]:
     """The configured judge, and the store an LLM judge shares the fleet's limits through."""
     if settings.judge == "lexical":
-        from workers.judges.lexical import LexicalJudge
+        from ragmon.workers.judges.lexical import LexicalJudge
 
         return LexicalJudge(), None
-    from workers.judges.llm import OpenAIJudge
+    from ragmon.workers.judges.llm import OpenAIJudge
 
     store: Store | None = None
     if settings.redis_url:  # the fleet's rate limits, budget and cost counters
-        from monitor.store import Store
+        from ragmon.store import Store
 
         store = Store.connect(settings)
     return OpenAIJudge(settings, store), store

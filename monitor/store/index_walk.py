@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import TYPE_CHECKING, Any
 
-from monitor.explorer import Search, encode_cursor, member_ref, row
+from ragmon.core.search import Search, encode_cursor, member_ref, row
 
 if TYPE_CHECKING:
-    from monitor.store.explore import ExploreIndex
+    from ragmon.store.event_index import ExploreIndex
 
 
 @dataclass

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from monitor.limits import LABEL_KEYS
-from monitor.measure_table import MEASURES
-from monitor.measures import HISTOGRAM_MEASURES
+from ragmon.core.measure_table import MEASURES
+from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.core.wire import LABEL_KEYS
 
 SERIES_LABELS = LABEL_KEYS  # the per-series metrics' labels: an event's labels, in their order
 

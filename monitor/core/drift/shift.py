@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from monitor.drift.changes import Change
-from monitor.drift.distributions import chi2_sf
+from ragmon.core.drift.changes import Change
+from ragmon.core.drift.distributions import chi2_sf
 
 PSI_MODERATE = 0.1
 PSI_MAJOR = 0.25

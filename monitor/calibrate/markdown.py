@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from monitor.agreement import TAU_BOOTSTRAP, landis_koch
-from monitor.calibrate.analysis import MEASURES
+from ragmon.calibrate.analysis import MEASURES
+from ragmon.core.agreement import TAU_BOOTSTRAP, landis_koch
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:

@@ -1,6 +1,6 @@
 """The limits of the wire contract, in plain Python: the server's schemas and the SDK share them.
 
-No imports beyond the standard library: the SDK (`monitor.client`) reads these without pulling
+No imports beyond the standard library: the SDK (`ragmon.client`) reads these without pulling
 pydantic or anything else of the server into the app.
 """
 
