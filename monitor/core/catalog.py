@@ -1,6 +1,6 @@
 """Every Prometheus metric ragmon exports: name, type, labels and help, written once.
 
-`/metrics`, the README table (`ragmon metrics --markdown`), the dashboards' and alerts' name
+`/metrics`, the table of docs/metrics.md (`ragmon metrics --markdown`), the dashboards' and alerts' name
 checks all read this table.
 """
 
@@ -211,7 +211,7 @@ def exposed_names() -> set[str]:
 
 
 def markdown_table() -> str:
-    """The README's metrics table, generated from this catalog."""
+    """The metrics table of docs/metrics.md, generated from this catalog."""
     rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
     for m in ALL:
         name = f"{m.name}_total" if m.type == "counter" else m.name
