@@ -8,7 +8,7 @@
 | `grafana/provisioning/datasources/ragmon.yml` | `DATASOURCE_UID` in `grafana_panels.py` |
 | `deploy/kubernetes/prometheusrule.yaml` | `deploy/prometheus/rules/*.yml` |
 | `monitor/demo/data/*.jsonl` | `monitor/demo/kb.py` via `monitor/demo/build_data.py` |
-| the metrics table in `docs/metrics.md` | `monitor/core/catalog.py` (and `measure_table.py` beside it) |
+| the metrics table of `docs/metrics.md` | `monitor/core/catalog.py` (and `measure_table.py`) |
 
 Run it after editing any source; `tests/test_generated.py` runs `--check`, which exits 1 naming
 every stale file.

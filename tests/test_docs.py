@@ -192,6 +192,10 @@ def documented_default(value: object) -> str | float | None:
     return None
 
 
+def shown(expected: str | float | None) -> str:
+    return f"{expected:g}" if isinstance(expected, float) else str(expected or "...")
+
+
 def default_matches(cell: str, expected: str | float | None) -> bool:
     text = cell.replace("`", "").strip()
     if expected is None:
@@ -224,12 +228,12 @@ def test_every_setting_is_documented_with_its_default() -> None:
         if name not in documented:
             problems.append(
                 f"{name} (monitor/settings.py, field {f.name}) has no row in "
-                f"docs/configuration.md: add | `{name}` | {expected} | what it does |"
+                f"docs/configuration.md: add | `{name}` | {shown(expected)} | what it does |"
             )
         elif not default_matches(documented[name], expected):
             problems.append(
                 f"docs/configuration.md says {name}'s default is {documented[name]!r}, "
-                f"the code's is {expected!r}"
+                f"the code's is {shown(expected)!r}"
             )
     problems += [
         f"docs/configuration.md: {name} is not read by monitor/settings.py"

@@ -1,7 +1,9 @@
 """Every Prometheus metric ragmon exports: name, type, labels and help, written once.
 
-`/metrics`, the table of docs/metrics.md (`ragmon metrics --markdown`), the dashboards' and alerts' name
-checks all read this table.
+`/metrics`, the table of docs/metrics.md (`ragmon metrics --markdown`), the dashboards' and
+alerts' name checks all read this table. After adding or changing a metric, run
+`python scripts/regenerate.py` (it rewrites docs/metrics.md; tests/test_generated.py fails until
+you do).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-event measures: hand-worked cases, the worked example of docs/measures.md, validation, properties."""
+"""Per-event measures: hand-worked cases, docs/measures.md's example, validation, properties."""
 
 from __future__ import annotations
 

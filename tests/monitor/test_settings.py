@@ -17,7 +17,7 @@ from ragmon.settings import (
     read_dotenv,
 )
 
-# Variables docs/configuration.md lists: every one must be read (tests/test_docs.py checks them all).
+# Variables docs/configuration.md lists: each must be read (tests/test_docs.py checks them all).
 DOCUMENTED_VARIABLES = {
     "REDIS_URL",
     "RAGMON_API_KEYS",
