@@ -205,6 +205,7 @@ async def _one(
         "grade_source": graded.sources,
         "duplicate_of": graded.duplicate_of,
         "measures": measures,
+        "judge": judge.identity.label,
         "error": None,
     }
     if graded.unjudged:
@@ -218,7 +219,9 @@ async def _one(
     counts = {f"passages_unjudged{SEP}{reason}": n for reason, n in graded.unjudged.items()}
     if any(d is not None for d in graded.duplicate_of):
         counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
-    done = store.finish(event, result, grades, stripped, judge=judge.model, series_counts=counts)
+    done = store.finish(
+        event, result, grades, stripped, judge=judge.identity.label, series_counts=counts
+    )
     if done and missing:  # once per event: a re-run finish is not done
         store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
     return "done" if done else "skipped"

@@ -18,7 +18,7 @@ from ragmon.api.auth import KeyRing
 from ragmon.api.batcher import IngestWriter
 from ragmon.api.metrics import MetricsText
 from ragmon.api.routes import add_event_routes, add_operation_routes
-from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
+from ragmon.api.schemas import GradeBatch, RetrievalBatch, RetrievalEvent
 from ragmon.api.service import IngestService, Refused
 from ragmon.api.ui import explorer_ui
 from ragmon.settings import Settings
@@ -86,7 +86,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                 description=app.description, routes=app.routes,
             )  # fmt: skip
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (RetrievalEvent, RetrievalBatch):
+            for model in (RetrievalEvent, RetrievalBatch, GradeBatch):
                 js = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(js.pop("$defs", {}))
                 components[model.__name__] = js

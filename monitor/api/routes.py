@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
+from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.schemas import (
     LABEL_PATTERN,
@@ -24,6 +25,8 @@ from ragmon.api.schemas import (
     BatchAccepted,
     ErrorResponse,
     EventPage,
+    GradeBatch,
+    GradesAccepted,
     RetrievalBatch,
     RetrievalEvent,
     RetrievalResult,
@@ -58,8 +61,10 @@ def _body_schema(model: type[BaseModel]) -> dict:
 def add_event_routes(
     app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing
 ) -> None:
-    """`/v1/retrievals` (write one, write a batch, search, read one) and `/v1/traces`."""
+    """`/v1/retrievals` (write one, write a batch, search, read one), `/v1/traces` and
+    `/v1/grades`."""
     store = service.store
+    grades = GradeService(settings, store, service.unavailable)
 
     async def read_body(request: Request) -> bytes:
         limit = settings.max_body_bytes
@@ -161,6 +166,30 @@ def add_event_routes(
             principal, await read_body(request), media, request.headers.get("content-encoding")
         )
         return Response(body, 200, media_type=media)
+
+    @app.post(
+        "/v1/grades",
+        status_code=200,
+        response_model=GradesAccepted,
+        responses={
+            404: {"model": ErrorResponse, "description": "An unknown event: `loc` names it."},
+            **RESPONSES,
+            403: {"model": ErrorResponse, "description": "The key may not grade this app."},
+            422: {"model": ErrorResponse, "description": "Invalid grade, an unknown passage or "
+                  "an event not judged yet: `loc` names the item and field."},
+        },
+        openapi_extra=_body_schema(GradeBatch),
+        summary="People's 0-3 grades of judged passages, beside the judge's",
+        description="Idempotent per (event, passage, reviewer): the same grade again changes "
+        "nothing; another grade or note by the same reviewer replaces theirs. The judge's "
+        "grades and the event's measures stay as they are; `GET /v1/retrievals/{id}` shows "
+        "both, and agreement and the corrected estimates use both.",
+        tags=["grades"],
+    )  # fmt: skip
+    async def post_grades(request: Request) -> JSONResponse:
+        principal = authorize(request)
+        results = await grades.grades(principal, await read_body(request))
+        return JSONResponse({"results": results})
 
     @app.get(
         "/v1/retrievals",
