@@ -1,5 +1,5 @@
-"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
-text-key, metrics.
+"""`ragmon` command line: serve, worker, demo, report, calibrate, agreement, requeue-failed,
+series, text-key, metrics.
 
 Arguments are parsed here and nowhere else: each subcommand names its `cmd_*` function
 (`set_defaults(run=...)`), which unpacks the parsed options into plain values for a function
@@ -153,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("file", help="JSONL: TREC DL rankings or ragmon events with known grades")
     c.add_argument("--limit", type=int, default=None, help="at most this many records")
     c.set_defaults(run=cmd_calibrate, redis=False)
+
+    a = command("agreement", help="the judge against people's grades; corrected estimates")
+    a.add_argument("--app", help="only this app")
+    a.add_argument("--week", metavar="YYYY-Www", help="estimates of an ISO week")
+    a.add_argument(
+        "--days", type=int, default=7, help="else of the last N UTC days, today included (7)"
+    )
+    a.set_defaults(run=cmd_agreement, redis=True)
 
     q = command("requeue-failed", help="put failed events back on the queue")
     q.set_defaults(run=cmd_requeue_failed, redis=True)
@@ -320,6 +328,16 @@ def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
     from ragmon.calibrate.command import run_calibrate
 
     return run_calibrate(Path(args.file), settings, limit=args.limit)
+
+
+def cmd_agreement(args: argparse.Namespace, settings: Settings) -> int:
+    from ragmon.report.judging import print_judging
+
+    try:
+        print(print_judging(settings, app=args.app, week=args.week, days=args.days), end="")
+    except ValueError as exc:
+        raise CommandError(f"ragmon agreement: {exc}") from None
+    return 0
 
 
 def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:

@@ -184,7 +184,79 @@ OPERATIONS: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS
+# People's grades against the judge's (docs/agreement.md). `reference` is `human` for people's
+# grades, or the first judge's identity for the second judge (RAGMON_SECOND_JUDGE_MODEL);
+# `bound` is `estimate`, `low` or `high` (the 95 % interval), so a dashboard draws a band.
+AGREEMENT_LABELS = ("app", "judge", "reference")
+ESTIMATE_LABELS = (*SERIES_LABELS, "measure")
+_FEW_PAIRS = "absent below 30 pairs from 10 events"
+_FEW_LABELS = "absent below 10 graded units from 10 events (or queries)"
+JUDGING: tuple[Metric, ...] = (
+    Metric(
+        "ragmon_judge_agreement_pairs",
+        "gauge",
+        "Passages graded by both the judge identity (judge=model/prompt_version/mode) and the "
+        "reference (reference=human: people's grades; else the first judge's identity), by app.",
+        AGREEMENT_LABELS,
+    ),
+    Metric(
+        "ragmon_judge_agreement_exact",
+        "gauge",
+        f"Share of those passages given the same 0-3 grade, with its 95 % interval (bound="
+        f"estimate|low|high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_kappa",
+        "gauge",
+        f"Quadratic-weighted kappa of the judge with the reference, with its 95 % interval "
+        f"(bound=estimate|low|high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_difference",
+        "gauge",
+        f"Mean grade of the judge minus the reference's on the same passages (> 0: the judge "
+        f"over-grades), with its 95 % interval (bound=estimate|low|high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_confusion",
+        "gauge",
+        "Passages by the reference's grade and the judge's grade (the 4x4 confusion matrix).",
+        (*AGREEMENT_LABELS, "reference_grade", "judge_grade"),
+    ),
+    Metric(
+        "ragmon_estimate_judge_only",
+        "gauge",
+        "Last 7 days: the series' mean of the measure (ndcg, precision, hit) with the judge's "
+        "grades, over its judged events.",
+        ESTIMATE_LABELS,
+    ),
+    Metric(
+        "ragmon_estimate_corrected",
+        "gauge",
+        f"Last 7 days: the PPI++ corrected mean of the measure from people's and the judge's "
+        f"grades, with its 95 % interval (bound=estimate|low|high); {_FEW_LABELS}.",
+        (*ESTIMATE_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_estimate_human_labels",
+        "gauge",
+        "Last 7 days: units people graded for the corrected mean (passages for precision; "
+        "events whose passages were all graded for ndcg and hit).",
+        ESTIMATE_LABELS,
+    ),
+    Metric(
+        "ragmon_estimate_effective_labels",
+        "gauge",
+        "Last 7 days: how many people's grades alone the corrected mean is worth (its interval "
+        f"is as narrow as that many would give); {_FEW_LABELS}.",
+        ESTIMATE_LABELS,
+    ),
+)
+
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + JUDGING
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

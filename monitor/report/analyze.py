@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ragmon.core import drift
+from ragmon.core.agreement import Agreement
 from ragmon.report.compare import (
     MEASURES,
     MIN_EVENTS,
@@ -24,6 +26,9 @@ from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
 from ragmon.report.window import Window
+
+if TYPE_CHECKING:
+    from ragmon.oversight import SeriesEstimates
 
 SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
 
@@ -63,6 +68,9 @@ class Report:
     population: list[QueryPopulation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     details: dict[str, dict | None] = field(default_factory=dict)
+    # the judge against people (`ragmon.oversight`): (app, judge, reference) -> agreement
+    agreement: dict[tuple[str, str, str], Agreement] = field(default_factory=dict)
+    estimates: list[SeriesEstimates] = field(default_factory=list)  # this window's, per series
 
     @property
     def tests(self) -> int:

@@ -1,0 +1,106 @@
+"""The judge checked against people: agreement per app and judge identity, and the corrected
+estimates per series, as a report section (the weekly report and `ragmon agreement` print the
+same one)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ragmon.core.agreement import Agreement
+from ragmon.core.drift import Interval
+from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
+from ragmon.report.document import Doc, to_markdown
+from ragmon.report.window import Window, iso_week
+from ragmon.settings import Settings
+from ragmon.store import Store
+
+NAMES = {"ndcg": "nDCG@K", "precision": "P@K", "hit": "Hit@K"}
+
+
+def _ci(i: Interval | None, digits: int = 3) -> str:
+    if i is None:
+        return "n/a"
+    return f"{i.estimate:.{digits}f} [{i.low:.{digits}f}, {i.high:.{digits}f}]"
+
+
+def _reference(reference: str) -> str:
+    return "people" if reference == "human" else f"first judge `{reference}`"
+
+
+def agreement_section(doc: Doc, found: Mapping[tuple[str, str, str], Agreement]) -> None:
+    """One row per (app, judge identity, reference), then each one's confusion matrix."""
+    doc.h(2, "The judge against people", "agreement")
+    if not found:
+        doc.p(
+            "No passage graded by both the judge and a person yet: grade a sample on the "
+            "explorer's review page (`/ui/review`) or with `POST /v1/grades`."
+        )
+        return
+    doc.p(
+        "On the passages graded by both (all people's grades so far), each with its 95 % "
+        "interval: the share given the same grade, quadratic-weighted kappa (1 = perfect, 0 = "
+        "chance), and the judge's mean grade minus the reference's (> 0: it over-grades). "
+        "n/a: fewer than 30 pairs from 10 events."
+    )
+    rows = [
+        [f"`{app}`", f"`{judge}`", _reference(ref), str(a.pairs), str(a.events), _ci(a.exact),
+         _ci(a.kappa), _ci(a.difference, 2)]
+        for (app, judge, ref), a in found.items()
+    ]  # fmt: skip
+    head = ["app", "judge", "against", "pairs", "events", "exact", "kappa", "judge − reference"]
+    doc.table(head, rows, "agreement")
+    for (app, judge, ref), a in found.items():
+        doc.p(f"Confusion of `{judge}` against {_reference(ref)} (`{app}`): rows the "
+              "reference's grade, columns the judge's.")  # fmt: skip
+        doc.table(
+            ["", "judge 0", "judge 1", "judge 2", "judge 3"],
+            [[f"reference {r}", *map(str, row)] for r, row in enumerate(a.confusion)],
+        )
+
+
+def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]) -> None:
+    """Per series: the judge-only mean, the corrected one with its interval, the people-only
+    interval and what the people's grades are worth."""
+    doc.h(2, f"Corrected estimates ({window.label})", "estimates")
+    graded = [s for s in found if s.graded]
+    if not graded:
+        doc.p(
+            "No judged event of this window was graded by people: the measures rest on the "
+            "judge's grades alone."
+        )
+        return
+    doc.p(
+        "Beside each judge-only mean: the PPI++ mean corrected with people's grades, with its "
+        "95 % interval, the interval of people's grades alone on the same events, and how many "
+        f"people's grades the corrected one is worth. P@K counts {UNITS['passage']}; nDCG@K "
+        f"and Hit@K count {UNITS['event']}. n/a: fewer than 10 graded units from 10 events."
+    )
+    rows = []
+    for s in graded:
+        where = "/".join(s.labels.values())
+        for m, c in s.measures.items():
+            judge = "n/a" if c.judge_only is None else f"{c.judge_only:.3f}"
+            worth = "n/a" if c.effective_labels is None else f"{c.effective_labels:.1f}"
+            rows.append([f"`{where}`", NAMES[m], judge, _ci(c.estimate), _ci(c.human_only),
+                         str(c.labels), worth])  # fmt: skip
+    head = ["series", "measure", "judge only", "corrected", "people only", "graded", "worth"]
+    doc.table(head, rows, "estimates")
+
+
+def print_judging(
+    settings: Settings, app: str | None = None, week: str | None = None, days: int = 7
+) -> str:
+    """What `ragmon agreement` prints (Markdown): agreement per app and judge identity, and
+    the corrected estimates of the window."""
+    if days < 1:
+        raise ValueError("--days must be at least 1")
+    window = iso_week(week) if week else last_days(days)
+    store = Store.connect(settings)
+    try:
+        oversight = Oversight(store, settings.measure_params())
+        doc = Doc("ragmon agreement" + (f": app {app}" if app else ""))
+        agreement_section(doc, oversight.agreement(app))
+        estimates_section(doc, window, oversight.estimates(window, {"app": app} if app else None))
+    finally:
+        store.close()
+    return to_markdown(doc)
