@@ -8,7 +8,7 @@
 | `grafana/provisioning/datasources/ragmon.yml` | `DATASOURCE_UID` in `grafana_panels.py` |
 | `deploy/kubernetes/prometheusrule.yaml` | `deploy/prometheus/rules/*.yml` |
 | `monitor/demo/data/*.jsonl` | `monitor/demo/kb.py` via `monitor/demo/build_data.py` |
-| the metrics table in `README.md` | `monitor/core/catalog.py` (and `measure_table.py` beside it) |
+| the metrics table of `docs/metrics.md` | `monitor/core/catalog.py` (and `measure_table.py`) |
 
 Run it after editing any source; `tests/test_generated.py` runs `--check`, which exits 1 naming
 every stale file.
@@ -30,13 +30,13 @@ from ragmon.demo import build_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS_RULE = ROOT / "deploy" / "kubernetes" / "prometheusrule.yaml"
-README = ROOT / "README.md"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
 TABLE_HEAD = "| metric | type | labels | meaning |"
 
 
-def with_metrics_table(readme: str) -> str:
-    """`readme` with the table that starts at `TABLE_HEAD` replaced by the catalog's."""
-    lines = readme.split("\n")
+def with_metrics_table(page: str) -> str:
+    """`page` with the table that starts at `TABLE_HEAD` replaced by the catalog's."""
+    lines = page.split("\n")
     start = lines.index(TABLE_HEAD)
     end = start
     while end < len(lines) and lines[end].startswith("|"):
@@ -49,7 +49,7 @@ def rendered() -> dict[Path, str]:
     files = build_grafana.rendered()
     files[PROMETHEUS_RULE] = prometheusrule.render(build_grafana.load_rule_groups())
     files |= {build_data.DATA_DIR / name: text for name, text in build_data.files().items()}
-    files[README] = with_metrics_table(README.read_text(encoding="utf-8"))
+    files[METRICS_DOC] = with_metrics_table(METRICS_DOC.read_text(encoding="utf-8"))
     return files
 
 

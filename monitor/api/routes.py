@@ -13,10 +13,10 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
-from starlette.requests import ClientDisconnect
 
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
+from ragmon.api.bodies import read_body
 from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.schemas import (
@@ -69,21 +69,6 @@ def add_event_routes(
     grades = GradeService(settings, store, service.unavailable)
     oversight = Oversight(store, settings.measure_params())
 
-    async def read_body(request: Request) -> bytes:
-        limit = settings.max_body_bytes
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > limit:
-            raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
-        body = bytearray()
-        try:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
-        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (ragmon.api.guard)
-            raise Refused(408, "timeout", "request body not received in time") from None
-        return bytes(body)
-
     def authorize(request: Request) -> Principal | None:
         if not keys.enabled:
             return None
@@ -119,7 +104,7 @@ def add_event_routes(
     async def post_event(request: Request) -> JSONResponse:
         principal = authorize(request)
         ((event_id, status, created),) = await service.events(
-            principal, await read_body(request), RetrievalEvent
+            principal, await read_body(request, settings.max_body_bytes), RetrievalEvent
         )
         return JSONResponse({"event_id": event_id, "status": status}, 202 if created else 200)
 
@@ -134,7 +119,9 @@ def add_event_routes(
     )
     async def post_batch(request: Request) -> JSONResponse:
         principal = authorize(request)
-        stored = await service.events(principal, await read_body(request), RetrievalBatch)
+        stored = await service.events(
+            principal, await read_body(request, settings.max_body_bytes), RetrievalBatch
+        )
         body = {"results": [{"event_id": eid, "status": st} for eid, st, _ in stored]}
         return JSONResponse(body, 202)
 
@@ -166,7 +153,10 @@ def add_event_routes(
         except otlp.OtlpError as exc:
             raise otlp_refused(exc) from None
         body = await service.traces(
-            principal, await read_body(request), media, request.headers.get("content-encoding")
+            principal,
+            await read_body(request, settings.max_body_bytes),
+            media,
+            request.headers.get("content-encoding"),
         )
         return Response(body, 200, media_type=media)
 
@@ -191,7 +181,7 @@ def add_event_routes(
     )  # fmt: skip
     async def post_grades(request: Request) -> JSONResponse:
         principal = authorize(request)
-        results = await grades.grades(principal, await read_body(request))
+        results = await grades.grades(principal, await read_body(request, settings.max_body_bytes))
         return JSONResponse({"results": results})
 
     @app.get(

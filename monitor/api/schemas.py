@@ -1,4 +1,4 @@
-"""The wire contract: the event a RAG app sends and the answers it gets (README "HTTP API")."""
+"""The wire contract: the event a RAG app sends and the answers it gets (docs/api.md)."""
 
 from __future__ import annotations
 

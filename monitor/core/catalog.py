@@ -1,7 +1,9 @@
 """Every Prometheus metric ragmon exports: name, type, labels and help, written once.
 
-`/metrics`, the README table (`ragmon metrics --markdown`), the dashboards' and alerts' name
-checks all read this table.
+`/metrics`, the table of docs/metrics.md (`ragmon metrics --markdown`), the dashboards' and
+alerts' name checks all read this table. After adding or changing a metric, run
+`python scripts/regenerate.py` (it rewrites docs/metrics.md; tests/test_generated.py fails until
+you do).
 """
 
 from __future__ import annotations
@@ -203,21 +205,21 @@ JUDGING: tuple[Metric, ...] = (
         "ragmon_judge_agreement_exact",
         "gauge",
         f"Share of those passages given the same 0-3 grade, with its 95 % interval (bound="
-        f"estimate|low|high); {_FEW_PAIRS}.",
+        f"estimate, low or high); {_FEW_PAIRS}.",
         (*AGREEMENT_LABELS, "bound"),
     ),
     Metric(
         "ragmon_judge_agreement_kappa",
         "gauge",
         f"Quadratic-weighted kappa of the judge with the reference, with its 95 % interval "
-        f"(bound=estimate|low|high); {_FEW_PAIRS}.",
+        f"(bound=estimate, low or high); {_FEW_PAIRS}.",
         (*AGREEMENT_LABELS, "bound"),
     ),
     Metric(
         "ragmon_judge_agreement_difference",
         "gauge",
         f"Mean grade of the judge minus the reference's on the same passages (> 0: the judge "
-        f"over-grades), with its 95 % interval (bound=estimate|low|high); {_FEW_PAIRS}.",
+        f"over-grades), with its 95 % interval (bound=estimate, low or high); {_FEW_PAIRS}.",
         (*AGREEMENT_LABELS, "bound"),
     ),
     Metric(
@@ -237,7 +239,7 @@ JUDGING: tuple[Metric, ...] = (
         "ragmon_estimate_corrected",
         "gauge",
         f"Last 7 days: the PPI++ corrected mean of the measure from people's and the judge's "
-        f"grades, with its 95 % interval (bound=estimate|low|high); {_FEW_LABELS}.",
+        f"grades, with its 95 % interval (bound=estimate, low or high); {_FEW_LABELS}.",
         (*ESTIMATE_LABELS, "bound"),
     ),
     Metric(
@@ -283,7 +285,7 @@ def exposed_names() -> set[str]:
 
 
 def markdown_table() -> str:
-    """The README's metrics table, generated from this catalog."""
+    """The metrics table of docs/metrics.md, generated from this catalog."""
     rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
     for m in ALL:
         name = f"{m.name}_total" if m.type == "counter" else m.name

@@ -1,6 +1,6 @@
 """The answer of `GET /v1/retrievals/{id}`, built from what the store keeps (pure, no I/O).
 
-It holds what a person needs to debug one event (README "Reading results back"): the query
+It holds what a person needs to debug one event (docs/api.md, the result of `GET`): the query
 and timestamp, the app's `trace_id` and `metadata`, and each passage with its id, grade, where
 the grade came from and whether it repeats an earlier passage; text only when text storage is
 on (else the hashes kept in its place); the last judge error while the event waits for a retry.

@@ -1,4 +1,4 @@
-"""Pictures of ragmon's main dashboard panels for the README (docs/img/*.png).
+"""Pictures of ragmon's main dashboard panels for docs/grafana.md (docs/img/*.png).
 
 Grafana cannot run where ragmon is built, so this runs the *same queries* as the dashboards'
 main panels (read from grafana/dashboards/*.json) against a real Prometheus and draws them with
