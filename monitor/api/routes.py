@@ -61,12 +61,11 @@ def _body_schema(model: type[BaseModel]) -> dict:
 
 
 def add_event_routes(
-    app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing
+    app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing, grades: GradeService
 ) -> None:
     """`/v1/retrievals` (write one, write a batch, search, read one), `/v1/traces` and
     `/v1/grades`."""
     store = service.store
-    grades = GradeService(settings, store, service.unavailable)
     oversight = Oversight(store, settings.measure_params())
 
     def authorize(request: Request) -> Principal | None:

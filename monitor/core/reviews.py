@@ -18,6 +18,13 @@ from ragmon.core.identity import KNOWN, human
 from ragmon.core.measures import MeasureParams
 
 JUDGED = "done"  # people grade judged events: agreement needs the judge's grade beside theirs
+# The 0-3 scale (TREC Deep Learning / UMBRELA) in the words the review buttons show.
+RUBRIC = {
+    3: ("perfectly relevant", "dedicated to the query and contains the exact answer"),
+    2: ("highly relevant", "answers the query, perhaps partly or buried in other text"),
+    1: ("related", "on topic but does not answer the query"),
+    0: ("irrelevant", "nothing to do with the query"),
+}
 
 
 def graded_by(source: str | None, judge: str | None) -> str | None:

@@ -7,20 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragmon.core.agreement import Agreement
-from ragmon.core.drift import Interval
+from ragmon.core.review_pages import MEASURE_NAMES, interval_text
 from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
 from ragmon.report.document import Doc, to_markdown
 from ragmon.report.window import Window, iso_week
 from ragmon.settings import Settings
 from ragmon.store import Store
-
-NAMES = {"ndcg": "nDCG@K", "precision": "P@K", "hit": "Hit@K"}
-
-
-def _ci(i: Interval | None, digits: int = 3) -> str:
-    if i is None:
-        return "n/a"
-    return f"{i.estimate:.{digits}f} [{i.low:.{digits}f}, {i.high:.{digits}f}]"
 
 
 def _reference(reference: str) -> str:
@@ -43,8 +35,8 @@ def agreement_section(doc: Doc, found: Mapping[tuple[str, str, str], Agreement])
         "n/a: fewer than 30 pairs from 10 events."
     )
     rows = [
-        [f"`{app}`", f"`{judge}`", _reference(ref), str(a.pairs), str(a.events), _ci(a.exact),
-         _ci(a.kappa), _ci(a.difference, 2)]
+        [f"`{app}`", f"`{judge}`", _reference(ref), str(a.pairs), str(a.events),
+         interval_text(a.exact), interval_text(a.kappa), interval_text(a.difference, 2)]
         for (app, judge, ref), a in found.items()
     ]  # fmt: skip
     head = ["app", "judge", "against", "pairs", "events", "exact", "kappa", "judge − reference"]
@@ -81,8 +73,8 @@ def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]
         for m, c in s.measures.items():
             judge = "n/a" if c.judge_only is None else f"{c.judge_only:.3f}"
             worth = "n/a" if c.effective_labels is None else f"{c.effective_labels:.1f}"
-            rows.append([f"`{where}`", NAMES[m], judge, _ci(c.estimate), _ci(c.human_only),
-                         str(c.labels), worth])  # fmt: skip
+            rows.append([f"`{where}`", MEASURE_NAMES[m], judge, interval_text(c.estimate),
+                         interval_text(c.human_only), str(c.labels), worth])  # fmt: skip
     head = ["series", "measure", "judge only", "corrected", "people only", "graded", "worth"]
     doc.table(head, rows, "estimates")
 
