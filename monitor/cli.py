@@ -1,5 +1,5 @@
-"""`ragmon` command line: serve, worker, demo, report, calibrate, agreement, requeue-failed,
-series, text-key, metrics.
+"""`ragmon` command line: serve, worker, demo, report, calibrate, agreement, anchor,
+requeue-failed, series, text-key, metrics.
 
 Arguments are parsed here and nowhere else: each subcommand names its `cmd_*` function
 (`set_defaults(run=...)`), which unpacks the parsed options into plain values for a function
@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--with-scheduler",
         action="store_true",
-        help="also run the weekly drift report on schedule (RQ cron); run one such worker",
+        help="also run the weekly drift report and the anchor set's daily re-judging on "
+        "schedule (RQ cron); run one such worker",
     )
     w.add_argument(
         "--name", default=None, help="worker name, unique among live workers (default: random)"
@@ -161,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--days", type=int, default=7, help="else of the last N UTC days, today included (7)"
     )
     a.set_defaults(run=cmd_agreement, redis=True)
+
+    n = command("anchor", help="the anchor set's daily re-judgings: judge drift")
+    n.add_argument("--rejudge", action="store_true", help="re-judge the anchor set now")
+    n.add_argument(
+        "--reset", action="store_true", help="forget the set from people's grades and every run"
+    )
+    n.set_defaults(run=cmd_anchor, redis=True)
 
     q = command("requeue-failed", help="put failed events back on the queue")
     q.set_defaults(run=cmd_requeue_failed, redis=True)
@@ -281,9 +289,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except (JudgeNotConfigured, NameInUse) as exc:
         raise CommandError(str(exc.code)) from None
     if args.with_scheduler:
-        from ragmon.workers.schedule import register_weekly_report
+        from ragmon.workers.schedule import register_schedule
 
-        register_weekly_report(worker, settings)
+        register_schedule(worker, settings)
     try:
         worker.work(burst=args.burst, with_scheduler=True, logging_level=args.log_level.upper())
     except ValueError as exc:  # RQ's own check, if another worker took the name meanwhile
@@ -337,6 +345,26 @@ def cmd_agreement(args: argparse.Namespace, settings: Settings) -> int:
         print(print_judging(settings, app=args.app, week=args.week, days=args.days), end="")
     except ValueError as exc:
         raise CommandError(f"ragmon agreement: {exc}") from None
+    return 0
+
+
+def cmd_anchor(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from ragmon.report.judging import anchor_text
+    from ragmon.store import Store
+    from ragmon.workers.anchor import rejudge
+    from ragmon.workers.judges import make_judge
+
+    store = Store.connect(settings)
+    if args.reset:
+        store.anchors.reset()
+        print("anchor set and its runs forgotten")
+    if args.rejudge:
+        run = asyncio.run(rejudge(settings, store, make_judge(settings, store)))
+        if not run["passages"]:
+            raise CommandError(f"ragmon anchor: {run['reason']}", 1)
+    print(anchor_text(store.anchors.runs()), end="")
     return 0
 
 

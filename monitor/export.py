@@ -7,6 +7,7 @@ lost); this collector turns them into metric families named as in `ragmon.core.c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -19,6 +20,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from ragmon.core import catalog
+from ragmon.core.anchor import drift
 from ragmon.core.drift import Interval
 from ragmon.oversight import Oversight, last_days
 from ragmon.store import Histogram, Store
@@ -181,6 +183,27 @@ class RagmonCollector:
                 bounds("ragmon_estimate_corrected", where, c.estimate)
                 if c.effective_labels is not None and c.estimate is not None:
                     fams["ragmon_estimate_effective_labels"].add_metric(where, c.effective_labels)
+        yield from fams.values()
+        yield from self.anchor()
+
+    def anchor(self) -> Iterator[Metric]:
+        """The anchor set's latest complete re-judging and its judge identity's baseline."""
+        fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                for m in catalog.ANCHOR}  # fmt: skip
+        found = drift(self.store.anchors.runs())
+        if found is not None:
+            latest, baseline = found
+            judge = [latest["judge"]]
+            for name, values in (
+                ("ragmon_judge_anchor_kappa", latest["kappa"]),
+                ("ragmon_judge_anchor_baseline_kappa", baseline["kappa"]),
+                ("ragmon_judge_anchor_difference", latest["difference"]),
+            ):
+                for bound, value in (values or {}).items():
+                    fams[name].add_metric([*judge, bound], value)  # fmt: skip
+            fams["ragmon_judge_anchor_passages"].add_metric(judge, latest["graded"])
+            at = datetime.fromisoformat(latest["at"].replace("Z", "+00:00")).timestamp()
+            fams["ragmon_judge_anchor_run_timestamp_seconds"].add_metric(judge, at)
         yield from fams.values()
 
     def budget_exhausted(self) -> bool:

@@ -25,6 +25,7 @@ from ragmon.core.reviews import (
     estimates,
     graded_event,
     people_by_event,
+    second_judge_pairs,
 )
 from ragmon.core.wire import LABEL_KEYS
 from ragmon.report.window import Window
@@ -70,7 +71,7 @@ class Oversight:
     params: MeasureParams
     refresh_s: float = ESTIMATE_REFRESH_S
     regrade_s: float = REGRADE_S
-    _agreement: tuple[int, dict] | None = None
+    _agreement: tuple[tuple[int, int], dict] | None = None
     _estimates: dict[tuple, tuple[int, float, list[SeriesEstimates]]] = field(default_factory=dict)
 
     @classmethod
@@ -89,15 +90,14 @@ class Oversight:
                 human.of_app(app)]  # fmt: skip
 
     def agreement(self, app: str | None = None) -> dict[tuple[str, str, str], Agreement]:
-        """`(app, judge identity, reference)` → agreement on the passages both graded."""
-        generation = self.store.human.generation()
+        """`(app, judge identity, reference)` → agreement on the passages both graded: the
+        reference is people (`HUMAN`), or the first judge's identity for the second judge."""
+        generation = (self.store.human.generation(), self.store.second_opinions.generation())
         if self._agreement is None or self._agreement[0] != generation:
-            out = {
-                (a, judge, HUMAN): paired_agreement(people, judged, events)
-                for (a, judge), (people, judged, events) in sorted(
-                    agreement_pairs(self.records()).items()
-                )
-            }
+            pairs = {(a, judge, HUMAN): p for (a, judge), p in
+                     agreement_pairs(self.records()).items()}  # fmt: skip
+            pairs |= second_judge_pairs(self.store.second_opinions.records())
+            out = {key: paired_agreement(*p) for key, p in sorted(pairs.items())}
             self._agreement = (generation, out)
         return {k: v for k, v in self._agreement[1].items() if app in (None, k[0])}
 

@@ -159,6 +159,21 @@ def text(raw: str) -> str | None:
     return raw.strip() or None
 
 
+def readable_file(raw: str) -> str | None:
+    """A path to a file this process can read (checked at start, read when used)."""
+    path = raw.strip()
+    if not path:
+        return None
+    if not Path(path).is_file():
+        raise ValueError(f"no such file: {path}")
+    try:
+        with Path(path).open("rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    return path
+
+
 def url(*schemes: str) -> Callable:
     def parse(raw: str) -> str | None:
         value = raw.strip()

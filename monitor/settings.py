@@ -210,6 +210,20 @@ class Settings:
     report_dir: str = field(
         default="reports", metadata={"env": "RAGMON_REPORT_DIR", "parse": str.strip}
     )
+    # The judge against people and itself (docs/agreement.md).
+    anchor_file: str | None = field(
+        default=None, metadata={"env": "RAGMON_ANCHOR_FILE", "parse": values.readable_file}
+    )
+    anchor_size: int = field(
+        default=200, metadata={"env": "RAGMON_ANCHOR_SIZE", "parse": values.number(30, 10_000, int)}
+    )
+    second_judge_model: str | None = field(
+        default=None, metadata={"env": "RAGMON_SECOND_JUDGE_MODEL", "parse": values.text}
+    )
+    second_judge_rate: float = field(
+        default=0.05,
+        metadata={"env": "RAGMON_SECOND_JUDGE_RATE", "parse": values.number(0.0, 1.0)},
+    )
     queue_name: str = field(default="ragmon", metadata={"env": "RAGMON_QUEUE", "parse": str.strip})
     # OTLP (`POST /v1/traces`): the span or resource attributes each label and k are read from,
     # the first one present wins (docs/integration.md, "OpenTelemetry").

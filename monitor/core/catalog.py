@@ -258,7 +258,46 @@ JUDGING: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + JUDGING
+# The anchor set's daily re-judging (judge drift): the latest complete run, and the first run of
+# the same judge identity (its baseline), by judge identity.
+ANCHOR: tuple[Metric, ...] = (
+    Metric(
+        "ragmon_judge_anchor_kappa",
+        "gauge",
+        "The anchor set's latest complete re-judging (daily): quadratic-weighted kappa of the "
+        "judge with the set's grades, with its 95 % interval (bound=estimate, low or high).",
+        ("judge", "bound"),
+    ),
+    Metric(
+        "ragmon_judge_anchor_baseline_kappa",
+        "gauge",
+        "The same on the judge identity's first re-judging of the anchor set (its baseline): the "
+        "RagmonJudgeDrift alert fires when the latest interval lies below it.",
+        ("judge", "bound"),
+    ),
+    Metric(
+        "ragmon_judge_anchor_difference",
+        "gauge",
+        "The anchor set's latest re-judging: the judge's mean grade minus the set's (> 0: it "
+        "over-grades), with its 95 % interval (bound=estimate, low or high).",
+        ("judge", "bound"),
+    ),
+    Metric(
+        "ragmon_judge_anchor_passages",
+        "gauge",
+        "Passages of the anchor set the latest complete re-judging graded.",
+        ("judge",),
+    ),
+    Metric(
+        "ragmon_judge_anchor_run_timestamp_seconds",
+        "gauge",
+        "When the latest complete re-judging of the anchor set ran (unix seconds): more than a "
+        "day old means the daily run is not happening (no worker --with-scheduler, budget).",
+        ("judge",),
+    ),
+)
+
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + JUDGING + ANCHOR
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

@@ -125,6 +125,21 @@ def agreement_pairs(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
     return out
 
 
+def second_judge_pairs(
+    records: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str, str], Pairs]:
+    """`(app, second judge, first judge)` → the pairs (first's grade, second's grade, event id)
+    of the passages both graded (`ragmon.workers.second`)."""
+    out: dict[tuple[str, str, str], Pairs] = {}
+    for r in records:
+        first, second, events = out.setdefault((r["app"], r["second"], r["first"]), ([], [], []))
+        for a, b in r["pairs"]:
+            first.append(int(a))
+            second.append(int(b))
+            events.append(r["event_id"])
+    return out
+
+
 def people_by_event(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[int, int]]:
     """`(app, event_id)` → rank → the person's grade: the latest one given when several people
     graded a passage (the corrected estimates take one grade per passage)."""

@@ -71,6 +71,7 @@ class Report:
     # the judge against people (`ragmon.oversight`): (app, judge, reference) -> agreement
     agreement: dict[tuple[str, str, str], Agreement] = field(default_factory=dict)
     estimates: list[SeriesEstimates] = field(default_factory=list)  # this window's, per series
+    anchor_runs: list[dict] = field(default_factory=list)  # the anchor set's re-judgings
 
     @property
     def tests(self) -> int:

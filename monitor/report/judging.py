@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragmon.core.agreement import Agreement
+from ragmon.core.anchor import drift
 from ragmon.core.review_pages import MEASURE_NAMES, interval_text
 from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
 from ragmon.report.document import Doc, to_markdown
@@ -95,4 +96,54 @@ def print_judging(
         estimates_section(doc, window, oversight.estimates(window, {"app": app} if app else None))
     finally:
         store.close()
+    return to_markdown(doc)
+
+
+def _bounds(d: Mapping[str, float] | None, digits: int = 3) -> str:
+    if not d:
+        return "n/a"
+    return f"{d['estimate']:.{digits}f} [{d['low']:.{digits}f}, {d['high']:.{digits}f}]"
+
+
+def anchor_section(doc: Doc, runs: Sequence[Mapping], window: Window | None = None) -> None:
+    """The anchor set's re-judgings (of `window`'s days, else all) against the baseline of
+    the judge identity that ran last, and whether the drift alert's condition holds."""
+    doc.h(2, "Judge drift: the anchor set", "anchor")
+    found = drift(runs)
+    if found is None:
+        doc.p(
+            "No complete re-judging of the anchor set yet (RAGMON_ANCHOR_FILE, or 30 passages "
+            "people graded with text storage on; `ragmon worker --with-scheduler` runs it daily)."
+        )
+        return
+    latest, baseline = found
+    kappa, base = latest["kappa"], baseline["kappa"]
+    drifted = kappa["high"] < base["estimate"]
+    doc.p(
+        f"The judge `{latest['judge']}` grades the anchor set's {latest['passages']} passages "
+        f"again every day. Kappa with the set's grades: {_bounds(kappa)} on {latest['at'][:10]}, "
+        f"{_bounds(base)} on its first run ({baseline['at'][:10]}). "
+        + (
+            "**It agrees less than it did: its interval lies below the baseline (the "
+            "RagmonJudgeDrift alert fires).**"
+            if drifted
+            else "No fall beyond the interval."
+        )
+    )
+    shown = [r for r in runs if window is None or window.start.isoformat() <= r["at"][:10]
+             <= window.end.isoformat()]  # fmt: skip
+    rows = [
+        [r["at"][:16].replace("T", " "), f"`{r['judge']}`", f"{r.get('graded', 0)}/{r['passages']}",
+         _bounds(r.get("kappa")), _bounds(r.get("exact")), _bounds(r.get("difference"), 2),
+         r.get("reason") or ""]
+        for r in shown
+    ]  # fmt: skip
+    head = ["run (UTC)", "judge", "graded", "kappa", "exact", "judge − set", "note"]
+    doc.table(head, rows, "anchor")
+
+
+def anchor_text(runs: Sequence[Mapping]) -> str:
+    """What `ragmon anchor` prints (Markdown)."""
+    doc = Doc("ragmon anchor")
+    anchor_section(doc, runs)
     return to_markdown(doc)

@@ -89,6 +89,7 @@ def write_report(
     oversight = Oversight(store, store.settings.measure_params())
     report.agreement = oversight.agreement()
     report.estimates = oversight.estimates(current)
+    report.anchor_runs = store.anchors.runs()
     images = {}
     progress("plotting the 8-week trend")
     images["Weekly trend of each measure per retriever, last 8 weeks"] = plots.trend_png(report)

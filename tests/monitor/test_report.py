@@ -367,20 +367,30 @@ def test_detects_the_drop_over_seeds() -> None:
 def test_weekly_schedule_registers_cron_and_job_writes_report(live: Live, tmp_path: Path) -> None:
     from rq.cron import CronScheduler
 
-    from ragmon.workers.schedule import JOB_NAME, REPORT_CRON, register_weekly_report
+    from ragmon.workers.schedule import (
+        ANCHOR_CRON,
+        ANCHOR_JOB_NAME,
+        JOB_NAME,
+        REPORT_CRON,
+        register_schedule,
+    )
 
     end = yesterday()
     live.send(synthetic_events(seed=9, plan={"bm25": (GOOD, BAD)}, end=end, per_day=20))
     live.process()
     s = replace(live.settings, report_dir=str(tmp_path / "weekly"))
     worker = make_worker(s)
-    schedule = register_weekly_report(worker, s)
+    schedule = register_schedule(worker, s)
     try:
         deadline = time.monotonic() + 10
         while not CronScheduler.all(worker.connection):
             assert time.monotonic() < deadline, "the cron scheduler never registered"
             time.sleep(0.05)
-        (cron_job,) = schedule.scheduler.get_jobs()
+        jobs = {j.name: j for j in schedule.scheduler.get_jobs()}
+        assert set(jobs) == {JOB_NAME, ANCHOR_JOB_NAME}
+        anchor = jobs[ANCHOR_JOB_NAME]  # every day 05:00 (docs/agreement.md)
+        assert (anchor.cron, anchor.queue_name) == (ANCHOR_CRON, s.queue_name)
+        cron_job = jobs[JOB_NAME]
         assert (cron_job.name, cron_job.cron, cron_job.queue_name) == (
             JOB_NAME,
             REPORT_CRON,
