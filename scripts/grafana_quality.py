@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from grafana_panels import (
+    BAND,
+    bounded,
     dashboard,
     explorer_link,
     explorer_variable,
@@ -133,42 +135,10 @@ def _link_to_explorer(panels: list[dict[str, Any]]) -> None:
         p["fieldConfig"]["defaults"]["links"] = [explorer_link(per_field, sort)]
 
 
-APP = 'app=~"$app"'
-BAND = {  # the 95 % bounds of a gauge with `bound` drawn dashed around its estimate
-    "matcher": {"id": "byRegexp", "options": ".*(low|high)$"},
-    "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [4, 4]}},
-                   {"id": "custom.lineWidth", "value": 1}],
-}  # fmt: skip
-
-
-def _bounded(metric: str, sel: str, who: str) -> list[dict[str, Any]]:
-    """A gauge with `bound`: its estimate and its 95 % interval's ends, per `who` (a legend)."""
-    return [
-        target(f'{metric}{{{sel}, bound="{b}"}}', who + ("" if b == "estimate" else f" {b}"))
-        for b in ("estimate", "low", "high")
-    ]
-
-
-def judging_panels() -> list[dict[str, Any]]:
-    """The judge against people's grades (docs/agreement.md): agreement per judge identity and
-    the corrected estimates of the last 7 days, each with its 95 % interval."""
-    who = "{{judge}} vs {{reference}}"
-    p: list[dict[str, Any]] = [row("The judge against people (docs/agreement.md)")]
-    for name, title, desc, unit in (
-        ("kappa", "Judge agreement: kappa",
-         "Quadratic-weighted kappa of the judge with people's grades (reference=human) or with "
-         "the first judge (a second judge's): 1 is perfect, 0 is chance; dashed: 95 % interval. "
-         "Empty until 30 passages of 10 events were graded by both.", "none"),
-        ("exact", "Judge agreement: same grade",
-         "Share of passages the judge gave the same 0-3 grade as the reference; dashed: 95 % "
-         "interval.", "percentunit"),
-        ("difference", "Judge minus people: mean grade",
-         "The judge's mean grade minus the reference's on the same passages: above 0 the judge "
-         "over-grades (LLM judges often do); dashed: 95 % interval.", "none"),
-    ):  # fmt: skip
-        p.append(timeseries(title, desc, _bounded(f"ragmon_judge_agreement_{name}", APP, who),
-                            unit=unit, fieldConfig={"defaults": {"unit": unit},
-                                                    "overrides": [BAND]}))  # fmt: skip
+def corrected_panels() -> list[dict[str, Any]]:
+    """The corrected estimates of the last 7 days (docs/agreement.md), beside the judge-only
+    means, each with its 95 % interval."""
+    p: list[dict[str, Any]] = [row("Corrected with people's grades (docs/agreement.md)")]
     for key in ("ndcg", "precision", "hit"):
         sel = f'{SEL}, measure="{key}"'
         judge_only = target(f"ragmon_estimate_judge_only{{{sel}}}", "{{retriever}} judge only")
@@ -179,7 +149,7 @@ def judging_panels() -> list[dict[str, Any]]:
                 "corrected with people's grades (PPI++) with its 95 % interval (dashed): a "
                 "judge-only mean outside the interval is the judge's bias. Empty until 10 "
                 "units of 10 events were graded by people.",
-                [*_bounded("ragmon_estimate_corrected", sel, "{{retriever}} corrected"),
+                [*bounded("ragmon_estimate_corrected", sel, "{{retriever}} corrected"),
                  judge_only],
                 unit=UNITS[key],
                 fieldConfig={"defaults": {"unit": UNITS[key]}, "overrides": [BAND]},
@@ -317,7 +287,7 @@ def retrieval_quality() -> dict[str, Any]:
         )
     )
 
-    p.extend(judging_panels())
+    p.extend(corrected_panels())
 
     p.append(row("Week over week"))
     for key in ("ndcg", "t", "hit"):

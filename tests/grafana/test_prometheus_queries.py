@@ -13,6 +13,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,6 +122,15 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         )
         prom.wait_for("sum(ragmon_events_failed_total) > 0")
         results += grade_like_people(stack)
+        anchor = subprocess.run(
+            [sys.executable, "-m", "ragmon.cli", "anchor", "--rejudge"],
+            env=stack.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert anchor.returncode == 0, anchor.stderr  # the anchor set: people's grades
+        prom.wait_for('ragmon_judge_anchor_baseline_kappa{bound="estimate"}')
         prom.wait_for('ragmon_judge_agreement_kappa{bound="low"}')
         prom.wait_for('ragmon_estimate_corrected{measure="ndcg", bound="low"}')
         prom.wait_for("ragmon:retrieval_ndcg:mean1h")
