@@ -48,6 +48,12 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
 }
 
+READ_RESPONSES: dict[int | str, dict[str, Any]] = {  # a search's or a summary's
+    401: RESPONSES[401],
+    403: {"model": ErrorResponse, "description": "The key may not read this app."},
+    503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+}
+
 
 def _body_schema(model: type[BaseModel]) -> dict:
     return {
@@ -187,9 +193,7 @@ def add_event_routes(
         "/v1/estimates",
         responses={
             400: {"model": ErrorResponse, "description": "A `week` that is not YYYY-Www."},
-            401: RESPONSES[401],
-            403: {"model": ErrorResponse, "description": "The key may not read this app."},
-            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+            **READ_RESPONSES,
         },
         summary="Corrected estimates of nDCG@K, P@K and Hit@K per series and week",
         description="Per series (filtered by any label), over an ISO week (`week=2026-W48`) or "
@@ -227,9 +231,7 @@ def add_event_routes(
         response_model=EventPage,
         responses={
             400: {"model": ErrorResponse, "description": "A parameter that cannot be used."},
-            401: RESPONSES[401],
-            403: {"model": ErrorResponse, "description": "The key may not read this app."},
-            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+            **READ_RESPONSES,
         },
         summary="Search judged events by labels, time, measures, grade source or trace",
         description=SEARCH_HELP,
