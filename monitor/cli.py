@@ -353,8 +353,8 @@ def cmd_anchor(args: argparse.Namespace, settings: Settings) -> int:
 
     from ragmon.report.judging import anchor_text
     from ragmon.store import Store
-    from ragmon.workers.anchor import rejudge
     from ragmon.workers.judges import make_judge
+    from ragmon.workers.rejudge import rejudge
 
     store = Store.connect(settings)
     if args.reset:

@@ -95,7 +95,7 @@ def register_schedule(
 ) -> ReportSchedule:
     """Enqueue the weekly report on `cron`, and the anchor set's re-judging every day
     (`ANCHOR_CRON`), from a thread of this worker process."""
-    from ragmon.workers.anchor import anchor_job
+    from ragmon.workers.rejudge import anchor_job
 
     scheduler = CronScheduler(connection=worker.connection, name=f"ragmon-report:{worker.name}")
     scheduler.register(

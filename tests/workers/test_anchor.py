@@ -12,9 +12,9 @@ from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import utc_today
-from ragmon.workers.anchor import rejudge
 from ragmon.workers.judges.lexical import LexicalJudge
 from ragmon.workers.judges.llm import OpenAIJudge
+from ragmon.workers.rejudge import rejudge
 from tests.support.fake_llm import FakeLLM
 
 T0 = datetime(2026, 11, 20, 5, tzinfo=UTC)

@@ -63,7 +63,7 @@ def test_second_judge_grades_beside_the_first_and_its_agreement_is_exported(
     for r in records:  # the first judge's grades, as the event stored them, beside the second's
         stored = next(x for x in results if x["event_id"] == r["event_id"])["grades"]
         assert [f for f, _ in r["pairs"]] == stored
-    text = httpx.get(f"{api.url}/metrics").text
+    text = httpx.get(f"{api.url}/metrics", timeout=120).text
     got = {(s.name, s.labels.get("bound")): s.value
            for fam in text_string_to_metric_families(text) for s in fam.samples
            if s.labels.get("judge") == SECOND and s.labels.get("reference") == FIRST}  # fmt: skip
