@@ -26,7 +26,7 @@ from ragmon.core.drift import Interval, cluster_variance, clustered_mean, t_ppf
 TAU_BOOTSTRAP = 1000  # resamples of the queries for Kendall tau's interval
 GRADES = 4  # the 0-3 scale
 # Below these, `paired_agreement` gives no interval (tests/stats/anchor_sim.py: coverage held
-# from here on; docs/anchor.md says why).
+# from here on; docs/agreement.md says why).
 MIN_PAIRS = 30
 MIN_EVENTS = 10
 # query -> retriever -> (measure with known grades, with the judge's) per record

@@ -37,9 +37,10 @@ from ragmon.core.measure_table import MEASURES
 from ragmon.core.measures import DEFAULT_PARAMS, MeasureParams, compute
 
 # Below these a corrected estimate is not given (tests/stats/anchor_sim.py: coverage held from
-# here on; docs/anchor.md says why).
+# here on; docs/agreement.md says why).
 MIN_LABELS = 10  # human-graded units (passages for P@K, events for nDCG@K and Hit@K)
-MIN_CLUSTERS = 10  # distinct events (or queries) among them
+MIN_CLUSTERS = 10  # effective number of events (or queries) among them (Kish)
+PSEUDO = 1.0  # weight of each of the four pseudo-units, in average graded clusters
 # The event-level measures offered, and what a person must have graded for an event's value:
 # "all" passages sent (nDCG@K's ideal ranking reads the whole judged pool) or the "top" K.
 EVENT_MEASURES = {"ndcg": "all", "hit": "top", "precision": "top"}
@@ -103,12 +104,18 @@ def ppi_mean(
     U the rest). Its influence values are a + lam b, so the cluster-robust variance is a
     quadratic in lam, minimised at -sum(A_c B_c) / sum(B_c^2) over cluster totals, then cut to
     [0, 1]. As lam = 0 (the human-only mean, with the same variance formula) is allowed, the
-    tuned variance is never larger; the interval (cut to the measure's range) falls back to
-    lam = 0 if it is wider all the same. Both use Student's t with the same degrees of freedom:
-    the effective number of graded clusters (sum s)^2 / sum s^2 minus 1, s a cluster's graded
-    weight (Kish's design effect: a few big clusters count as few), at most G - 1.
-    All graded values at one end of the range give the exact one-sided bound
-    (alpha/2)^(1/clusters) from that end (no spread to estimate a variance from).
+    tuned variance is never larger; the interval falls back to lam = 0 if it is wider all the
+    same. Both use Student's t with the same degrees of freedom: the effective number of graded
+    clusters (sum s)^2 / sum s^2 minus 1, s a cluster's graded weight (Kish's design effect: a
+    few big clusters or weights count as few), which the minimum applies to as well.
+
+    Small samples: a measure with a finite range gets, for its intervals only, four pseudo-units
+    beside the graded ones, at the corners (lo, lo), (lo, hi), (hi, lo), (hi, hi) of (human,
+    judge), each weighing one average graded cluster: Agresti & Coull's (1998) two successes
+    and two failures, which on the difference human - judge is Agresti & Min's (2005) cell
+    adjustment. Without them a judge that agreed on every one of a few graded events, or a few
+    human values all at 1, would get a zero-width interval. The point estimate stays the plain
+    one (unbiased); the interval is cut to the range and widened to hold it when needed.
     """
     y, f, v = units.human, units.judge, units.weights
     fu, w = units.judge_rest, units.weights_rest
@@ -116,43 +123,47 @@ def ppi_mean(
     total = float(v.sum() + w.sum())
     judge_only = float(v @ f + w @ fu) / total * units.scale if total > 0 else None
     g = len(np.unique(units.clusters))
-    if n < min_labels or g < min_clusters:
-        why = f"{n} graded units from {g} clusters; needs {min_labels} from {min_clusters}"
-        return Corrected(None, None, judge_only, 0.0, n, None, why)
-    ybar, fbar = float(v @ y / v.sum()), float(v @ f / v.sum())
-    a = v * (y - ybar) / v.sum()
-    b = -v * (f - fbar) / v.sum()
-    if len(fu):
-        fubar = float(w @ fu / w.sum())
-        b_rest = w * (fu - fubar) / w.sum()
-    else:
-        fubar, b_rest = fbar, np.zeros(0)
-    codes = np.concatenate([units.clusters, units.clusters_rest])
-    size = int(codes.max()) + 1
-    big_a = np.bincount(units.clusters, weights=a, minlength=size)
-    big_b = np.bincount(codes, weights=np.concatenate([b, b_rest]), minlength=size)
-    bb = float(big_b @ big_b)
-    tuned = min(1.0, max(0.0, -float(big_a @ big_b) / bb)) if bb > 0 else 0.0
-
     sizes = np.bincount(units.clusters, weights=v)
-    df = max(1.0, min(g - 1.0, float(sizes.sum() ** 2 / (sizes @ sizes)) - 1.0))
+    g_eff = float(sizes.sum() ** 2 / (sizes @ sizes)) if n else 0.0
+    if n < min_labels or g_eff < min_clusters - 1e-9:
+        why = (
+            f"{n} graded units from {g_eff:.4g} effective clusters; "
+            f"needs {min_labels} from {min_clusters}"
+        )
+        return Corrected(None, None, judge_only, 0.0, n, None, why)
+    df = max(1.0, min(g - 1.0, g_eff - 1.0))
+    fubar = float(w @ fu / w.sum()) if len(fu) else 0.0
+    ybar, fbar = float(v @ y / v.sum()), float(v @ f / v.sum())
+    lo, hi = units.lo, units.hi
+    graded = units.clusters
+    if math.isfinite(lo) and math.isfinite(hi):
+        y = np.concatenate([y, [lo, lo, hi, hi]])
+        f = np.concatenate([f, [lo, hi, lo, hi]])
+        v = np.concatenate([v, np.full(4, PSEUDO * float(sizes.sum()) / g)])
+        top = max(int(graded.max()), int(units.clusters_rest.max(initial=0)))
+        graded = np.concatenate([graded, top + 1 + np.arange(4)])
+    my, mf = float(v @ y / v.sum()), float(v @ f / v.sum())  # with the pseudo-units
+    a = v * (y - my) / v.sum()
+    b = np.concatenate([-v * (f - mf) / v.sum(), w * (fu - fubar) / w.sum() if len(fu) else []])
+    a = np.concatenate([a, np.zeros(len(fu))])
+    codes = np.concatenate([graded, units.clusters_rest])
+    big_a, big_b = np.bincount(codes, weights=a), np.bincount(codes, weights=b)
+    bb = float(big_b @ big_b)
+    tuned = min(1.0, max(0.0, -float(big_a @ big_b) / bb)) if bb > 0 and len(fu) else 0.0
+
+    def variance(lam: float) -> float:
+        return cluster_variance(a + lam * b, codes, groups=g)[0]
 
     def interval(lam: float) -> Interval | None:
-        est = min(units.hi, max(units.lo, ybar - lam * (fbar - fubar)))
-        psi = np.concatenate([a + lam * b, lam * b_rest])
-        var = cluster_variance(psi, codes, groups=g)[0]
-        lo, hi = units.lo, units.hi
-        if var > 0:
-            half = t_ppf(0.5 + conf / 2, df) * math.sqrt(var)
-            lo, hi = max(lo, est - half), min(hi, est + half)
-        elif ybar == hi and math.isfinite(lo):  # P(Y = hi) <= (mean - lo) / (hi - lo)
-            lo = lo + (hi - lo) * (0.5 - conf / 2) ** (1 / g)
-        elif ybar == lo and math.isfinite(hi):
-            hi = hi - (hi - lo) * (0.5 - conf / 2) ** (1 / g)
-        else:
+        var = variance(lam)
+        if var <= 0:
             return None
+        est = min(hi, max(lo, ybar - lam * (fbar - fubar)))
+        center = my - lam * (mf - fubar)
+        half = t_ppf(0.5 + conf / 2, df) * math.sqrt(var)
+        low, high = max(lo, min(est, center - half)), min(hi, max(est, center + half))
         s = units.scale
-        return Interval(est * s, lo * s, hi * s, n, g, df)
+        return Interval(est * s, low * s, high * s, n, g, df)
 
     human_only = interval(0.0)
     if human_only is None:
@@ -160,12 +171,7 @@ def ppi_mean(
     estimate = interval(tuned)
     if estimate is None or estimate.high - estimate.low > human_only.high - human_only.low:
         tuned, estimate = 0.0, human_only
-
-    def variance(lam: float) -> float:
-        return float(np.sum((big_a + lam * big_b) ** 2))
-
-    v0, v1 = variance(0.0), variance(tuned)
-    effective = n * v0 / v1 if v1 > 0 else (float(n) if v0 == 0 else math.inf)
+    effective = n * variance(0.0) / variance(tuned)
     return Corrected(estimate, human_only, judge_only, tuned, n, effective)
 
 
@@ -242,17 +248,21 @@ def event_units(
     if measure not in EVENT_MEASURES:
         raise ValueError(f"measure must be one of {', '.join(EVENT_MEASURES)}, got {measure!r}")
     reads_all = EVENT_MEASURES[measure] == "all"
+    memo: dict[tuple[tuple[int | None, ...], int], float] = {}  # rankings repeat: few patterns
+
+    def value(grades: Sequence[int | None], k: int) -> float:
+        key = (tuple(grades), k)
+        if key not in memo:
+            memo[key] = compute(list(grades), k, params)[measure] or 0.0  # never None for these
+        return memo[key]
+
     out = _Builder()
     for i, e in enumerate(events):
         _check(e, i)
         code = out.code(i, e.cluster)
-        f = compute(list(e.judge), e.k, params)[measure]
-        assert f is not None
         needed = e.human if reads_all else e.human[: e.k]
         if needed and all(g is not None for g in needed):
-            y = compute(list(e.human), e.k, params)[measure]
-            assert y is not None
-            out.graded.append((y, f, code, e.weight))
+            out.graded.append((value(e.human, e.k), value(e.judge, e.k), code, e.weight))
         else:
-            out.rest.append((f, code, e.weight))
+            out.rest.append((value(e.judge, e.k), code, e.weight))
     return out.units(measure)

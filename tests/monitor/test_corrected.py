@@ -110,28 +110,47 @@ def test_never_wider_than_human_only(
     assert 0.0 <= got.estimate.low <= got.estimate.estimate <= got.estimate.high <= 1.0
 
 
-@pytest.mark.parametrize(
-    ("value", "lo", "hi"), [(1.0, 0.025 ** (1 / 12), 1.0), (0.0, 0.0, 1 - 0.025 ** (1 / 12))]
-)
-def test_all_graded_values_at_an_end_give_the_exact_bound(
-    value: float, lo: float, hi: float
+@pytest.mark.parametrize(("value", "low", "high"), [(1.0, 0.684931, 1.0), (0.0, 0.0, 0.315069)])
+def test_all_graded_values_at_an_end_still_have_an_interval(
+    value: float, low: float, high: float
 ) -> None:
-    got = ppi_mean(_units([value] * 12, [value] * 12, [0.5] * 20, lo=0.0, hi=1.0))
-    assert got.estimate is not None
-    assert (got.estimate.low, got.estimate.high) == pytest.approx((lo, hi))
+    # 12 values at 1 plus the pseudo-units (0, 0, 1, 1) of weight 1: center 14/16, sum of
+    # squared influence values (14 (1/8)^2 + 2 (7/8)^2) / 16^2 = 1.75 / 256, CR1 x 12/11,
+    # half = t(0.975, 11) x 0.0863562 = 0.190069; the plain estimate 1 stays inside.
+    got = ppi_mean(_units([value] * 12, [value] * 12, [], lo=0.0, hi=1.0))
+    assert got.estimate is not None and got.estimate.estimate == value
+    assert (got.estimate.low, got.estimate.high) == pytest.approx((low, high), abs=1e-5)
     assert got.estimate == got.human_only and got.lam == 0.0
 
 
-def test_no_spread_inside_the_range_gives_a_reason() -> None:
-    got = ppi_mean(_units([0.5] * 12, [0.5] * 12, [0.5] * 20, lo=0.0, hi=1.0))
+def test_a_judge_that_agreed_on_every_graded_event_gets_no_zero_width_interval() -> None:
+    y = [1.0, 0.0] * 6
+    got = ppi_mean(_units(y, y, [1.0, 0.0] * 500, lo=0.0, hi=1.0))
+    assert got.estimate is not None and got.human_only is not None and got.lam > 0.5
+    width = got.estimate.high - got.estimate.low
+    assert 0.3 < width < got.human_only.high - got.human_only.low
+
+
+def test_no_spread_on_an_open_range_gives_a_reason() -> None:
+    got = ppi_mean(_units([0.5] * 12, [0.5] * 12, [0.5] * 20))
     assert got.estimate is None and got.reason == "no spread among the human values"
 
 
 def test_too_few_graded_units() -> None:
     got = ppi_mean(_units([0.2] * 12, [0.3] * 12, [0.3] * 20, clusters=[i % 4 for i in range(12)]))
     assert got.estimate is None and got.human_only is None
-    assert got.reason == "12 graded units from 4 clusters; needs 10 from 10"
+    assert got.reason == "12 graded units from 4 effective clusters; needs 10 from 10"
     assert got.judge_only == pytest.approx(0.3)
+
+
+def test_unequal_weights_count_as_fewer_clusters() -> None:
+    # 12 events, one weighing 12: Kish's (sum w)^2 / sum w^2 = 23^2 / 155 = 3.4 clusters
+    u = _units([0.2, 0.4] * 6, [0.3] * 12, [0.3] * 20)
+    heavy = Units(u.human, u.judge, u.clusters, np.array([12.0] + [1.0] * 11), u.judge_rest,
+                  u.clusters_rest, u.weights_rest)  # fmt: skip
+    assert ppi_mean(u).estimate is not None
+    got = ppi_mean(heavy)
+    assert got.estimate is None and got.reason is not None and "3.413 effective" in got.reason
 
 
 # ---- from grades to units ---------------------------------------------------------------------
