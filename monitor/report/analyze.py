@@ -223,6 +223,14 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
     notes = []
     if not cur.days_with_data:
         notes.append(f"no data in the current window {cur.window.label}")
+    jb, jc = report.judge_base.models, report.judge_cur.models
+    if jb and jc and set(jb) != set(jc):  # grades of two identities are never mixed: say so
+        notes.append(
+            "the judge identity (model/prompt/mode) changed: the baseline was graded by "
+            + ", ".join(f"`{m}`" for m in sorted(jb)) + ", this week by "
+            + ", ".join(f"`{m}`" for m in sorted(jc))
+            + "; a change of the measures may be the judge's, not the retriever's"
+        )  # fmt: skip
     if report.first_week:
         notes.append(
             f"no baseline yet: the baseline window {base.window.label} has no events (the first "
