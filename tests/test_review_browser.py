@@ -95,7 +95,8 @@ def test_grading_in_the_browser_moves_agreement_and_the_corrected_estimate(
     browser.delete_all_cookies()
     browser.get(f"{stack.url}/ui/login?next=/ui/review")
     browser.find_element(By.NAME, "key").send_keys(SHOP_KEY)  # a key bound to app shop
-    follow(browser, browser.find_element(By.TAG_NAME, "button"), "/ui/review")
+    # the sign-in page's own URL names /ui/review (next=): wait for the page itself
+    follow(browser, browser.find_element(By.TAG_NAME, "button"), f"{stack.url}/ui/review")
     links = browser.find_elements(By.CSS_SELECTOR, "#series-to-review a")
     assert [a.text for a in links] == ["shop/kb/bm25/faq"]  # not app other's
     follow(browser, links[0], "/ui/review/shop/")
