@@ -162,7 +162,9 @@ def _document_field(key: str) -> tuple[int, str] | None:
     if not key.startswith(DOCUMENTS_DOT):
         return None
     index, sep, name = key[len(DOCUMENTS_DOT) :].partition(".document.")
-    return (int(index), name) if sep and index.isascii() and index.isdigit() else None
+    if not (sep and index.isascii() and index.isdigit()):
+        return None
+    return (int(index) if len(index) <= 9 else 10**9, name)  # past 10**9: a gap, rejected
 
 
 def span_event(
@@ -233,7 +235,7 @@ def _query(attrs: dict[str, AnyValue], has_documents: bool) -> str | None:
 def _query_in_json(text: str) -> str | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return None
     for _ in range(3):  # {"qb": {"query_str": ...}}: look a few levels down
         if isinstance(data, str):
@@ -294,7 +296,7 @@ def _fallback_id(pid: Any, doc: dict[str, AnyValue]) -> Any:
     if isinstance(meta, str):
         try:
             data = json.loads(meta)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if isinstance(data, dict) and isinstance(data.get("id"), str | int):
             return str(data["id"])
@@ -344,7 +346,7 @@ class _Lookup:
             if isinstance(raw, str):
                 try:
                     data = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):
                     data = None
                 if isinstance(data, dict):
                     self._metadata = data
