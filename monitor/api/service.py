@@ -97,7 +97,9 @@ class IngestService:
         )
         if items:
             await self.write(items)
-        self.writer.count_spans(len(items), mapped.ignored, len(mapped.rejected))
+        outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
+                    "rejected": len(mapped.rejected)}  # fmt: skip
+        self.writer.count_spans(outcomes, mapped.repairs)
         if mapped.rejected:  # retrievals that will not be monitored: the ingest alert sees them
             self.writer.reject("invalid", len(mapped.rejected))
         return otlp.encode_response(media, len(mapped.rejected), mapped.message())

@@ -158,3 +158,20 @@ def test_text_key_prints_a_key_that_seals_and_opens(tmp_path):
     assert sealer(other).open(rotated.seal("x")) == "x"  # the new key seals
     with pytest.raises(SettingsError, match="same keys"):
         sealer(other).open(sealed)
+
+
+def test_a_misspelled_variable_is_one_warning_line_at_start(tmp_path):
+    r = run_ragmon(["text-key"], clean_env(RAGMON_SAMPLE_RAT="0.1"), cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip()
+    assert one_line(r.stderr).endswith(
+        "unknown variable ignored: RAGMON_SAMPLE_RAT (did you mean RAGMON_SAMPLE_RATE?)"
+    )
+
+
+def test_an_empty_judge_model_is_refused_in_one_line(tmp_path):
+    r = run_ragmon(["text-key"], clean_env(RAGMON_JUDGE_MODEL=""), cwd=tmp_path)
+    assert r.returncode == 2
+    assert one_line(r.stderr) == (
+        "ragmon: bad configuration: RAGMON_JUDGE_MODEL is empty: give it a value or unset it "
+        "(default gpt-4o-mini)"
+    )

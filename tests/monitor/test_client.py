@@ -399,7 +399,6 @@ def test_invalid_events_are_counted_per_reason_not_sent(sidecar: Sidecar, caplog
         for _ in range(3):
             monitor.record("q", PASSAGES, 0)  # k out of range
             monitor.record("", PASSAGES, 2)  # empty query
-            monitor.record("q", PASSAGES, 2, labels={"app": "has space"})
             monitor.record("q", [{"id": "a", "text": "t", "grade": 7}], 1)
             monitor.record("q", [object()], 1)
         monitor.record("q", PASSAGES, 2, event_id="ok")
@@ -410,13 +409,12 @@ def test_invalid_events_are_counted_per_reason_not_sent(sidecar: Sidecar, caplog
     assert reasons == {
         "invalid_k": 3,
         "invalid_query": 3,
-        "invalid_labels": 3,
         "invalid_grade": 3,
         "invalid_passages": 3,
     }
-    assert stats["invalid"] == 15
+    assert stats["invalid"] == 12
     messages = [r.getMessage() for r in caplog.records]
-    for field in ("k:", "query:", "labels:", "grade:", "passages:"):  # once a minute per reason
+    for field in ("k:", "query:", "grade:", "passages:"):  # once a minute per reason
         assert sum(m.startswith(f"invalid event not sent: {field}") for m in messages) == 1
 
 
@@ -701,7 +699,6 @@ def test_passage_without_id_gets_a_stable_content_id() -> None:
         {"passages": [("a", None)]},
         {"passages": [("a", "t", 1.0, "x")]},
         {"passages": [{"id": "a", "text": "t", "grade": 4}] * 2},
-        {"labels": {"app": "has space"}},
         {"event_id": "x" * 129},
         {"timestamp": datetime.now(UTC) - timedelta(days=36)},
         {"timestamp": "2024-01-01T00:00:00"},
@@ -782,6 +779,11 @@ LONG = "word " * 7000  # 35,000 chars: over MAX_TEXT_CHARS
             {},
         ),
         ({"trace_id": "t" * 129}, lambda e: "trace_id" not in e, {"trace_ids_dropped": 1}),
+        (
+            {"labels": {"app": "has space", "index": "x" * 70, "segment": {}, "retriever": ""}},
+            lambda e: e["labels"] == {"app": "has_space", "index": "x" * 64},
+            {"labels_repaired": 3},
+        ),
     ],
 )
 def test_build_event_repairs_what_it_can_and_counts_it(kwargs, check, fixes) -> None:
