@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gzip
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -24,18 +27,43 @@ from ragmon.settings import Settings
 from ragmon.store import Store
 
 RENDER_NICENESS = 19
+PR_SET_PDEATHSIG = 1  # prctl(2)
+PARENT_POLL_S = 1.0  # where there is no parent-death signal
+CHILD_EXIT_S = 5.0  # how long close() waits for the terminated renderer
 # Pause between the renderer's HSCAN steps: its reads of 26k-140k fields, back to back, kept
 # Redis busy enough to double the ingest p99 (docs/performance.md); spread, they do not.
 RENDER_READ_PAUSE_S = 0.002
 _child_store: Store | None = None  # the child's store, connected on its first rendering
 
 
-def _child_start() -> None:
+def _child_start(parent: int) -> None:
     """Ctrl-C reaches the whole process group: the API stops the child, which must not die
     with a traceback of its own first. The child renders at the lowest CPU priority (nice 19):
-    on a small machine ingest then wins the CPU while a render runs (docs/performance.md)."""
+    on a small machine ingest then wins the CPU while a render runs (docs/performance.md).
+    It dies with the API process, however that ends (SIGKILL, OOM kill)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(RENDER_NICENESS)
+    die_with(parent)
+
+
+def die_with(parent: int) -> None:
+    """End this process when `parent` ends: the kernel's parent-death signal on Linux, else a
+    thread that watches the parent's pid. Without it a renderer outlives a killed API (and
+    keeps multiprocessing's resource tracker alive with it), re-parented to PID 1."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent:  # it died before the signal was armed
+                    os._exit(0)
+                return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="ragmon-parent-watch", daemon=True).start()
 
 
 def render_in_child(settings: Settings) -> bytes:
@@ -135,14 +163,21 @@ class MetricsText:
             # spawn, not fork: the API has threads and an event loop running
             ctx = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=ctx, initializer=_child_start
+                max_workers=1, mp_context=ctx, initializer=_child_start, initargs=(os.getpid(),)
             )
         return self._pool
 
     def close(self) -> None:
+        """Stop the renderer now (a rendering in progress is thrown away): `shutdown(wait=False)`
+        alone left it running after the API exited, with the resource tracker beside it."""
         if self._ahead is not None:
             self._ahead.cancel()
             self._ahead = None
         if self._pool is not None:
+            children = list((self._pool._processes or {}).values())  # noqa: SLF001
             self._pool.shutdown(wait=False, cancel_futures=True)
+            for child in children:
+                child.terminate()
+            for child in children:
+                child.join(CHILD_EXIT_S)
             self._pool = None
