@@ -315,7 +315,7 @@ def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sid
     )
     for i in range(20):
         monitor.record(f"q{i}", PASSAGES, 2)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while monitor.stats()["sent"] < 20 and time.monotonic() < deadline:  # both threads worked
         time.sleep(0.02)
     threads = [t for t in threading.enumerate() if t.name.startswith("ragmon-")]
