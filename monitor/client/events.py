@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from hashlib import sha1
 from typing import Any
 
-try:  # optional (`pip install ragmon[fast]`): encodes an event ~10x faster than the stdlib
+try:  # in the core install (CPython): encodes an event ~10x faster than the stdlib
     import orjson
 except ImportError:  # pragma: no cover - exercised by forcing the fallback in the tests
     orjson = None  # type: ignore[assignment]
