@@ -31,7 +31,7 @@ SERVER_MODULES = frozenset(
 )  # fmt: skip
 log = logging.getLogger("ragmon")
 
-# The variables a first-time user needs; the README's "Configuration" lists all of them.
+# The variables a first-time user needs; docs/configuration.md lists all of them.
 KEY_VARIABLES = (
     ("REDIS_URL", f"Redis for the queue, events and aggregates (default {DEFAULT_REDIS_URL})"),
     ("RAGMON_JUDGE", "openai (any OpenAI-compatible endpoint, the default) or lexical (offline)"),
@@ -62,7 +62,7 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     epilog = "key environment variables (a .env file in the working directory may set them):\n"
     epilog += "".join(f"  {name:24s} {text}\n" for name, text in KEY_VARIABLES)
-    epilog += "every setting: the README's Configuration section"
+    epilog += "every setting: docs/configuration.md"
     p = argparse.ArgumentParser(
         prog="ragmon",
         description="Online retrieval-quality monitoring for RAG applications. "
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(run=cmd_text_key, redis=False)
 
     m = command("metrics", help="print the metrics catalog")
-    m.add_argument("--markdown", action="store_true", help="as the README's table")
+    m.add_argument("--markdown", action="store_true", help="as the table of docs/metrics.md")
     m.set_defaults(run=cmd_metrics, redis=False)
     return p
 

@@ -31,7 +31,9 @@ class Settings:
     """Everything configurable; field metadata maps each field to its environment variable.
 
     A field marked `secret` (keys, URLs that may embed a password or a token) is never echoed
-    in an error message.
+    in an error message. Every field's variable is documented in docs/configuration.md, one
+    row with the default and what it does: tests/test_docs.py fails until a new field has its
+    row (and when a row's default differs from the field's).
     """
 
     redis_url: str | None = field(

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from ragmon.demo.traffic import demo_events
+from tests.support.api_server import ApiServer
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -117,3 +121,53 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
     )
     assert float(measures["nDCG@K"]) == pytest.approx(stored["measures"]["ndcg"], abs=5e-4)
     shot(browser, "event")
+
+
+def test_a_cross_site_form_cannot_sign_the_browser_in(
+    browser: webdriver.Chrome, make_api: Callable[..., ApiServer]
+) -> None:
+    """Login CSRF in a real browser: a page of another site (`localhost` against the API's
+    `127.0.0.1`) submits the sign-in form with its own key; the browser must stay signed out.
+    The explorer's own sign-in form still works."""
+    key = "browser-key-0123456789"
+    api = make_api(RAGMON_API_KEYS=key)
+    form = (
+        f'<form method=post action="{api.url}/ui/login"><input name=key value="{key}">'
+        "<input name=next value=/ui></form><script>document.forms[0].submit()</script>"
+    )
+    with static_page(form) as evil:
+        browser.delete_all_cookies()
+        browser.get(evil)
+        WebDriverWait(browser, 30).until(lambda b: b.current_url.startswith(api.url))
+        assert "cross-site request refused" in browser.page_source
+    browser.get(f"{api.url}/ui")
+    assert "Sign in" in browser.page_source  # no session was set
+    browser.find_element(By.NAME, "key").send_keys(key)
+    follow(browser, browser.find_element(By.TAG_NAME, "button"), "/ui")
+    WebDriverWait(browser, 30).until(lambda b: "Sign in" not in b.title)
+    assert key not in str(browser.get_cookies())  # the cookie holds a session, not the key
+
+
+@contextmanager
+def static_page(html: str) -> Iterator[str]:
+    """Serve one HTML page on `localhost` (another site than the API's 127.0.0.1)."""
+    body = html.encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}/"
+    finally:
+        server.shutdown()

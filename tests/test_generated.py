@@ -1,5 +1,6 @@
 """No generated file is stale: `scripts/regenerate.py --check` (dashboards, Grafana alerting and
-data source, the Kubernetes PrometheusRule, the demo data, the README's metrics table)."""
+data source, the Kubernetes PrometheusRule, the demo data, the tables of docs/metrics.md and
+docs/measures.md)."""
 
 from __future__ import annotations
 
@@ -40,19 +41,20 @@ def test_every_generated_file_is_covered() -> None:
         "monitor/demo/data/golden.jsonl",
         "monitor/demo/data/kb.jsonl",
         "monitor/demo/data/queries.jsonl",
-        "README.md",
+        "docs/metrics.md",
+        "docs/measures.md",
     } == names
 
 
 def test_the_check_sees_a_stale_file(tmp_path: Path) -> None:
     module = regenerate()
-    readme = module.README.read_text(encoding="utf-8")
-    row = next(line for line in readme.split("\n") if line.startswith("| `ragmon_grades_total`"))
-    old = readme.replace(row + "\n", "")
-    assert module.with_metrics_table(old) == readme  # the dropped row comes back
-    copy = tmp_path / "README.md"
+    page = module.METRICS_DOC.read_text(encoding="utf-8")
+    row = next(line for line in page.split("\n") if line.startswith("| `ragmon_grades_total`"))
+    old = page.replace(row + "\n", "")
+    assert module.with_metrics_table(old) == page  # the dropped row comes back
+    copy = tmp_path / "metrics.md"
     copy.write_text(old, encoding="utf-8")
-    assert module.stale({copy: readme, tmp_path / "missing.json": "{}"}) == [
+    assert module.stale({copy: page, tmp_path / "missing.json": "{}"}) == [
         copy,
         tmp_path / "missing.json",
     ]

@@ -1,5 +1,5 @@
 """Short, empty and repeated rankings, known grades at every depth: through the real API and
-workers, against a reference written from the contract (README "Short, empty and repeated
+workers, against a reference written from the contract (docs/api.md "Short, empty and repeated
 rankings"), not from `monitor/core/measures.py`."""
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ class Graded:
     duplicate_of: list[int | None]
     unjudged: dict[str, int] = field(default_factory=dict)
 
-    def duplicates_in(self, k: int) -> int:
-        return sum(d is not None for d in self.duplicate_of[:k])
+    def repeats(self) -> list[bool]:
+        return [d is not None for d in self.duplicate_of]
 
 
 def judged_depth(event: dict) -> int:
@@ -100,8 +100,8 @@ async def grade_event(
         await _ask(judge, None, query, passages, todo, out)
         return out
     texts = [passages[i]["text"] for i in todo]
-    cache = JudgmentCache(store, judge.model)
-    cached = cache.grades(judge.prompt_version, query, texts)
+    cache = JudgmentCache(store, judge.identity)
+    cached = cache.grades(query, texts)
     misses = []
     for i, g in zip(todo, cached, strict=True):
         if g is None:
@@ -161,7 +161,7 @@ async def _ask(
         failure, got = exc, exc.grades or [None] * len(idx)
     if cache is not None:
         answers = [(text, g) for (_, text), g in zip(items, got, strict=True)]
-        cache.keep(judge.prompt_version, query, answers)
+        cache.keep(query, answers)
     if failure is None or isinstance(failure, PartialGrades):
         reasons = failure.reasons if failure is not None else [None] * len(idx)
         for i, g, reason in zip(idx, got, reasons, strict=True):
@@ -207,7 +207,7 @@ async def probe_event(
         return ps, "no_llm"
     query = event["query"]
     texts = [p["text"] for p in passages[:k]]
-    cache = JudgmentCache(store, judge.model)
+    cache = JudgmentCache(store, judge.identity)
     ps[:k] = cache.ps(query, texts)
     misses = [i for i in range(k) if ps[i] is None]
     day = event_day(event)
@@ -236,7 +236,7 @@ async def probe_event(
             raise r
     for name, n in how.items():
         store.incr(f"utility_probes{SEP}{name}", n, day=day)
-    cache.keep(utility.PROMPT_VERSION, query, got)
+    cache.keep_ps(query, got)
     if lasting is None and passing is not None:
         raise passing  # UDCG can still be had: let RQ retry the job
     return ps, lasting

@@ -194,7 +194,7 @@ async def _one(
         ps, missing = await probe_event(event, judge, store)
     p_no = None if missing else ps
     measures = compute(
-        grades, k, params, event.get("relevant_total"), p_no, utility, graded.duplicates_in(k)
+        grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats()
     )
     result = {
         "event_id": event["event_id"],
@@ -205,6 +205,7 @@ async def _one(
         "grade_source": graded.sources,
         "duplicate_of": graded.duplicate_of,
         "measures": measures,
+        "judge": judge.identity.label,
         "error": None,
     }
     if graded.unjudged:
@@ -218,7 +219,9 @@ async def _one(
     counts = {f"passages_unjudged{SEP}{reason}": n for reason, n in graded.unjudged.items()}
     if any(d is not None for d in graded.duplicate_of):
         counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
-    done = store.finish(event, result, grades, stripped, judge=judge.model, series_counts=counts)
+    done = store.finish(
+        event, result, grades, stripped, judge=judge.identity.label, series_counts=counts
+    )
     if done and missing:  # once per event: a re-run finish is not done
         store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
     return "done" if done else "skipped"

@@ -16,9 +16,10 @@ from fastapi.responses import JSONResponse, Response
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing
 from ragmon.api.batcher import IngestWriter
+from ragmon.api.browser import Browser
 from ragmon.api.metrics import MetricsText
 from ragmon.api.routes import add_event_routes, add_operation_routes
-from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
+from ragmon.api.schemas import GradeBatch, RetrievalBatch, RetrievalEvent
 from ragmon.api.service import IngestService, Refused
 from ragmon.api.ui import explorer_ui
 from ragmon.settings import Settings
@@ -66,7 +67,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:
-        writer.reject(exc.reason)
+        if exc.reason is not None:  # an ingest route's refusal (a page's is not counted)
+            writer.reject(exc.reason)
         media = getattr(request.state, "otlp", None)
         if media is not None:  # an OTLP exporter: a google.rpc.Status in its encoding
             body = otlp.encode_status(media, exc.status, str(exc.detail))
@@ -75,7 +77,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     add_event_routes(app, settings, service, keys)
     add_operation_routes(app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text)
-    app.include_router(explorer_ui(settings, store, keys))
+    app.include_router(explorer_ui(settings, store, Browser(settings, keys)))
 
     def openapi() -> dict:
         if app.openapi_schema is None:
@@ -86,7 +88,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                 description=app.description, routes=app.routes,
             )  # fmt: skip
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (RetrievalEvent, RetrievalBatch):
+            for model in (RetrievalEvent, RetrievalBatch, GradeBatch):
                 js = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(js.pop("$defs", {}))
                 components[model.__name__] = js

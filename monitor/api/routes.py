@@ -13,10 +13,11 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
-from starlette.requests import ClientDisconnect
 
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
+from ragmon.api.bodies import read_body
+from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.schemas import (
     LABEL_PATTERN,
@@ -24,6 +25,8 @@ from ragmon.api.schemas import (
     BatchAccepted,
     ErrorResponse,
     EventPage,
+    GradeBatch,
+    GradesAccepted,
     RetrievalBatch,
     RetrievalEvent,
     RetrievalResult,
@@ -58,23 +61,10 @@ def _body_schema(model: type[BaseModel]) -> dict:
 def add_event_routes(
     app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing
 ) -> None:
-    """`/v1/retrievals` (write one, write a batch, search, read one) and `/v1/traces`."""
+    """`/v1/retrievals` (write one, write a batch, search, read one), `/v1/traces` and
+    `/v1/grades`."""
     store = service.store
-
-    async def read_body(request: Request) -> bytes:
-        limit = settings.max_body_bytes
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > limit:
-            raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
-        body = bytearray()
-        try:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise Refused(413, "too_large", f"body over the limit of {limit} bytes")
-        except ClientDisconnect:  # gone, or closed past RAGMON_BODY_TIMEOUT_S (ragmon.api.guard)
-            raise Refused(408, "timeout", "request body not received in time") from None
-        return bytes(body)
+    grades = GradeService(settings, store, service.unavailable)
 
     def authorize(request: Request) -> Principal | None:
         if not keys.enabled:
@@ -111,7 +101,7 @@ def add_event_routes(
     async def post_event(request: Request) -> JSONResponse:
         principal = authorize(request)
         ((event_id, status, created),) = await service.events(
-            principal, await read_body(request), RetrievalEvent
+            principal, await read_body(request, settings.max_body_bytes), RetrievalEvent
         )
         return JSONResponse({"event_id": event_id, "status": status}, 202 if created else 200)
 
@@ -126,7 +116,9 @@ def add_event_routes(
     )
     async def post_batch(request: Request) -> JSONResponse:
         principal = authorize(request)
-        stored = await service.events(principal, await read_body(request), RetrievalBatch)
+        stored = await service.events(
+            principal, await read_body(request, settings.max_body_bytes), RetrievalBatch
+        )
         body = {"results": [{"event_id": eid, "status": st} for eid, st, _ in stored]}
         return JSONResponse(body, 202)
 
@@ -158,9 +150,36 @@ def add_event_routes(
         except otlp.OtlpError as exc:
             raise otlp_refused(exc) from None
         body = await service.traces(
-            principal, await read_body(request), media, request.headers.get("content-encoding")
+            principal,
+            await read_body(request, settings.max_body_bytes),
+            media,
+            request.headers.get("content-encoding"),
         )
         return Response(body, 200, media_type=media)
+
+    @app.post(
+        "/v1/grades",
+        status_code=200,
+        response_model=GradesAccepted,
+        responses={
+            404: {"model": ErrorResponse, "description": "An unknown event: `loc` names it."},
+            **RESPONSES,
+            403: {"model": ErrorResponse, "description": "The key may not grade this app."},
+            422: {"model": ErrorResponse, "description": "Invalid grade, an unknown passage or "
+                  "an event not judged yet: `loc` names the item and field."},
+        },
+        openapi_extra=_body_schema(GradeBatch),
+        summary="People's 0-3 grades of judged passages, beside the judge's",
+        description="Idempotent per (event, passage, reviewer): the same grade again changes "
+        "nothing; another grade or note by the same reviewer replaces theirs. The judge's "
+        "grades and the event's measures stay as they are; `GET /v1/retrievals/{id}` shows "
+        "both, and agreement and the corrected estimates use both.",
+        tags=["grades"],
+    )  # fmt: skip
+    async def post_grades(request: Request) -> JSONResponse:
+        principal = authorize(request)
+        results = await grades.grades(principal, await read_body(request, settings.max_body_bytes))
+        return JSONResponse({"results": results})
 
     @app.get(
         "/v1/retrievals",

@@ -1,4 +1,4 @@
-"""The wire contract: the event a RAG app sends and the answers it gets (README "HTTP API")."""
+"""The wire contract: the event a RAG app sends and the answers it gets (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
+from ragmon.core.identity import REVIEWER_PATTERN
 from ragmon.core.measure_table import MEASURES
 from ragmon.core.wire import (  # noqa: F401 - re-exported: the contract's limits, defined once
     LABEL_KEYS,
@@ -168,6 +169,16 @@ Measures = create_model(
 )
 
 
+class HumanGradeShown(BaseModel):
+    """One person's grade of a passage."""
+
+    reviewer: str
+    grade: int
+    graded_by: str = Field(description="`human:<reviewer>`.")
+    note: str | None = None
+    at: str = Field(description="When it was given (or last changed), UTC.")
+
+
 class PassageResult(BaseModel):
     """One passage as judged: where its grade came from, and whether it repeats an earlier one."""
 
@@ -176,6 +187,16 @@ class PassageResult(BaseModel):
     score: float | None = None
     grade: int | None = Field(default=None, description="null: not graded (unjudged).")
     grade_source: Literal["known", "cache", "judge"] | None = None
+    graded_by: str | None = Field(
+        default=None,
+        description="Who gave `grade`: the judge identity `model/prompt_version/mode` (also for "
+        "a grade from the judgment cache, which is keyed by it), or `known`.",
+    )
+    human_grades: list[HumanGradeShown] | None = Field(
+        default=None,
+        description="People's grades of this passage (`POST /v1/grades`), beside the judge's: "
+        "they never replace `grade` nor change the measures.",
+    )
     duplicate_of: int | None = Field(
         default=None,
         description="The rank of the earlier passage with the same id: a repeat is not judged "
@@ -214,6 +235,9 @@ class RetrievalResult(BaseModel):
         "not relevant).",
     )
     measures: Measures | None = None  # type: ignore[valid-type]
+    judge: str | None = Field(
+        default=None, description="The identity of the judge that graded the event."
+    )
     utility: list[int | None] | None = Field(
         default=None,
         description="RAGMON_JUDGE_SCALE=utility5: each passage's 1-5 utility grade (RA-nWG's "
@@ -234,6 +258,48 @@ class RetrievalResult(BaseModel):
         description="Why the event failed, or while it is queued the last judge error (its "
         "job waits for a retry).",
     )
+
+
+MAX_NOTE_CHARS = 2000
+
+
+class HumanGrade(BaseModel):
+    """A person's 0-3 grade of one passage of a judged event."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    app: LabelValue = Field(description="The event's app (its `labels.app`).")
+    event_id: str = Field(min_length=1, max_length=MAX_EVENT_ID_CHARS)
+    passage_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    grade: int = Field(strict=True, ge=0, le=3, description="On the judge's 0-3 scale.")
+    reviewer: str = Field(
+        pattern=REVIEWER_PATTERN,
+        description="Who graded: 1-64 letters, digits or `_.@:+-`; one grade per reviewer "
+        "and passage (a new grade or note by the same reviewer replaces theirs).",
+    )
+    note: str | None = Field(default=None, max_length=MAX_NOTE_CHARS)
+
+
+class GradeBatch(BaseModel):
+    """Up to 1000 grades; a bad item rejects the whole request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grades: list[HumanGrade] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class GradeStored(BaseModel):
+    event_id: str
+    passage_id: str
+    reviewer: str
+    status: Literal["created", "updated", "unchanged"] = Field(
+        description="unchanged: the same grade and note were already stored (a repeat changes "
+        "nothing)."
+    )
+
+
+class GradesAccepted(BaseModel):
+    results: list[GradeStored]
 
 
 class ErrorDetail(BaseModel):

@@ -26,9 +26,12 @@ RETRY_AFTER_S = 5
 
 
 class Refused(Exception):
-    """A request refused before it reaches the store (status, reason label, detail)."""
+    """A request refused before it reaches the store (status, reason label, detail). With a
+    reason it counts in `ragmon_events_rejected_total{reason}`; a page's refusal has none."""
 
-    def __init__(self, status: int, reason: str, detail: Any, headers: dict | None = None) -> None:
+    def __init__(
+        self, status: int, reason: str | None, detail: Any, headers: dict | None = None
+    ) -> None:
         self.status, self.reason, self.detail, self.headers = status, reason, detail, headers
 
 

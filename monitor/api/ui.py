@@ -1,7 +1,8 @@
 """The event explorer's pages under `/ui`: read-only, server-rendered (`ragmon.core.pages`).
 
-With API keys on (RAGMON_API_KEYS), a browser signs in once with a key, kept in an HttpOnly
-cookie scoped to `/ui`; a key bound to an app sees that app only, as on `GET /v1/retrievals`.
+With API keys on (RAGMON_API_KEYS), a browser signs in once with a key and holds a session
+(`ragmon.api.browser`: an HttpOnly cookie scoped to `/ui`, not the key); a key bound to an app
+sees that app only, as on `GET /v1/retrievals`.
 """
 
 from __future__ import annotations
@@ -9,19 +10,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ragmon.api.auth import KeyRing, Principal
+from ragmon.api.auth import Principal
+from ragmon.api.browser import Browser
 from ragmon.core import pages
 from ragmon.core.search import Search, SearchError, parse_search
 from ragmon.settings import Settings
 from ragmon.store import Store
-
-COOKIE = "ragmon_key"
-COOKIE_AGE_S = 12 * 3600
 
 
 def scope(search: Search, principal: Principal | None) -> Search:
@@ -36,20 +35,14 @@ def scope(search: Search, principal: Principal | None) -> Search:
     return search.with_app(bound)
 
 
-def explorer_ui(settings: Settings, store: Store, keys: KeyRing) -> APIRouter:
+def explorer_ui(settings: Settings, store: Store, browser: Browser) -> APIRouter:
     router = APIRouter(prefix="/ui", include_in_schema=False)
-
-    def signed_in(request: Request) -> Principal | None:
-        if not keys.enabled:
-            return Principal(None)
-        key = request.cookies.get(COOKIE)
-        return keys.check(f"Bearer {key}") if key else None
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.wait_for(asyncio.to_thread(fn, *args), settings.store_timeout_s)
 
     async def answer(request: Request, build: Callable[[Principal | None], Any]) -> Response:
-        principal = signed_in(request)
+        principal = browser.principal(request)
         if principal is None:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/ui/login?next={quote(target, safe='')}", 303)
@@ -101,18 +94,13 @@ def explorer_ui(settings: Settings, store: Store, keys: KeyRing) -> APIRouter:
 
     @router.post("/login")
     async def login(request: Request) -> Response:
-        form = parse_qs((await request.body())[:8192].decode(errors="replace"))
-        key = (form.get("key") or [""])[0].strip()
-        target = (form.get("next") or ["/ui"])[0]
+        form = await browser.form(request)  # from this site only, within its limits
+        target = form.get("next", "/ui")
         if not target.startswith("/ui"):  # never redirect off the explorer
             target = "/ui"
-        if keys.enabled and keys.check(f"Bearer {key}") is None:
-            return RedirectResponse(f"/ui/login?failed=1&next={quote(target, safe='')}", 303)
         response = RedirectResponse(target, 303)
-        response.set_cookie(
-            COOKIE, key, max_age=COOKIE_AGE_S, path="/ui", httponly=True, samesite="strict",
-            secure=request.url.scheme == "https",
-        )  # fmt: skip
+        if not browser.sign_in(request, response, form.get("key", "")):
+            return RedirectResponse(f"/ui/login?failed=1&next={quote(target, safe='')}", 303)
         return response
 
     return router

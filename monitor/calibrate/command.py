@@ -59,7 +59,7 @@ def run_calibrate(
     elapsed = time.monotonic() - started
     res = analyse(records, outcome, settings.measure_params())
     head = [
-        f"# ragmon calibrate: judge `{judge.model}` (prompt {judge.prompt_version}) "
+        f"# ragmon calibrate: judge `{judge.identity.label}` (model/prompt/mode) "
         f"against the known grades of {path.name}",
         "",
         f"{len(records)} records, {len({r.query for r in records})} queries, "

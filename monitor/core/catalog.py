@@ -1,7 +1,9 @@
 """Every Prometheus metric ragmon exports: name, type, labels and help, written once.
 
-`/metrics`, the README table (`ragmon metrics --markdown`), the dashboards' and alerts' name
-checks all read this table.
+`/metrics`, the table of docs/metrics.md (`ragmon metrics --markdown`), the dashboards' and
+alerts' name checks all read this table. After adding or changing a metric, run
+`python scripts/regenerate.py` (it rewrites docs/metrics.md; tests/test_generated.py fails until
+you do).
 """
 
 from __future__ import annotations
@@ -222,7 +224,7 @@ def exposed_names() -> set[str]:
 
 
 def markdown_table() -> str:
-    """The README's metrics table, generated from this catalog."""
+    """The metrics table of docs/metrics.md, generated from this catalog."""
     rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
     for m in ALL:
         name = f"{m.name}_total" if m.type == "counter" else m.name

@@ -2,7 +2,7 @@
 
 `monitor/core/measures.py` computes them; everything that names, bounds, buckets, explains, ranks or
 charts a measure reads this table (the `/metrics` catalog, the API schema, the weekly report,
-the calibration, the demo summary, the Grafana generator and the README's tables), as
+the calibration, the demo summary, the Grafana generator and docs/metrics.md's table), as
 ir_measures keeps one registry of measure descriptions. Adding a measure: one `Measure` row
 here and one function in `measures.py` (CONTRIBUTING.md has the steps).
 """

@@ -247,5 +247,8 @@ def login(next_url: str, failed: bool) -> str:
         '<label>API key <input type=password name=key autofocus style="width:24em"></label> '
         "<button>Sign in</button></form>"
     )
-    note = "<p class=note>The key is kept in a cookie for this site (HttpOnly, 12 hours).</p>"
+    note = (
+        "<p class=note>A session, not the key, is kept in a cookie for this site "
+        "(HttpOnly, 12 hours).</p>"
+    )
     return page("Sign in", why + form + note)

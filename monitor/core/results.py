@@ -1,6 +1,6 @@
 """The answer of `GET /v1/retrievals/{id}`, built from what the store keeps (pure, no I/O).
 
-It holds what a person needs to debug one event (README "Reading results back"): the query
+It holds what a person needs to debug one event (docs/api.md, the result of `GET`): the query
 and timestamp, the app's `trace_id` and `metadata`, and each passage with its id, grade, where
 the grade came from and whether it repeats an earlier passage; text only when text storage is
 on (else the hashes kept in its place); the last judge error while the event waits for a retry.
@@ -8,9 +8,11 @@ on (else the hashes kept in its place); the last judge error while the event wai
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from ragmon.core.reviews import graded_by, shown
 
 
 def source_counts(sources: Iterable[str | None]) -> dict[str, int]:
@@ -30,11 +32,15 @@ def describe(
     received_at: float | None,
     error: str | None = None,
     show_text: bool = True,
+    human: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Merge the stored result (grades, measures), the stored event and its receipt time.
+    """Merge the stored result (grades, measures), the stored event and its receipt time, and
+    people's grades (`human`: records of `ragmon.core.reviews`) under their passages.
 
-    With `show_text` False (RAGMON_STORE_TEXT=false) no query or passage text is answered,
-    even while the event still holds it (sealed) for the judge."""
+    Each passage names who gave its grade (`graded_by`: the judge identity, or `known`);
+    people's grades never replace it, they are listed beside it (`human_grades`). With
+    `show_text` False (RAGMON_STORE_TEXT=false) no query or passage text is answered, even
+    while the event still holds it (sealed) for the judge."""
     out: dict[str, Any] = {"event_id": event_id, "status": status}
     if result is not None:
         out.update(result)
@@ -58,16 +64,23 @@ def describe(
     grades = out.get("grades") or []
     sources = out.get("grade_source") or []
     dups = out.get("duplicate_of") or []
+    people: dict[str, list[dict]] = {}
+    for record in human:
+        people.setdefault(record["passage_id"], []).append(shown(record))
     passages = []
     for i, p in enumerate(payload.get("passages", ())):
+        source = sources[i] if i < len(sources) else None
         row: dict[str, Any] = {
             "rank": i + 1,
             "id": p.get("id"),
             "score": p.get("score"),
             "grade": grades[i] if i < len(grades) else None,
-            "grade_source": sources[i] if i < len(sources) else None,
+            "grade_source": source,
+            "graded_by": graded_by(source, out.get("judge")),
             "duplicate_of": dups[i] if i < len(dups) else None,
         }
+        if p.get("id") in people and not row["duplicate_of"]:
+            row["human_grades"] = people[p["id"]]
         if show_text and isinstance(p.get("text"), str):
             row["text"] = p["text"]
         elif "text_sha" in p:

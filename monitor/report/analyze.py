@@ -144,7 +144,10 @@ def _hints(
     by = {r.measure: r for r in reg_rows}
     hints = []
     if models_changed:
-        hints.append("the judge model changed between the windows: grades may not be comparable")
+        hints.append(
+            "the judge identity (model, prompt or mode) changed between the windows: grades may "
+            "not be comparable"
+        )
     elif judge_shift:
         hints.append(
             "the judge's grade mix shifted for every retriever: check the judge (model, prompt, "

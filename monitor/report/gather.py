@@ -66,7 +66,7 @@ class WindowData:
     counters: dict[str, float] = field(default_factory=dict)
     events: dict[Group, Events] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # grades by source (judge, cache, known)
-    judges: dict[str, int] = field(default_factory=dict)  # judge or cache grades by judge model
+    judges: dict[str, int] = field(default_factory=dict)  # judge or cache grades by judge identity
     worst_ndcg: list[dict] = field(default_factory=list)
     worst_harm: list[dict] = field(default_factory=list)
     records: int = 0

@@ -99,7 +99,7 @@ class JudgeOps:
     cache_hits: int | None
     cache_misses: int | None
     sources: dict[str, int] = field(default_factory=dict)  # grades by source: judge, cache, known
-    models: dict[str, int] = field(default_factory=dict)  # judge and cache grades by judge model
+    models: dict[str, int] = field(default_factory=dict)  # judge and cache grades by judge identity
 
     @property
     def lexical_only(self) -> bool:

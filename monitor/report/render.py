@@ -249,7 +249,7 @@ def judge_section(doc: Doc, report: Report) -> None:
         ["", "baseline", "this week"],
         [
             _judge_cells("grades", _sources, b, c),
-            _judge_cells("judge model", _models, b, c),
+            _judge_cells("judge (model/prompt/mode)", _models, b, c),
             _judge_cells("spend", _spend, b, c),
             _judge_cells("cache hit ratio", ratio, b, c),
             _judge_cells("tokens", tokens, b, c),

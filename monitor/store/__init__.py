@@ -25,6 +25,7 @@ from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field, Status
 from ragmon.store.finish import day_keys, fail_call, finish_call
 from ragmon.store.grouping import Grouping
+from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, ingest_exact, plan_ingest
 from ragmon.store.keys import SEP, Keys, event_ref
 from ragmon.store.records import (
@@ -76,6 +77,7 @@ class Store:
         self.grouping = Grouping(self)
         self.sealer = Sealer(settings)
         self.explore = ExploreIndex(self)
+        self.human = HumanGrades(self)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
@@ -215,7 +217,8 @@ class Store:
     ) -> bool:
         """Store an event's result and its observations atomically; False if already done.
 
-        `judge` is the judge model that graded it (kept in the per-day record for the report).
+        `judge` is the identity of the judge that graded it (kept in the per-day record for the
+        report).
         `series_counts` adds to per-series counters once with it: `name` or `name|reason`
         becomes the field `name|app|index|retriever|segment[|reason]`.
         """
@@ -244,8 +247,10 @@ class Store:
         no such event (another app's event of the same id is never read)."""
         ref = event_ref(app, event_id)
         f = Field
-        fields = self.client.hmget(self.keys.event(ref), f.STATUS, f.RESULT, f.PAYLOAD, f.RECEIVED,
-                                   f.ERROR)  # fmt: skip
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(self.keys.event(ref), f.STATUS, f.RESULT, f.PAYLOAD, f.RECEIVED, f.ERROR)
+            pipe.hvals(self.keys.human_grades(ref))
+            fields, people = pipe.execute()
         status, result, payload, rt, error = fields
         if status is None:
             return None
@@ -257,6 +262,7 @@ class Store:
             float(rt) if rt is not None else None,
             text_of(error) if error is not None else None,
             show_text=self.settings.store_text,
+            human=sorted((json.loads(x) for x in people), key=lambda r: r["at"]),
         )
 
     def note_error(self, refs: Sequence[str], error: str) -> None:

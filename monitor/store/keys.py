@@ -145,6 +145,25 @@ class Keys:
         """A cached grade for (model, prompt version, normalized query, passage text)."""
         return f"{self.prefix}:jc:{model}:{prompt_version}:{query_hash}:{text_hash}"
 
+    def human_grades(self, ref: str) -> str:
+        """Hash of people's grades of one event: field `["passage_id", "reviewer"]` (JSON) →
+        the grade's record (`ragmon.store.human`)."""
+        return f"{self.prefix}:hg:ev:{ref}"
+
+    def human_refs(self, app: str) -> str:
+        """Sorted set of one app's events that people graded, by the time of the last change."""
+        return f"{self.prefix}:hg:refs:{app}"
+
+    @property
+    def human_apps(self) -> str:
+        """Set of the apps with people's grades."""
+        return f"{self.prefix}:hg:apps"
+
+    @property
+    def human_generation(self) -> str:
+        """Counter bumped by every change of a person's grade (derived statistics' cache)."""
+        return f"{self.prefix}:hg:gen"
+
     def rate(self, model: str, kind: str) -> str:
         """Sliding-window log of judge requests or tokens for one model."""
         return f"{self.prefix}:rl:{model}:{kind}"

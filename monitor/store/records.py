@@ -116,7 +116,8 @@ def day_record(
 ) -> dict[str, Any]:
     """The compact per-event record kept per day for the drift report: measures, labels, the
     top K, a short hash and the word count of the query (repeated questions cluster; the query
-    population is compared), where the grades came from and which judge model gave them."""
+    population is compared), where the grades came from and which judge identity
+    (`model/prompt_version/mode`) gave them."""
     query = event["query"]
     qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
     return {

@@ -390,3 +390,44 @@ return trim(A.series)
 
 ALL = (INGEST, INGEST_JOBS, FINISH, FAIL, FREE_SERIES, GROUP, CLAIM, EXPIRED_CLAIMS,
        EXPLORE_INDEX, EXPLORE_TRIM)  # fmt: skip
+
+# Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
+# KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:
+# per grade, its field in the hash, the record (JSON), the grade, the note ('' for none), the
+# event ref and the app. A grade whose stored twin has the same grade and note changes nothing
+# (0); a new one is stored (1), a changed one replaces it (2). Any change bumps `generation`,
+# which the derived statistics (agreement, estimates) are cached by.
+HUMAN_GRADES = Script(
+    "HUMAN_GRADES",
+    ("generation", "apps"),
+    ("ttl", "now"),
+    """
+local ttl = tonumber(A.ttl)
+local out = {}
+local changed = false
+for i = 1, (#KEYS - KEYS_REST + 1) / 2 do
+  local key, refs = KEYS[KEYS_REST + 2 * (i - 1)], KEYS[KEYS_REST + 2 * (i - 1) + 1]
+  local b = ARGV_REST + 6 * (i - 1)
+  local field, grade, note = ARGV[b], ARGV[b + 2], ARGV[b + 3]
+  local state = 1
+  local old = redis.call('HGET', key, field)
+  if old then
+    local o = cjson.decode(old)
+    local was = o.note
+    if type(was) ~= 'string' then was = '' end
+    if tostring(o.grade) == grade and was == note then state = 0 else state = 2 end
+  end
+  if state > 0 then
+    redis.call('HSET', key, field, ARGV[b + 1])
+    redis.call('ZADD', refs, tonumber(A.now), ARGV[b + 4])
+    redis.call('SADD', K.apps, ARGV[b + 5])
+    redis.call('EXPIRE', key, ttl)
+    redis.call('EXPIRE', refs, ttl)
+    changed = true
+  end
+  out[i] = state
+end
+if changed then redis.call('INCR', K.generation) end
+return out
+""",
+)

@@ -2,7 +2,7 @@
 
 Run: `.venv/bin/python -m tests.bench.bench_measures [--short]`.
 
-Each event has M = 2K passages (what the README asks apps to send, so F_e is defined) with
+Each event has M = 2K passages (what docs/api.md asks apps to send, so F_e is defined) with
 random grades 0-3 and about 10% unjudged. Next to `compute()` the same lists go through two
 baselines measured in the same run, so the figures can be read on any machine:
 `sum` is a bare Python loop adding up the M grades (the least any per-event Python code costs),

@@ -105,7 +105,7 @@ def test_event_format_with_the_llm_judge_judges_each_pair_once(tmp_path, redis_u
     assert len(calls) == 5  # five distinct passages of one query, though seven are listed
     assert "Agreement on 4 (query, passage) pairs" in report
     assert "(1 more were judged but have no known grade)" in report
-    assert "judge `gpt-4o-mini`" in report and "judge calls: 5" in report
+    assert "judge `gpt-4o-mini/umbrela-1/pointwise`" in report and "judge calls: 5" in report
     assert sum(map(sum, _matrix(report))) == 4
     assert "| bm25 | dense |" in report
 

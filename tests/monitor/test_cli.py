@@ -103,8 +103,8 @@ def test_serve_on_a_busy_port_is_one_line(tmp_path):
         "another program): stop it or choose another --port"
     ], r.stderr
     assert "Traceback" not in r.stderr and "Errno" not in r.stderr
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert line[0].replace(f"port {port} ", "port 8000 ") in readme  # the documented line
+    cli_doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert line[0].replace(f"port {port} ", "port 8000 ") in cli_doc  # the documented line
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from ragmon.api.browser import COOKIE
 from ragmon.core.measures import compute
 from ragmon.store import Store, text_hash
 from ragmon.store.keys import event_ref
@@ -130,7 +131,7 @@ def test_an_app_bound_key_never_sees_another_apps_events(api: ApiServer) -> None
 def test_a_refused_key_does_not_sign_in(api: ApiServer) -> None:
     ui = httpx.Client(base_url=api.url, follow_redirects=True)
     r = ui.post("/ui/login", data={"key": "wrong", "next": "https://evil.example/"})
-    assert "That key was refused" in r.text and "ragmon_key" not in ui.cookies
+    assert "That key was refused" in r.text and COOKIE not in ui.cookies
     r = ui.post("/ui/login", data={"key": ADMIN, "next": "https://evil.example/"})
     assert r.url.path == "/ui"  # never redirected off the explorer
 

@@ -1,4 +1,4 @@
-"""Per-event measures: hand-worked cases, the README's worked example, validation, properties."""
+"""Per-event measures: hand-worked cases, docs/measures.md's example, validation, properties."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def d(rank: int) -> float:
     return 1.0 / math.log2(rank + 1)
 
 
-# --- the README's worked example -----------------------------------------------------------
+# --- docs/measures.md's worked example -------------------------------------------------------
 
 
 def test_primer_ndcg_exponential() -> None:

@@ -2,9 +2,9 @@
 
 Each record of `trec-dl-top20.jsonl` is one event: a run's top 20 for a query, with NIST grades
 (None where never judged). With qrels restricted to the record's judged passages, trec_eval's
-ideal ranking is our judged pool and an unjudged passage is non-relevant, exactly as the README
-defines them; its `ndcg_cut` uses linear gain. With the full qrels, N_p is known, which checks
-`recall` and `f` against `recall_10` / `set_F`.
+ideal ranking is our judged pool and an unjudged passage is non-relevant, exactly as
+docs/measures.md defines them; its `ndcg_cut` uses linear gain. With the full qrels, N_p is
+known, which checks `recall` and `f` against `recall_10` / `set_F`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from ragmon.settings import (
     unknown_variables,
 )
 
-# The variables the README's "Configuration" table lists: every one must be read.
+# Variables docs/configuration.md lists: each must be read (tests/test_docs.py checks them all).
 DOCUMENTED_VARIABLES = {
     "REDIS_URL",
     "RAGMON_API_KEYS",

@@ -37,7 +37,7 @@ def grade(query: str, texts: list[str]) -> list[int]:
 def test_judge_identity() -> None:
     judge = LexicalJudge()
     assert judge.model == "lexical"
-    assert judge.prompt_version == "lexical-1"
+    assert judge.identity.label == "lexical/lexical-1/per-event"
     assert asyncio.iscoroutinefunction(judge.grade)
 
 

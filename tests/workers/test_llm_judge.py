@@ -162,11 +162,41 @@ def test_listwise_splits_long_events_and_repairs_a_missing_id(redis_url, fake):
     assert outcomes(s) == {"ok": 2, "malformed": 1}
 
 
-def test_prompt_version_separates_modes_in_the_cache(redis_url, fake):
+def test_the_cache_never_serves_one_identitys_grade_to_another(redis_url, fake):
+    """Identity = (model, prompt version, mode): each asks the judge itself for a pair another
+    identity has cached, and keeps its own grade (the cache key was `umbrela-1-pointwise`
+    before identities had a name: kept, so existing caches stay valid)."""
     point = OpenAIJudge(judge_settings(redis_url, fake))
-    listw = OpenAIJudge(judge_settings(redis_url, fake, RAGMON_JUDGE_MODE="listwise"))
-    assert point.prompt_version.startswith(prompt.PROMPT_VERSION)
-    assert point.prompt_version != listw.prompt_version
+    assert point.identity.label == f"{MODEL}/{prompt.PROMPT_VERSION}/pointwise"
+    assert point.identity.cache_version == f"{prompt.PROMPT_VERSION}-pointwise"
+    event = {"query": QUERY, "k": 1, "labels": {"app": "a"},
+             "timestamp": "2026-11-27T00:00:00+00:00", "passages": [
+                 {"id": "d1", "text": PASSAGES[0][1]}]}  # fmt: skip
+
+    def graded(**env: str) -> tuple[int | None, str | None]:
+        s = judge_settings(redis_url, fake, **env)
+
+        async def go() -> tuple[int | None, str | None]:
+            judge = OpenAIJudge(s, Store.connect(s))
+            try:
+                out = await grade_event(event, judge, Store.connect(s))
+            finally:
+                await judge.aclose()
+            return out.grades[0], out.sources[0]
+
+        return asyncio.run(go())
+
+    fake.script(Reply.text('{"grade": 3}'))
+    assert graded() == (3, "judge")
+    assert graded() == (3, "cache")  # the same identity: from the cache
+    fake.script(Reply.text('{"p1": 1}'))
+    assert graded(RAGMON_JUDGE_MODE="listwise") == (1, "judge")  # another mode
+    fake.script(Reply.text('{"grade": 0}'))
+    assert graded(RAGMON_JUDGE_MODEL="gpt-4o") == (0, "judge")  # another model
+    fake.script(Reply.text('{"grade": 2}'))
+    assert graded(RAGMON_JUDGE_SCALE="utility5") == (2, "judge")  # another prompt (1-5)
+    assert len(fake.chat_requests()) == 4
+    assert graded() == (3, "cache")  # and the first identity still finds its own
 
 
 # ---- each failure kind ------------------------------------------------------------------------
@@ -307,7 +337,7 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
         asyncio.run(grade())
     err = info.value
     assert err.reason == "server_error" and err.retryable and err.grades == [3, None, 1]
-    version = OpenAIJudge(s).prompt_version
+    version = OpenAIJudge(s).identity.cache_version
     assert store.cached_grades(MODEL, version, QUERY, texts) == [3, None, 1]
     assert len(fake.chat_requests()) == 3
     grades = asyncio.run(grade())  # the job's retry: only the passage that failed is asked
@@ -321,7 +351,7 @@ def test_the_judge_itself_writes_no_judgment_cache(redis_url, fake):
     fake.script(Reply.text('{"grade": 3}'), Reply.error(500), Reply.text('{"grade": 1}'))
     err = grade_error(s, passages=PASSAGES)
     assert err.retryable and err.grades == [3, None, 1]
-    version = OpenAIJudge(s).prompt_version
+    version = OpenAIJudge(s).identity.cache_version
     texts = [t for _, t in PASSAGES]
     assert Store.connect(s).cached_grades(MODEL, version, QUERY, texts) == [None] * 3
 

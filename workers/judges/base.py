@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from ragmon.core.identity import JudgeIdentity
+
 
 class JudgeError(Exception):
     """The judge could not grade; `reason` is a short metric label (e.g. `timeout`, `http_500`).
@@ -43,10 +45,11 @@ class PartialGrades(JudgeError):
 class Judge(Protocol):
     """Grades each passage's relevance to the query on the 0-3 TREC DL / UMBRELA scale."""
 
-    #: The `model` label of the judge's metrics and the judgment cache's namespace.
+    #: The `model` label of the judge's call metrics (requests, tokens, cost).
     model: str
-    #: Bumped whenever the prompt or the grading rule changes, so cached grades are not reused.
-    prompt_version: str
+    #: Model, prompt version (bumped whenever the prompt or the grading rule changes) and mode:
+    #: what every grade it gives carries, and the judgment cache's namespace.
+    identity: JudgeIdentity
     #: True when a passage's grade depends on the other passages of the same call (the lexical
     #: judge's IDF): its grades are then neither cached nor shared between events, or they
     #: would depend on which event was judged first.

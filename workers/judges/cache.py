@@ -3,8 +3,9 @@
 Apart from the judges because the job, not a judge, decides what to ask: it reads the cache
 before asking and writes back every answer the judge gave, including the grades of an event
 that failed half-way, so a retried job pays only for the rest. `keep` is the one place that
-writes it. Entries are keyed by the judge's `prompt_version` (a new prompt never reuses old
-grades); the utility probe's p's live beside the grades under `utility.PROMPT_VERSION`.
+writes it. Entries are keyed by the judge's identity (model, prompt version, mode): a new
+model, prompt or mode never reuses another's grades. The utility probe's p's live beside the
+grades under the model and `utility.PROMPT_VERSION`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ragmon.core.identity import JudgeIdentity
 from ragmon.workers.judges import utility
 
 if TYPE_CHECKING:
@@ -21,22 +23,29 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class JudgmentCache:
-    """One judge model's cached answers in the store (kept RAGMON_CACHE_TTL_DAYS)."""
+    """One judge identity's cached answers in the store (kept RAGMON_CACHE_TTL_DAYS)."""
 
     store: Store
-    model: str
+    identity: JudgeIdentity
 
-    def grades(self, prompt_version: str, query: str, texts: Sequence[str]) -> list[int | None]:
-        """The cached grade of each text (None where the judge was never asked)."""
-        return self.store.cached_grades(self.model, prompt_version, query, texts)
+    def grades(self, query: str, texts: Sequence[str]) -> list[int | None]:
+        """The cached grade of each text (None where this identity was never asked)."""
+        who = self.identity
+        return self.store.cached_grades(who.model, who.cache_version, query, texts)
 
     def ps(self, query: str, texts: Sequence[str]) -> list[float | None]:
         """The utility probe's cached p(NO-RESPONSE) of each text (None where not probed)."""
-        return self.store.cached_p(self.model, utility.PROMPT_VERSION, query, texts)
+        return self.store.cached_p(self.identity.model, utility.PROMPT_VERSION, query, texts)
 
-    def keep(
-        self, prompt_version: str, query: str, answers: Sequence[tuple[str, float | None]]
-    ) -> None:
-        """Remember the judge's answers, `(text, grade or p)`; None (not answered) is skipped."""
+    def keep(self, query: str, answers: Sequence[tuple[str, float | None]]) -> None:
+        """Remember the judge's grades, `(text, grade)`; None (not answered) is skipped."""
+        who = self.identity
+        self._keep(who.cache_version, query, answers)
+
+    def keep_ps(self, query: str, answers: Sequence[tuple[str, float | None]]) -> None:
+        """Remember the utility probe's p's, `(text, p)`."""
+        self._keep(utility.PROMPT_VERSION, query, answers)
+
+    def _keep(self, version: str, query: str, answers: Sequence[tuple[str, float | None]]) -> None:
         known = [(text, value) for text, value in answers if value is not None]
-        self.store.cache_grades(self.model, prompt_version, query, known)
+        self.store.cache_grades(self.identity.model, version, query, known)

@@ -35,6 +35,8 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ragmon.core.identity import JudgeIdentity
+
 __all__ = ["LexicalJudge", "coverage", "lexical_grades", "tokenize"]
 
 SMOOTHING_DOCS = 10
@@ -138,7 +140,7 @@ class LexicalJudge:
     """The `Judge` used when no LLM is configured (`RAGMON_JUDGE=lexical`); see module docstring."""
 
     model = "lexical"
-    prompt_version = "lexical-1"
+    identity = JudgeIdentity("lexical", "lexical-1", "per-event")
     per_call = True  # the IDF is the call's: each event is graded on its own passages
 
     async def grade(self, query: str, passages: Sequence[tuple[str, str]]) -> list[int]:

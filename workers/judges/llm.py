@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import openai
 from openai.types.chat import ChatCompletion
 
+from ragmon.core.identity import JudgeIdentity
 from ragmon.retry import retry_after_s
 from ragmon.workers.admission import RateLimiter
 from ragmon.workers.judges import prompt, utility
@@ -109,7 +110,7 @@ class OpenAIJudge:
         self.model = settings.judge_model
         self.mode = settings.judge_mode
         self.scale = prompt.SCALES[settings.judge_scale]
-        self.prompt_version = f"{self.scale.version}-{self.mode}"
+        self.identity = JudgeIdentity(self.model, self.scale.version, self.mode)
         state = store.judge_state() if store is not None else None
         self._limiter = (
             RateLimiter(state, self.model, settings.judge_rpm, settings.judge_tpm)
