@@ -1,5 +1,6 @@
 """No generated file is stale: `scripts/regenerate.py --check` (dashboards, Grafana alerting and
-data source, the Kubernetes PrometheusRule, the demo data, the metrics table of docs/metrics.md)."""
+data source, the Kubernetes PrometheusRule, the demo data, the tables of docs/metrics.md and
+docs/measures.md)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def test_every_generated_file_is_covered() -> None:
         "monitor/demo/data/kb.jsonl",
         "monitor/demo/data/queries.jsonl",
         "docs/metrics.md",
+        "docs/measures.md",
     } == names
 
 

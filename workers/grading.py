@@ -33,8 +33,8 @@ class Graded:
     duplicate_of: list[int | None]
     unjudged: dict[str, int] = field(default_factory=dict)
 
-    def duplicates_in(self, k: int) -> int:
-        return sum(d is not None for d in self.duplicate_of[:k])
+    def repeats(self) -> list[bool]:
+        return [d is not None for d in self.duplicate_of]
 
 
 def judged_depth(event: dict) -> int:

@@ -194,7 +194,7 @@ async def _one(
         ps, missing = await probe_event(event, judge, store)
     p_no = None if missing else ps
     measures = compute(
-        grades, k, params, event.get("relevant_total"), p_no, utility, graded.duplicates_in(k)
+        grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats()
     )
     result = {
         "event_id": event["event_id"],

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import gzip
 import os
-import signal
 import time
 
 from ragmon import export
@@ -29,10 +28,8 @@ _child_store: Store | None = None  # the child's store, connected on its first r
 
 
 def _child_start() -> None:
-    """Ctrl-C reaches the whole process group: the API stops the child, which must not die
-    with a traceback of its own first. The child renders at the lowest CPU priority (nice 19):
-    on a small machine ingest then wins the CPU while a render runs (docs/performance.md)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """The child renders at the lowest CPU priority (nice 19): on a small machine ingest then
+    wins the CPU while a render runs (docs/performance.md)."""
     os.nice(RENDER_NICENESS)
 
 
@@ -125,6 +122,7 @@ class MetricsText:
         return await self._child.run(render_in_child, self.settings)
 
     def close(self) -> None:
+        """Stop the renderer now (a rendering in progress is thrown away)."""
         if self._ahead is not None:
             self._ahead.cancel()
             self._ahead = None

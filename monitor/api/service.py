@@ -203,7 +203,9 @@ class IngestService:
         await self.backpressure()
         if items:
             await self.write(items)
-        self.writer.count_spans(len(items), mapped.ignored, len(mapped.rejected))
+        outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
+                    "rejected": len(mapped.rejected)}  # fmt: skip
+        self.writer.count_spans(outcomes, mapped.repairs)
         if len(mapped.rejected) > export.cut:  # retrievals that will not be monitored: the
             self.writer.reject("invalid", len(mapped.rejected) - export.cut)  # alert sees them
         if export.cut:

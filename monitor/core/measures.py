@@ -153,15 +153,16 @@ def compute(
     relevant_total: int | None = None,
     p_no_response: Sequence[float | None] | None = None,
     utility: Sequence[int | None] | None = None,
-    duplicates: int = 0,
+    repeats: Sequence[bool] | None = None,
 ) -> dict[str, float | None]:
     """All measures of one ranked list of grades (best first) cut at K.
 
     Fewer than K grades (M < K) leave empty slots: gain 0, not relevant, not harmful, still
     counted in n_n and in the K of P@K; M = 0 is the worst outcome (T = -a, everything else 0,
     F_e, K/N̂_p, judged@K and UDCG null). A repeated passage is passed as None (unjudged) at
-    its later rank, and `duplicates` says how many of the top K are such repeats, so that
-    judged@K is the share of the top K's distinct passages that have a grade.
+    its later rank, and `repeats` (one flag per passage) marks it, so that judged@K is the
+    share of the top K's distinct passages that have a grade and UDCG counts it as a slot the
+    LLM learns nothing from (utility 0).
 
     `p_no_response` (one per passage, None where not probed) gives UDCG; without it, or with
     any top-K passage unprobed, UDCG is None. An unjudged top-K passage counts as not relevant
@@ -185,6 +186,7 @@ def compute(
     harm_grades = params.harm_grades
 
     n_p = n_harm = judged = first_rel = 0
+    n_repeats = sum(repeats[:k]) if repeats is not None else 0
     dcg = 0.0
     shown = min(k, len(grades))  # passages in the top K; the rest are empty slots
     for i in range(shown):
@@ -221,7 +223,7 @@ def compute(
         "k_over_np": None,
         "f": None,
         "recall": None,
-        "judged_at_k": judged / (shown - duplicates) if shown > duplicates else None,
+        "judged_at_k": judged / (shown - n_repeats) if shown > n_repeats else None,
         "udcg": None,
         "ra_nwg": None,
         "n_recall4": None,
@@ -236,8 +238,10 @@ def compute(
             )
         top_p = p_no_response[:shown]  # the context: the top K, or all if fewer were sent
         if shown and all(p is not None for p in top_p):
-            top_rel = [g is not None and g >= rel for g in grades[:shown]]
-            out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma, k)  # type: ignore[arg-type]
+            top_rel: list[bool | None] = [g is not None and g >= rel for g in grades[:shown]]
+            if repeats is not None:
+                top_rel = [None if r else x for x, r in zip(top_rel, repeats, strict=False)]
+            out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma)  # type: ignore[arg-type]
     if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)
         head = grades[:k]
         pool = [0, counts[0], counts[1], 0, counts[2], counts[3]]
@@ -297,34 +301,32 @@ def utility_grades(grades: Sequence[int | None]) -> list[int | None]:
 
 
 def udcg(
-    relevant: Sequence[bool],
+    relevant: Sequence[bool | None],
     p_no_response: Sequence[float],
     gamma: float = UDCG_GAMMA,
-    k: int | None = None,
 ) -> float:
-    """UDCG of a context of k passages (Trappolini, Cuconasu et al., arXiv 2510.21440, eq. 4).
+    """UDCG of the passages in the LLM's context (Trappolini, Cuconasu et al., arXiv
+    2510.21440, eq. 4): the top K, or all M when the retriever sent fewer (M < K).
 
     Passage utility u = R (1 - p) with R = +1 (relevant) or -1 (not), p = p(NO-RESPONSE | q, p)
-    (eq. 2); UDCG = sigmoid((1/k) [sum of u over relevant + gamma * sum of u over the rest]).
-    No position discount: an LLM reads the whole context. In [sigmoid(-gamma), sigmoid(1)].
-    `k` above the passages given (a short ranking) leaves empty slots of utility 0.
+    (eq. 2); UDCG = sigmoid((1/k) [sum of u over relevant + gamma * sum of u over the rest]),
+    k the passages in the context, as in the paper: a short ranking is not averaged over
+    slots the app never filled. No position discount: an LLM reads the whole context. In
+    [sigmoid(-gamma), sigmoid(1)]. `relevant` None marks a repeated passage: it fills a slot
+    the LLM learns nothing new from (utility 0), neither help nor distraction.
     """
     m = len(relevant)
     if m == 0 or len(p_no_response) != m:
         raise ValueError(f"need one p(NO-RESPONSE) per passage, got {len(p_no_response)} for {m}")
-    if k is None:
-        k = m
-    elif k < m:
-        raise ValueError(f"k={k} is below the {m} passages given")
     pos = neg = 0.0
     for r, p in zip(relevant, p_no_response, strict=True):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"p(NO-RESPONSE) must be in [0, 1], got {p!r}")
         if r:
             pos += 1.0 - p
-        else:
+        elif r is not None:
             neg += 1.0 - p
-    x = (pos - gamma * neg) / k
+    x = (pos - gamma * neg) / m
     return 1.0 / (1.0 + math.exp(-x))
 
 

@@ -57,7 +57,7 @@ def reference_llm(
             assert p is not None
             relevant = g is not None and g >= params.relevant_grade
             s += (1 - p) if relevant else -params.udcg_gamma * (1 - p)
-        out["udcg"] = sigmoid(s / k)
+        out["udcg"] = sigmoid(s / len(grades[:k]))  # the passages in the context (eq. 4)
     return out
 
 
@@ -79,6 +79,24 @@ def test_udcg_extremes() -> None:
     assert udcg([True] * 3, [0.0] * 3) == pytest.approx(sigmoid(1.0))
     assert udcg([False] * 3, [0.0] * 3) == pytest.approx(sigmoid(-1 / 3))
     assert udcg([True, False], [1.0, 1.0]) == 0.5
+
+
+def test_udcg_of_a_short_ranking_averages_over_the_passages_sent() -> None:
+    # eq. 4 averages over the k passages in the context: one grade-3 passage the LLM answers
+    # from, sent where the app asked for K = 10, is sigmoid(1) = 0.731, not sigmoid(1/10).
+    out = compute([3], 10, p_no_response=[0.0])
+    assert out["udcg"] == pytest.approx(sigmoid(1.0))
+    assert round(out["udcg"], 3) == 0.731
+
+
+def test_a_repeated_passage_is_an_empty_slot_for_udcg() -> None:
+    # Ranks 1-3: relevant (p 0), unrelated (p 0.5), the first passage again (p 0). The repeat
+    # adds neither help nor distraction: (1/3) [1 - (1/3) 0.5] = 0.2778, where counting it as
+    # a distractor gives (1/3) [1 - (1/3) 1.5] = 0.1667.
+    out = compute([3, 0, None], 3, p_no_response=[0.0, 0.5, 0.0], repeats=[False, False, True])
+    assert out["udcg"] == pytest.approx(sigmoid((1 - 0.5 / 3) / 3))
+    assert udcg([True, False, None], [0.0, 0.5, 0.0]) == out["udcg"]
+    assert out["judged_at_k"] == 1.0  # the repeat is not a distinct passage to judge
 
 
 def test_udcg_gamma_zero_ignores_distractors() -> None:

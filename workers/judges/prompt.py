@@ -137,11 +137,13 @@ def escape(text: str) -> str:
     return text
 
 
-def _block(kind: str, nonce: str, text: str) -> str:
-    return f"<<<{kind} {nonce}>>>\n{escape(text)}\n<<<END {nonce}>>>"
+def query_block(nonce: str, text: str) -> str:
+    """The query as untrusted data between the request's delimiter lines (every prompt)."""
+    return f"<<<QUERY {nonce}>>>\n{escape(text)}\n<<<END {nonce}>>>"
 
 
-def _passage(nonce: str, pid: str, text: str) -> str:
+def passage_block(nonce: str, pid: str, text: str) -> str:
+    """A passage as untrusted data between the request's delimiter lines (every prompt)."""
     return f"<<<PASSAGE {nonce} id={pid}>>>\n{escape(text)}\n<<<END {nonce}>>>"
 
 
@@ -157,8 +159,8 @@ def pointwise_messages(query: str, text: str, scale: Scale = UMBRELA) -> list[di
     user = "\n\n".join(
         [
             f"NONCE for this request: {nonce}",
-            _block("QUERY", nonce, query),
-            _passage(nonce, passage_id(0), text),
+            query_block(nonce, query),
+            passage_block(nonce, passage_id(0), text),
             "Grade the passage for the query. " + answer,
         ]
     )
@@ -176,8 +178,8 @@ def listwise_messages(
     ids = [passage_id(i) for i in range(len(texts))]
     example = ", ".join(f'"{pid}": G' for pid in ids)
     answer = _LISTWISE_ANSWER.format(example=example, listed=scale.listed)
-    parts = [f"NONCE for this request: {nonce}", _block("QUERY", nonce, query)]
-    parts += [_passage(nonce, pid, text) for pid, text in zip(ids, texts, strict=True)]
+    parts = [f"NONCE for this request: {nonce}", query_block(nonce, query)]
+    parts += [passage_block(nonce, pid, text) for pid, text in zip(ids, texts, strict=True)]
     parts.append(f"Grade each of the {len(texts)} passages for the query. " + answer)
     return [
         {"role": "system", "content": scale.rubric + "\n" + answer},

@@ -13,8 +13,10 @@ what the listed tokens leave of 1: that bound is used, and counted as `bound`. W
 logprobs it is small; it can only make a relevant passage look a little less useful and a
 distractor a little less harmful.
 
-The query and passage are untrusted and wrapped in nonce delimiters, as in the grading prompt.
-Bump `PROMPT_VERSION` when the wording or the reading changes: it keys the cache.
+The query and passage are untrusted and wrapped in nonce delimiters by the grading prompt's own
+functions (`<<<` inside them broken up). Bump `PROMPT_VERSION` when the wording or the reading
+changes: it keys the cache. (The escaping kept "noresp-1" for the grading prompt's reason: it
+changes no prompt of a text without `<<<`.)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragmon.workers.judges.prompt import nonce_for
+from ragmon.workers.judges.prompt import nonce_for, passage_block, passage_id, query_block
 
 PROMPT_VERSION = "noresp-1"
 ABSTAIN = "NO-RESPONSE"
@@ -53,8 +55,8 @@ def messages(query: str, text: str) -> list[dict[str, str]]:
     user = "\n\n".join(
         [
             f"NONCE for this request: {nonce}",
-            f"<<<QUERY {nonce}>>>\n{query}\n<<<END {nonce}>>>",
-            f"<<<PASSAGE {nonce} id=p1>>>\n{text}\n<<<END {nonce}>>>",
+            query_block(nonce, query),
+            passage_block(nonce, passage_id(0), text),
             f"Answer the question from the document, or reply {ABSTAIN}.",
         ]
     )
