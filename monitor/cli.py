@@ -19,7 +19,7 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-from ragmon.settings import Settings, SettingsError
+from ragmon.settings import Settings, SettingsError, read_env, unknown_variables
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -195,10 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "openai"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        settings = Settings.from_env()
+        env = read_env()
+        settings = Settings.from_env(env, dotenv=None)
     except SettingsError as exc:
         print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
         return 2
+    unknown = unknown_variables(env)
+    if unknown:
+        log.warning("%s", unknown)
     if args.redis and not settings.redis_url:
         log.info("REDIS_URL not set: using %s", DEFAULT_REDIS_URL)
         settings = replace(settings, redis_url=DEFAULT_REDIS_URL)

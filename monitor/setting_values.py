@@ -155,6 +155,24 @@ def attribute_names(raw: str) -> tuple[str, ...]:
     return names
 
 
+def k_per_app(raw: str) -> dict[str, int]:
+    """`5` (every app) or `support-bot=5,search=10` (`*=5` for any other app)."""
+    out: dict[str, int] = {}
+    for part in raw.split(","):
+        app, sep, k = part.strip().rpartition("=")
+        app = app.strip() if sep else "*"
+        try:
+            value = int(k.strip())
+        except ValueError:
+            value = 0
+        if not 1 <= value <= 100 or not (app == "*" or _APP_LABEL.match(app)) or app in out:
+            raise ValueError(
+                "must be k (1-100) for every app, or app=k pairs, e.g. support-bot=5,search=10"
+            )
+        out[app] = value
+    return out
+
+
 def text(raw: str) -> str | None:
     return raw.strip() or None
 

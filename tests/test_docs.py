@@ -3,8 +3,10 @@
 - Links: every relative link and `#anchor` in the project's Markdown (README, CONTRIBUTING,
   docs/, deploy/) resolves to a file and, for an anchor, to a heading of that file (GitHub's
   slugs); no network, so web links are not fetched.
+- Every page of docs/ is in the README's table of contents.
 - Settings: docs/configuration.md has one row per variable `monitor/settings.py` reads, with the
-  code's default, and no other; every `RAGMON_*` name in the docs is a setting.
+  code's default, and no other; every table with a `default` column states the code's default;
+  every `RAGMON_*` name in the docs is a setting.
 - Measures: docs/measures.md's table has a row for each measure of `measure_table.py`.
 - Metrics: every `ragmon_*` name in the docs is one `/metrics` can serve (the table of
   docs/metrics.md itself is generated: tests/test_generated.py).
@@ -25,21 +27,16 @@ import pytest
 from ragmon.cli import build_parser
 from ragmon.core import catalog
 from ragmon.core.measure_table import MEASURES
-from ragmon.settings import Settings
+from ragmon.settings import OTHER_VARIABLES, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_DIRS = {".git", ".venv", ".typecheck", "node_modules", ".pytest_cache", "build"}
 # Environment variables the docs name that are not settings of ragmon's processes: the test
 # runner's and benchmarks' knobs, and the app-side variables of integration examples.
-NOT_SETTINGS = {
-    "RAGMON_TEST_PROCESSES",
-    "RAGMON_BENCH_MONITOR",
-    "RAGMON_SCREENSHOTS",
-    "RAGMON_URL",
-    "RAGMON_KEY",
-    "RAGMON_API_KEY",
-}
+# read by deployment files and tools (settings.OTHER_VARIABLES), a JavaScript constant, and the
+# misspelling docs/configuration.md shows ragmon's warning about
+NOT_SETTINGS = OTHER_VARIABLES | {"RAGMON_KEY", "RAGMON_SAMPLE_RAT"}
 
 
 def markdown_files() -> list[Path]:
@@ -151,6 +148,14 @@ def test_no_broken_links() -> None:
     assert not bad, "broken links:\n" + "\n".join(bad)
 
 
+def test_every_docs_page_is_in_the_readme_contents() -> None:
+    listed = set(links((ROOT / "README.md").read_text(encoding="utf-8")))
+    missing = [
+        f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")) if f"docs/{p.name}" not in listed
+    ]
+    assert not missing, f"add a row to README.md's Documentation table for {missing}"
+
+
 # --- tables --------------------------------------------------------------------------------
 
 
@@ -245,6 +250,45 @@ def test_every_setting_is_documented_with_its_default() -> None:
         for name in documented
         if name not in read
     ]
+    assert not problems, "\n".join(problems)
+
+
+def tables(path: Path) -> list[tuple[list[str], list[list[str]]]]:
+    """Every table of `path`: its header's cells and its rows' cells."""
+    out: list[tuple[list[str], list[list[str]]]] = []
+    lines = prose(path.read_text(encoding="utf-8")).splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("|") or (i and lines[i - 1].startswith("|")):
+            continue
+        rows = []
+        for ln in lines[i:]:
+            if not ln.startswith("|"):
+                break
+            rows.append([c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]])
+        if len(rows) >= 2 and set("".join(rows[1])) <= set("-: "):
+            out.append((rows[0], rows[2:]))
+    return out
+
+
+def test_every_default_the_docs_state_is_the_codes() -> None:
+    """Any table with a `default` column (the judge's, the OTLP labels', configuration.md)."""
+    read = {f.metadata["env"]: f for f in fields(Settings)}
+    problems = []
+    for path in user_docs():
+        for header, rows in tables(path):
+            if "default" not in header:
+                continue
+            column = header.index("default")
+            for cells in rows:
+                named = [n for c in cells[:column] for n in code_names(c) if n in read]
+                if len(named) != 1 or len(cells) <= column:
+                    continue  # a row naming no setting, or several at once
+                expected = documented_default(code_default(read[named[0]]))
+                if not default_matches(cells[column], expected):
+                    problems.append(
+                        f"{path.relative_to(ROOT)}: {named[0]}'s default is {cells[column]!r}, "
+                        f"the code's is {shown(expected)!r}"
+                    )
     assert not problems, "\n".join(problems)
 
 

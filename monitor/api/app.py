@@ -50,6 +50,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         yield
         await writer.stop()
         metrics_text.close()
+        service.close()
         gc.set_threshold(*thresholds)
         gc.unfreeze()
 

@@ -12,14 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-import multiprocessing
 import os
-import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from ragmon import export
+from ragmon.api.child import ChildProcess
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -31,10 +28,8 @@ _child_store: Store | None = None  # the child's store, connected on its first r
 
 
 def _child_start() -> None:
-    """Ctrl-C reaches the whole process group: the API stops the child, which must not die
-    with a traceback of its own first. The child renders at the lowest CPU priority (nice 19):
-    on a small machine ingest then wins the CPU while a render runs (docs/performance.md)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """The child renders at the lowest CPU priority (nice 19): on a small machine ingest then
+    wins the CPU while a render runs (docs/performance.md)."""
     os.nice(RENDER_NICENESS)
 
 
@@ -81,7 +76,7 @@ class MetricsText:
         self.stale_s = 2 * self.refresh_s  # a body older than this waits for a new rendering
         self.in_process = not settings.metrics_process
         self.store = store
-        self._pool: ProcessPoolExecutor | None = None
+        self._child = ChildProcess(_child_start)
         self._body = b""
         self._at = float("-inf")
         self._pending: asyncio.Future[bytes] | None = None
@@ -123,26 +118,12 @@ class MetricsText:
     async def _render(self) -> bytes:
         if self.in_process:
             return await asyncio.to_thread(compressed, self.store)
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor(), render_in_child, self.settings)
-        except BrokenProcessPool:  # the child died (OOM kill ...): a new one next time
-            self.close()
-            raise
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # spawn, not fork: the API has threads and an event loop running
-            ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=ctx, initializer=_child_start
-            )
-        return self._pool
+        # a child that died (OOM kill ...) raises here once and is replaced next time
+        return await self._child.run(render_in_child, self.settings)
 
     def close(self) -> None:
+        """Stop the renderer now (a rendering in progress is thrown away)."""
         if self._ahead is not None:
             self._ahead.cancel()
             self._ahead = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._child.close()

@@ -73,8 +73,19 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_otlp_spans",
         "counter",
         "Spans received on /v1/traces, by outcome: event (a retriever span, stored as an event), "
-        "ignored (any other span), rejected (a retriever span that cannot be an event).",
+        "nested (a retriever span under another one in the same export, skipped: "
+        "RAGMON_OTLP_NESTED), ignored (any other span), rejected (a retriever span that cannot "
+        "be an event).",
         ("outcome",),
+    ),
+    Metric(
+        "ragmon_otlp_repairs",
+        "counter",
+        "Repairs that made events of /v1/traces spans, by kind: labels_repaired (a label value "
+        "outside [A-Za-z0-9_.:-] or over 64 characters, repaired as the SDK repairs it), "
+        "k_from_documents (no k attribute nor RAGMON_OTLP_K: measured at the documents "
+        "returned).",
+        ("repair",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
     Metric(

@@ -179,8 +179,12 @@ class Store:
         self.incr(f"events_rejected{SEP}{reason}", count)
 
     def record_otlp_spans(self, outcome: str, count: int) -> None:
-        """Spans received on /v1/traces: `event`, `ignored` or `rejected`."""
+        """Spans received on /v1/traces: `event`, `nested`, `ignored` or `rejected`."""
         self.incr(f"otlp_spans{SEP}{outcome}", count)
+
+    def record_otlp_repairs(self, repair: str, count: int) -> None:
+        """Repairs that made events of /v1/traces spans: `labels_repaired`, `k_from_documents`."""
+        self.incr(f"otlp_repairs{SEP}{repair}", count)
 
     # ---- events and results ----------------------------------------------------------------
 
