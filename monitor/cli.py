@@ -1,5 +1,5 @@
-"""`ragmon` command line: serve, worker, demo, report, calibrate, requeue-failed, series,
-text-key, metrics.
+"""`ragmon` command line: serve, worker, demo, report, calibrate, agreement, anchor,
+requeue-failed, series, text-key, metrics.
 
 Arguments are parsed here and nowhere else: each subcommand names its `cmd_*` function
 (`set_defaults(run=...)`), which unpacks the parsed options into plain values for a function
@@ -19,7 +19,7 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-from ragmon.settings import Settings, SettingsError
+from ragmon.settings import Settings, SettingsError, read_env, unknown_variables
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--with-scheduler",
         action="store_true",
-        help="also run the weekly drift report on schedule (RQ cron); run one such worker",
+        help="also run the weekly drift report and the anchor set's daily re-judging on "
+        "schedule (RQ cron); run one such worker",
     )
     w.add_argument(
         "--name", default=None, help="worker name, unique among live workers (default: random)"
@@ -154,6 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, default=None, help="at most this many records")
     c.set_defaults(run=cmd_calibrate, redis=False)
 
+    a = command("agreement", help="the judge against people's grades; corrected estimates")
+    a.add_argument("--app", help="only this app")
+    a.add_argument("--week", metavar="YYYY-Www", help="estimates of an ISO week")
+    a.add_argument(
+        "--days", type=int, default=7, help="else of the last N UTC days, today included (7)"
+    )
+    a.set_defaults(run=cmd_agreement, redis=True)
+
+    n = command("anchor", help="the anchor set's daily re-judgings: judge drift")
+    n.add_argument("--rejudge", action="store_true", help="re-judge the anchor set now")
+    n.add_argument(
+        "--reset", action="store_true", help="forget the set from people's grades and every run"
+    )
+    n.set_defaults(run=cmd_anchor, redis=True)
+
     q = command("requeue-failed", help="put failed events back on the queue")
     q.set_defaults(run=cmd_requeue_failed, redis=True)
 
@@ -195,10 +211,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "openai"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        settings = Settings.from_env()
+        env = read_env()
+        settings = Settings.from_env(env, dotenv=None)
     except SettingsError as exc:
         print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
         return 2
+    unknown = unknown_variables(env)
+    if unknown:
+        log.warning("%s", unknown)
     if args.redis and not settings.redis_url:
         log.info("REDIS_URL not set: using %s", DEFAULT_REDIS_URL)
         settings = replace(settings, redis_url=DEFAULT_REDIS_URL)
@@ -273,9 +293,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except (JudgeNotConfigured, NameInUse) as exc:
         raise CommandError(str(exc.code)) from None
     if args.with_scheduler:
-        from ragmon.workers.schedule import register_weekly_report
+        from ragmon.workers.schedule import register_schedule
 
-        register_weekly_report(worker, settings)
+        register_schedule(worker, settings)
     try:
         worker.work(burst=args.burst, with_scheduler=True, logging_level=args.log_level.upper())
     except ValueError as exc:  # RQ's own check, if another worker took the name meanwhile
@@ -320,6 +340,36 @@ def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
     from ragmon.calibrate.command import run_calibrate
 
     return run_calibrate(Path(args.file), settings, limit=args.limit)
+
+
+def cmd_agreement(args: argparse.Namespace, settings: Settings) -> int:
+    from ragmon.report.judging import print_judging
+
+    try:
+        print(print_judging(settings, app=args.app, week=args.week, days=args.days), end="")
+    except ValueError as exc:
+        raise CommandError(f"ragmon agreement: {exc}") from None
+    return 0
+
+
+def cmd_anchor(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from ragmon.report.judging import anchor_text
+    from ragmon.store import Store
+    from ragmon.workers.judges import make_judge
+    from ragmon.workers.rejudge import rejudge
+
+    store = Store.connect(settings)
+    if args.reset:
+        store.anchors.reset()
+        print("anchor set and its runs forgotten")
+    if args.rejudge:
+        run = asyncio.run(rejudge(settings, store, make_judge(settings, store)))
+        if not run["passages"]:
+            raise CommandError(f"ragmon anchor: {run['reason']}", 1)
+    print(anchor_text(store.anchors.runs()), end="")
+    return 0
 
 
 def cmd_requeue_failed(args: argparse.Namespace, settings: Settings) -> int:

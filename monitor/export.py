@@ -7,6 +7,7 @@ lost); this collector turns them into metric families named as in `ragmon.core.c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -19,6 +20,9 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from ragmon.core import catalog
+from ragmon.core.anchor import drift
+from ragmon.core.drift import Interval
+from ragmon.oversight import Oversight, last_days
 from ragmon.store import Histogram, Store
 from ragmon.store.judge_state import Budget
 from ragmon.store.keys import SEP
@@ -81,9 +85,12 @@ class RagmonCollector:
     """Builds every ragmon metric family from the store at collection time; with `series`
     False it leaves out the per-series histograms, which `metrics_text` writes itself."""
 
-    def __init__(self, store: Store, series: bool = True) -> None:
+    def __init__(
+        self, store: Store, series: bool = True, oversight: Oversight | None = None
+    ) -> None:
         self.store = store
         self.series = series
+        self.oversight = oversight or Oversight.for_metrics(store)
         self.hists: dict[str, dict[tuple[str, ...], Histogram]] = {}
         self.metrics = catalog.with_bounds(store.bounds)
 
@@ -127,6 +134,7 @@ class RagmonCollector:
             catalog.BY_NAME["ragmon_judge_budget_exhausted"].help,
             value=1.0 if self.budget_exhausted() else 0.0,
         )
+        yield from self.judging()
 
     def alert_settings(self) -> Iterator[Metric]:
         """The quality alerts' tunables, from ragmon's settings: the rules read them here, so
@@ -146,6 +154,58 @@ class RagmonCollector:
         ):
             yield GaugeMetricFamily(name, catalog.BY_NAME[name].help, value=value)
 
+    def judging(self) -> Iterator[Metric]:
+        """Agreement with people (and the second judge) per app and judge identity, and the
+        last 7 days' corrected estimates per series (`ragmon.oversight`)."""
+        fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                for m in catalog.JUDGING}  # fmt: skip
+
+        def bounds(name: str, labels: list[str], interval: Interval | None) -> None:
+            if interval is not None:
+                for bound in ("estimate", "low", "high"):
+                    fams[name].add_metric([*labels, bound], getattr(interval, bound))
+
+        for (app, judge, reference), a in self.oversight.agreement().items():
+            who = [app, judge, reference]
+            fams["ragmon_judge_agreement_pairs"].add_metric(who, a.pairs)
+            bounds("ragmon_judge_agreement_exact", who, a.exact)
+            bounds("ragmon_judge_agreement_kappa", who, a.kappa)
+            bounds("ragmon_judge_agreement_difference", who, a.difference)
+            for r, row in enumerate(a.confusion):
+                for j, n in enumerate(row):
+                    fams["ragmon_judge_agreement_confusion"].add_metric([*who, str(r), str(j)], n)
+        for series in self.oversight.estimates(last_days(), cached=True):
+            for measure, c in series.measures.items():
+                where = [*series.labels.values(), measure]
+                if c.judge_only is not None:
+                    fams["ragmon_estimate_judge_only"].add_metric(where, c.judge_only)
+                fams["ragmon_estimate_human_labels"].add_metric(where, c.labels)
+                bounds("ragmon_estimate_corrected", where, c.estimate)
+                if c.effective_labels is not None and c.estimate is not None:
+                    fams["ragmon_estimate_effective_labels"].add_metric(where, c.effective_labels)
+        yield from fams.values()
+        yield from self.anchor()
+
+    def anchor(self) -> Iterator[Metric]:
+        """The anchor set's latest complete re-judging and its judge identity's baseline."""
+        fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                for m in catalog.ANCHOR}  # fmt: skip
+        found = drift(self.store.anchors.runs())
+        if found is not None:
+            latest, baseline = found
+            judge = [latest["judge"]]
+            for name, values in (
+                ("ragmon_judge_anchor_kappa", latest["kappa"]),
+                ("ragmon_judge_anchor_baseline_kappa", baseline["kappa"]),
+                ("ragmon_judge_anchor_difference", latest["difference"]),
+            ):
+                for bound, value in (values or {}).items():
+                    fams[name].add_metric([*judge, bound], value)  # fmt: skip
+            fams["ragmon_judge_anchor_passages"].add_metric(judge, latest["graded"])
+            at = datetime.fromisoformat(latest["at"].replace("Z", "+00:00")).timestamp()
+            fams["ragmon_judge_anchor_run_timestamp_seconds"].add_metric(judge, at)
+        yield from fams.values()
+
     def budget_exhausted(self) -> bool:
         return Budget(self.store.judge_state(), self.store.settings.daily_budget_usd).exhausted()
 
@@ -162,11 +222,14 @@ def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
-def metrics_text(store: Store, between: Callable[[], None] | None = None) -> bytes:
+def metrics_text(
+    store: Store, between: Callable[[], None] | None = None, oversight: Oversight | None = None
+) -> bytes:
     """What /metrics serves: the same samples as `render(make_registry(store))`, ~4x faster
     (the per-series histograms written directly, the rest by prometheus_client). `between` is
-    called after each per-series family (the renderer paces itself with it)."""
-    collector = RagmonCollector(store, series=False)
+    called after each per-series family (the renderer paces itself with it); `oversight` keeps
+    the judging statistics between renderings."""
+    collector = RagmonCollector(store, series=False, oversight=oversight)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     head = generate_latest(registry)

@@ -155,8 +155,41 @@ def attribute_names(raw: str) -> tuple[str, ...]:
     return names
 
 
+def k_per_app(raw: str) -> dict[str, int]:
+    """`5` (every app) or `support-bot=5,search=10` (`*=5` for any other app)."""
+    out: dict[str, int] = {}
+    for part in raw.split(","):
+        app, sep, k = part.strip().rpartition("=")
+        app = app.strip() if sep else "*"
+        try:
+            value = int(k.strip())
+        except ValueError:
+            value = 0
+        if not 1 <= value <= 100 or not (app == "*" or _APP_LABEL.match(app)) or app in out:
+            raise ValueError(
+                "must be k (1-100) for every app, or app=k pairs, e.g. support-bot=5,search=10"
+            )
+        out[app] = value
+    return out
+
+
 def text(raw: str) -> str | None:
     return raw.strip() or None
+
+
+def readable_file(raw: str) -> str | None:
+    """A path to a file this process can read (checked at start, read when used)."""
+    path = raw.strip()
+    if not path:
+        return None
+    if not Path(path).is_file():
+        raise ValueError(f"no such file: {path}")
+    try:
+        with Path(path).open("rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    return path
 
 
 def url(*schemes: str) -> Callable:

@@ -7,9 +7,10 @@ variable, so the process stops before it serves anything.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,20 @@ class Settings:
     report_dir: str = field(
         default="reports", metadata={"env": "RAGMON_REPORT_DIR", "parse": str.strip}
     )
+    # The judge against people and itself (docs/agreement.md).
+    anchor_file: str | None = field(
+        default=None, metadata={"env": "RAGMON_ANCHOR_FILE", "parse": values.readable_file}
+    )
+    anchor_size: int = field(
+        default=200, metadata={"env": "RAGMON_ANCHOR_SIZE", "parse": values.number(30, 10_000, int)}
+    )
+    second_judge_model: str | None = field(
+        default=None, metadata={"env": "RAGMON_SECOND_JUDGE_MODEL", "parse": values.text}
+    )
+    second_judge_rate: float = field(
+        default=0.05,
+        metadata={"env": "RAGMON_SECOND_JUDGE_RATE", "parse": values.number(0.0, 1.0)},
+    )
     queue_name: str = field(default="ragmon", metadata={"env": "RAGMON_QUEUE", "parse": str.strip})
     # OTLP (`POST /v1/traces`): the span or resource attributes each label and k are read from,
     # the first one present wins (docs/integration.md, "OpenTelemetry").
@@ -222,7 +237,7 @@ class Settings:
         metadata={"env": "RAGMON_OTLP_INDEX_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_retriever_attributes: tuple[str, ...] = field(
-        default=("metadata.retriever", "span.name"),
+        default=("metadata.retriever", "span.name+metadata.ls_vector_store_provider"),
         metadata={"env": "RAGMON_OTLP_RETRIEVER_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_segment_attributes: tuple[str, ...] = field(
@@ -233,20 +248,33 @@ class Settings:
         default=("metadata.k",),
         metadata={"env": "RAGMON_OTLP_K_ATTRIBUTES", "parse": values.attribute_names},
     )
+    # `k` where no attribute gives it: per app (`support-bot=5,search=10`; a bare number for
+    # any other app). Without either, k is the number of documents, counted as a repair.
+    otlp_k: dict[str, int] = field(
+        default_factory=dict, metadata={"env": "RAGMON_OTLP_K", "parse": values.k_per_app}
+    )
+    # A retriever span under another retriever span: skipped, or an event under its own name.
+    otlp_nested: str = field(
+        default="skip",
+        metadata={"env": "RAGMON_OTLP_NESTED", "parse": values.choice("skip", "own")},
+    )
 
     @classmethod
     def from_env(
         cls, environ: Mapping[str, str] | None = None, dotenv: str | Path | None = ".env"
     ) -> Settings:
         """Read settings from `environ` (default `os.environ`), then `.env` for unset ones."""
-        env = dict(read_dotenv(dotenv)) if dotenv else {}
-        env.update(os.environ if environ is None else environ)
+        env = read_env(environ, dotenv)
         values: dict[str, Any] = {}
         for f in fields(cls):
             name = f.metadata["env"]
             raw = env.get(name)
-            if raw is None or (raw.strip() == "" and f.default is not None):
+            if raw is None:
                 continue
+            if not raw.strip() and not _empty_means_unset(f):
+                raise SettingsError(
+                    f"{name} is empty: give it a value or unset it (default {_shown(f)})"
+                )
             try:
                 values[f.name] = f.metadata["parse"](raw)
             except ValueError as exc:
@@ -280,6 +308,55 @@ class Settings:
     def judge_configured(self) -> bool:
         """True when an OpenAI-compatible endpoint is configured (a key or a base URL)."""
         return bool(self.openai_api_key or self.openai_base_url)
+
+
+def _empty_means_unset(f: Any) -> bool:
+    """An empty value means "none" only where the default is none: an optional URL, file or
+    key, or no keys. Anywhere else (`RAGMON_JUDGE_MODEL=`) it is a mistake, not the default."""
+    return f.default is None or f.default == ()
+
+
+def _shown(f: Any) -> str:
+    default = f.default_factory() if f.default is MISSING else f.default
+    if isinstance(default, frozenset):
+        return ",".join(str(x) for x in sorted(default))
+    if isinstance(default, tuple):
+        return ",".join(default)
+    return str(default) if not isinstance(default, dict) else "built in"
+
+
+def read_env(
+    environ: Mapping[str, str] | None = None, dotenv: str | Path | None = ".env"
+) -> dict[str, str]:
+    """The variables ragmon sees: `environ` (default `os.environ`) over the `.env` file's."""
+    env = dict(read_dotenv(dotenv)) if dotenv else {}
+    env.update(os.environ if environ is None else environ)
+    return env
+
+
+PREFIX = "RAGMON_"
+#: `RAGMON_*` variables read by ragmon's deployment files and tools rather than by `Settings`.
+OTHER_VARIABLES = frozenset(
+    {"RAGMON_URL", "RAGMON_API_KEY", "RAGMON_TAG", "RAGMON_DASHBOARDS_SRC", "RAGMON_DASHBOARDS_DIR",
+     "RAGMON_TEST", "RAGMON_TEST_PROCESSES", "RAGMON_SCREENSHOTS", "RAGMON_BENCH_MONITOR"}
+)  # fmt: skip
+
+
+def unknown_variables(env: Mapping[str, str]) -> str | None:
+    """One line naming each `RAGMON_*` variable ragmon does not read, with the closest one it
+    does (a misspelled `RAGMON_SAMPLE_RAT=0.1` would otherwise be ignored without a word)."""
+    known = env_variables()
+    # compared without the prefix they share, which would make every name look close
+    ours = {name.removeprefix(PREFIX): name for name in known if name.startswith(PREFIX)}
+    found = []
+    for name in sorted(env):
+        if not name.startswith(PREFIX) or name in known or name in OTHER_VARIABLES:
+            continue
+        close = difflib.get_close_matches(name.removeprefix(PREFIX), ours, n=1, cutoff=0.75)
+        found.append(f"{name} (did you mean {ours[close[0]]}?)" if close else name)
+    if not found:
+        return None
+    return f"unknown variable{'s' if len(found) > 1 else ''} ignored: {', '.join(found)}"
 
 
 def read_dotenv(path: str | Path) -> dict[str, str]:

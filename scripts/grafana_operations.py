@@ -4,7 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from grafana_panels import DS, dashboard, row, stat, target, timeseries
+from grafana_panels import BAND, DS, bounded, dashboard, row, stat, target, timeseries
+
+
+def judging_panels() -> list[dict[str, Any]]:
+    """The judge against people, a second judge and the anchor set (docs/agreement.md), each
+    with its 95 % interval dashed."""
+    who = "{{app}}: {{judge}} vs {{reference}}"
+    p: list[dict[str, Any]] = [row("The judge against people (docs/agreement.md)")]
+    for name, title, desc, unit in (
+        ("kappa", "Judge agreement: kappa",
+         "Quadratic-weighted kappa of each judge identity with people's grades (reference "
+         "human) or with the first judge (a second judge's), by app: 1 is perfect, 0 chance. "
+         "Empty until 30 passages of 10 events were graded by both.", "none"),
+        ("exact", "Judge agreement: same grade",
+         "Share of passages the judge gave the same 0-3 grade as the reference, by app.",
+         "percentunit"),
+        ("difference", "Judge minus people: mean grade",
+         "The judge's mean grade minus the reference's on the same passages: above 0 the judge "
+         "over-grades (LLM judges often do).", "none"),
+    ):  # fmt: skip
+        p.append(timeseries(title, desc, bounded(f"ragmon_judge_agreement_{name}",
+                                                 'app=~".+"', who),
+                            unit=unit, fieldConfig={"defaults": {"unit": unit},
+                                                    "overrides": [BAND]}))  # fmt: skip
+    p.append(
+        timeseries(
+            "Judge drift: the anchor set",
+            "Kappa of the judge with the anchor set's grades at its daily re-judging and at the "
+            "judge identity's first run (its baseline): RagmonJudgeDrift fires when the "
+            "interval falls below the baseline.",
+            [*bounded("ragmon_judge_anchor_kappa", 'judge=~".+"', "{{judge}}"),
+             target('ragmon_judge_anchor_baseline_kappa{bound="estimate"}',
+                    "{{judge}} baseline")],
+            fieldConfig={"defaults": {"unit": "none"}, "overrides": [BAND]},
+        )
+    )  # fmt: skip
+    return p
 
 
 def operations() -> dict[str, Any]:
@@ -156,6 +192,8 @@ def operations() -> dict[str, Any]:
                        [target(f"sum by (model) (increase(ragmon_judge_cost_usd_total[{span}]))",
                                "{{model}}")], w=6, unit="currencyUSD")
         )  # fmt: skip
+
+    p.extend(judging_panels())
 
     p.append(row("Grades"))
     p.append(

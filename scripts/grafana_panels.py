@@ -62,6 +62,21 @@ def timeseries(title: str, description: str, targets: list, **kw: Any) -> dict[s
     return panel("timeseries", title, description, targets, **kw)
 
 
+BAND = {  # the 95 % bounds of a gauge with `bound` drawn dashed around its estimate
+    "matcher": {"id": "byRegexp", "options": ".*(low|high)$"},
+    "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [4, 4]}},
+                   {"id": "custom.lineWidth", "value": 1}],
+}  # fmt: skip
+
+
+def bounded(metric: str, sel: str, who: str) -> list[dict[str, Any]]:
+    """A gauge with `bound`: its estimate and its 95 % interval's ends, per `who` (a legend)."""
+    return [
+        target(f'{metric}{{{sel}, bound="{b}"}}', who + ("" if b == "estimate" else f" {b}"))
+        for b in ("estimate", "low", "high")
+    ]
+
+
 def stat(title: str, description: str, expr: str, **kw: Any) -> dict[str, Any]:
     """A single-number panel (last value of an instant query)."""
     kw.setdefault("w", 4)

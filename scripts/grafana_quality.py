@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from grafana_panels import (
+    BAND,
+    bounded,
     dashboard,
     explorer_link,
     explorer_variable,
@@ -131,6 +133,29 @@ def _link_to_explorer(panels: list[dict[str, Any]]) -> None:
         first = p["targets"][0]["expr"]
         sort = next((m.key for m in TABLE if m.explore and f"retrieval_{m.key}_" in first), None)
         p["fieldConfig"]["defaults"]["links"] = [explorer_link(per_field, sort)]
+
+
+def corrected_panels() -> list[dict[str, Any]]:
+    """The corrected estimates of the last 7 days (docs/agreement.md), beside the judge-only
+    means, each with its 95 % interval."""
+    p: list[dict[str, Any]] = [row("Corrected with people's grades (docs/agreement.md)")]
+    for key in ("ndcg", "precision", "hit"):
+        sel = f'{SEL}, measure="{key}"'
+        judge_only = target(f"ragmon_estimate_judge_only{{{sel}}}", "{{retriever}} judge only")
+        p.append(
+            timeseries(
+                f"{TITLES[key]} corrected with people's grades (last 7 days)",
+                f"The last 7 days' mean {TITLES[key]} with the judge's grades alone, and "
+                "corrected with people's grades (PPI++) with its 95 % interval (dashed): a "
+                "judge-only mean outside the interval is the judge's bias. Empty until 10 "
+                "units of 10 events were graded by people.",
+                [*bounded("ragmon_estimate_corrected", sel, "{{retriever}} corrected"),
+                 judge_only],
+                unit=UNITS[key],
+                fieldConfig={"defaults": {"unit": UNITS[key]}, "overrides": [BAND]},
+            )
+        )  # fmt: skip
+    return p
 
 
 def retrieval_quality() -> dict[str, Any]:
@@ -261,6 +286,8 @@ def retrieval_quality() -> dict[str, Any]:
             defaults={"min": 0, "max": 1},
         )
     )
+
+    p.extend(corrected_panels())
 
     p.append(row("Week over week"))
     for key in ("ndcg", "t", "hit"):

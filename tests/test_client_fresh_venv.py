@@ -1,5 +1,6 @@
-"""The app side's install: `pip install .` (no extra) into a fresh venv is ragmon alone, with
-no server package (nor any other), and sends events to a running ragmon."""
+"""The app side's install: `pip install .` (no extra) into a fresh venv is ragmon and orjson
+(the SDK's fast encoder), with no server package (nor any other), and sends events to a running
+ragmon."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ try:
     hook = "imported"
 except ImportError as exc:
     hook = str(exc)
-print(json.dumps({"stats": monitor.stats(), "hook": hook,
+from ragmon.client import events
+print(json.dumps({"stats": monitor.stats(), "hook": hook, "orjson": events.orjson is not None,
                   "modules": sorted({m.split(".")[0] for m in sys.modules})}))
 """
 
@@ -51,7 +53,7 @@ def test_client_only_install_imports_and_sends_without_the_server(tmp_path, api)
         [*pip, "list", "--format=json"], capture_output=True, text=True, check=True
     )
     installed = {d["name"].lower().replace("_", "-") for d in json.loads(listed.stdout)}
-    assert installed - {"pip", "setuptools", "wheel"} == {"ragmon"}, installed
+    assert installed - {"pip", "setuptools", "wheel"} == {"ragmon", "orjson"}, installed
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     run = subprocess.run(
@@ -65,6 +67,7 @@ def test_client_only_install_imports_and_sends_without_the_server(tmp_path, api)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["stats"]["sent"] == 1 and out["stats"]["recorded"] == 1, out["stats"]
+    assert out["orjson"], "the install the README gives encodes with orjson"
     assert "pip install 'ragmon[langchain]'" in out["hook"]
     assert not set(out["modules"]) & {"pydantic", "fastapi", "redis", "google"}
     got = api.client.get("/v1/retrievals/light-1", params={"app": "light-app"}).json()

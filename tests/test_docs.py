@@ -27,21 +27,16 @@ import pytest
 from ragmon.cli import build_parser
 from ragmon.core import catalog
 from ragmon.core.measure_table import MEASURES
-from ragmon.settings import Settings
+from ragmon.settings import OTHER_VARIABLES, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_DIRS = {".git", ".venv", ".typecheck", "node_modules", ".pytest_cache", "build"}
 # Environment variables the docs name that are not settings of ragmon's processes: the test
 # runner's and benchmarks' knobs, and the app-side variables of integration examples.
-NOT_SETTINGS = {
-    "RAGMON_TEST_PROCESSES",
-    "RAGMON_BENCH_MONITOR",
-    "RAGMON_SCREENSHOTS",
-    "RAGMON_URL",
-    "RAGMON_KEY",
-    "RAGMON_API_KEY",
-}
+# read by deployment files and tools (settings.OTHER_VARIABLES), a JavaScript constant, and the
+# misspelling docs/configuration.md shows ragmon's warning about
+NOT_SETTINGS = OTHER_VARIABLES | {"RAGMON_KEY", "RAGMON_SAMPLE_RAT"}
 
 
 def markdown_files() -> list[Path]:

@@ -110,12 +110,14 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
     stored = fed.client.get(f"/v1/retrievals/{event_id}", params={"app": "support-bot"}).json()
     assert len(passages) == len(stored["passages"]) > 0
     for tr, p in zip(passages, stored["passages"], strict=True):
-        rank, pid, _, grade, source, _, text = cells(tr)
+        rank, pid, _, grade, source, _, text, _ = cells(tr)  # the last: people's grades
         assert (int(rank), pid, text) == (p["rank"], p["id"], p["text"])
         assert grade == ("" if p["grade"] is None else str(p["grade"]))
-        assert source == {"judge": "LLM judge", "cache": "judgment cache"}.get(
+        word = {"judge": "LLM judge", "cache": "judgment cache"}.get(
             p["grade_source"], p["grade_source"] or ""
         )
+        by = p["graded_by"]  # the judge identity
+        assert source == (f"{word} ({by})" if by not in (None, "known") else word)
     measures = dict(
         cells(r, "th") + cells(r) for r in browser.find_elements(By.CSS_SELECTOR, "#measures tr")
     )

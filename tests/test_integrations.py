@@ -41,10 +41,10 @@ def ragmon(redis_url: str) -> Iterator[Stack]:
     stack.stop()
 
 
-def run_app(mode: str, url: str) -> tuple[list[dict], bool]:
+def run_app(mode: str, url: str, *more: str) -> tuple[list[dict], bool]:
     """The app's own record of its retrievals, and whether it imported ragmon."""
     result = subprocess.run(
-        [sys.executable, "-m", "tests.support.rag_app", mode, url],
+        [sys.executable, "-m", "tests.support.rag_app", mode, url, *more],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -52,7 +52,7 @@ def run_app(mode: str, url: str) -> tuple[list[dict], bool]:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    return lines[:-1], lines[-1]["imported_monitor"]
+    return lines[:-1], lines[-1]["imported_ragmon"]
 
 
 def stored_events(redis_url: str) -> dict[str, dict]:
@@ -69,8 +69,8 @@ def stored_events(redis_url: str) -> dict[str, dict]:
 def test_every_retrieval_arrives_in_order_labelled_and_measured(
     ragmon: Stack, redis_url: str, mode: str
 ) -> None:
-    retrievals, imported_monitor = run_app(mode, ragmon.url)
-    assert imported_monitor == (mode == "hooks"), "OTLP apps must run with no ragmon code"
+    retrievals, imported_ragmon = run_app(mode, ragmon.url)
+    assert imported_ragmon == (mode == "hooks"), "OTLP apps must run with no ragmon code"
     assert {r["framework"] for r in retrievals} == {"langchain", "llamaindex"}
 
     app = APPS[mode]
@@ -101,3 +101,49 @@ def test_every_retrieval_arrives_in_order_labelled_and_measured(
         assert spans == len(retrievals)
         # LlamaIndex's nested `_retrieve` and embedding spans, never events
         assert sample_value(metrics, "ragmon_otlp_spans_total", {"outcome": "ignored"}) > 0
+
+
+@pytest.mark.parametrize("nested", ["skip", "own"])
+def test_nested_retrievers_count_once_and_alike_over_otlp_and_the_hooks(
+    redis_url: str, nested: str
+) -> None:
+    """An ensemble, a wrapper and a LlamaIndex retriever: OTLP (the real instrumentors and
+    exporter) and the hooks give the same events per retriever, and the same means."""
+    stack = Stack(
+        redis_url,
+        workers=1,
+        env={"RAGMON_OTLP_INDEX_ATTRIBUTES": "rag.index", "RAGMON_OTLP_NESTED": nested},
+    ).start()
+    try:
+        apps = {"otlp-protobuf": "rag-protobuf", "hooks": "rag-hooks"}
+        asked = {mode: run_app(mode, stack.url, "nested", nested)[0] for mode in apps}
+        assert asked["hooks"] == asked["otlp-protobuf"]  # the app ranked alike both times
+        events = stored_events(redis_url)
+        for app in apps.values():
+            ids = [eid for eid, ev in events.items() if ev["labels"]["app"] == app]
+            stack.wait_done(ids, timeout=120, app=app)
+        metrics = stack.metrics()
+    finally:
+        stack.stop()
+
+    def per_retriever(app: str) -> dict[str, tuple[float, float]]:
+        out = {}
+        for ev in events.values():
+            if ev["labels"]["app"] == app:
+                name = ev["labels"]["retriever"]
+                labels = {"app": app, "retriever": name}
+                n = sample_value(metrics, "ragmon_retrieval_ndcg_count", labels)
+                total = sample_value(metrics, "ragmon_retrieval_ndcg_sum", labels)
+                out[name] = (n, round(total / n, 9))
+        return out
+
+    otlp, hooks = per_retriever("rag-protobuf"), per_retriever("rag-hooks")
+    assert otlp == hooks
+    counts = Counter(r["retriever"] for r in asked["hooks"])  # what the app put in its prompts
+    if nested == "skip":  # each retrieval once, under the name the app gave it
+        assert {name: n for name, (n, _) in otlp.items()} == counts
+    else:  # and each inner retriever under its own name (the ensemble's two BM25s share one)
+        assert {name: n for name, (n, _) in otlp.items()} == {
+            **counts,
+            "BM25": 2 * counts["ensemble"] + counts["reranked"],
+        }

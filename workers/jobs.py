@@ -18,6 +18,7 @@ from ragmon.store.rq_jobs import abandoned
 from ragmon.workers.context import WorkerContext, current_context
 from ragmon.workers.grading import InFlight, grade_event, on_both_scales, probe_event
 from ragmon.workers.judges.base import Judge, JudgeError
+from ragmon.workers.second import second_opinion
 
 log = logging.getLogger("ragmon.worker")
 
@@ -224,6 +225,8 @@ async def _one(
     )
     if done and missing:  # once per event: a re-run finish is not done
         store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
+    if done and ctx.settings.second_judge_model:  # on a sample, beside the event (docs)
+        await second_opinion(ctx.settings, store, event, graded, judge)
     return "done" if done else "skipped"
 
 

@@ -1,7 +1,8 @@
-"""The weekly drift report on RQ 3.0's built-in cron, run by `ragmon worker --with-scheduler`.
+"""The weekly drift report and the anchor set's daily re-judging (docs/agreement.md) on RQ 3.0's
+built-in cron, run by `ragmon worker --with-scheduler`.
 
 RQ's `CronScheduler.start()` owns the main thread (signal handlers, blocking loop) while the
-worker needs it too, so `register_weekly_report` runs the same enqueue/heartbeat loop in a
+worker needs it too, so `register_schedule` runs the same enqueue/heartbeat loop in a
 daemon thread of the worker's main process (work horses are forked from the main thread and do
 not inherit it). The job runs on ragmon's queue like any other, so any worker may execute it.
 
@@ -30,6 +31,9 @@ log = logging.getLogger("ragmon.schedule")
 
 REPORT_CRON = "0 6 * * 1"  # Mondays 06:00 in the worker's local time zone (UTC in the images)
 JOB_NAME = "ragmon-weekly-report"
+ANCHOR_CRON = "0 5 * * *"  # every day 05:00: the anchor set's re-judging, before the report
+ANCHOR_JOB_NAME = "ragmon-anchor-rejudge"
+ANCHOR_TIMEOUT_S = 3600
 JOB_TIMEOUT_S = 1800
 
 
@@ -86,11 +90,23 @@ def _loop(scheduler: CronScheduler, stopping: threading.Event) -> None:
         scheduler.register_death()
 
 
-def register_weekly_report(
+def register_schedule(
     worker: Worker, settings: Settings, cron: str = REPORT_CRON, out_dir: str | None = None
 ) -> ReportSchedule:
-    """Enqueue the weekly report on `cron` from a thread of this worker process."""
+    """Enqueue the weekly report on `cron`, and the anchor set's re-judging every day
+    (`ANCHOR_CRON`), from a thread of this worker process."""
+    from ragmon.workers.rejudge import anchor_job
+
     scheduler = CronScheduler(connection=worker.connection, name=f"ragmon-report:{worker.name}")
+    scheduler.register(
+        anchor_job,
+        queue_name=settings.queue_name,
+        cron=ANCHOR_CRON,
+        job_timeout=ANCHOR_TIMEOUT_S,
+        result_ttl=7 * 86400,
+        failure_ttl=30 * 86400,
+        name=ANCHOR_JOB_NAME,
+    )
     scheduler.register(
         weekly_report_job,
         queue_name=settings.queue_name,

@@ -17,6 +17,7 @@ from ragmon.api import otlp
 from ragmon.api.auth import KeyRing
 from ragmon.api.batcher import IngestWriter
 from ragmon.api.browser import Browser
+from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.routes import add_event_routes, add_operation_routes
 from ragmon.api.schemas import GradeBatch, RetrievalBatch, RetrievalEvent
@@ -50,6 +51,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         yield
         await writer.stop()
         metrics_text.close()
+        service.close()
         gc.set_threshold(*thresholds)
         gc.unfreeze()
 
@@ -75,9 +77,10 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             return Response(body, exc.status, headers=exc.headers, media_type=media)
         return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
 
-    add_event_routes(app, settings, service, keys)
+    grades = GradeService(settings, store, service.unavailable)
+    add_event_routes(app, settings, service, keys, grades)
     add_operation_routes(app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text)
-    app.include_router(explorer_ui(settings, store, Browser(settings, keys)))
+    app.include_router(explorer_ui(settings, store, Browser(settings, keys), grades))
 
     def openapi() -> dict:
         if app.openapi_schema is None:

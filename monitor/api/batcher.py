@@ -24,7 +24,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 
 from ragmon.api.logs import KindLimiter
 from ragmon.store import IngestItem, Store
@@ -67,6 +67,7 @@ class IngestWriter:
         self._group_wake = asyncio.Event()
         self._rejections: Counter[str] = Counter()
         self._spans: Counter[str] = Counter()  # /v1/traces spans by outcome
+        self._repairs: Counter[str] = Counter()  # /v1/traces repairs by kind
         self._depth = 0
         self._depth_at = 0.0
         self._ingest: AsyncIngest | None = None
@@ -109,11 +110,11 @@ class IngestWriter:
         if self._wake is not None:
             self._wake.set()
 
-    def count_spans(self, events: int, ignored: int, rejected: int) -> None:
-        """Count the spans of one trace export by outcome; written like the rejections."""
-        for outcome, n in (("event", events), ("ignored", ignored), ("rejected", rejected)):
-            if n:
-                self._spans[outcome] += n
+    def count_spans(self, outcomes: Mapping[str, int], repairs: Mapping[str, int]) -> None:
+        """Count the spans of one trace export by outcome, and the repairs that made events of
+        them; written like the rejections."""
+        self._spans.update({outcome: n for outcome, n in outcomes.items() if n})
+        self._repairs.update({repair: n for repair, n in repairs.items() if n})
         if self._wake is not None:
             self._wake.set()
 
@@ -240,18 +241,22 @@ class IngestWriter:
             i += len(items)
 
     async def _flush_rejections(self) -> None:
-        if not (self._rejections or self._spans):
+        if not (self._rejections or self._spans or self._repairs):
             return
         pending, self._rejections = self._rejections, Counter()
         spans, self._spans = self._spans, Counter()
+        repairs, self._repairs = self._repairs, Counter()
         try:
             for reason, n in pending.items():
                 await asyncio.to_thread(self.store.record_rejection, reason, n)
             for outcome, n in spans.items():
                 await asyncio.to_thread(self.store.record_otlp_spans, outcome, n)
+            for repair, n in repairs.items():
+                await asyncio.to_thread(self.store.record_otlp_repairs, repair, n)
         except Exception as exc:  # Redis is down: kept for the next try, one line per 10 s
             self._rejections.update(pending)
             self._spans.update(spans)
+            self._repairs.update(repairs)
             why = " ".join(str(exc).split()) or type(exc).__name__
             self.log.warning("counts", "could not record counts (kept for later): %s", why)
 

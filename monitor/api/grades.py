@@ -39,6 +39,10 @@ class GradeService:
             batch = GradeBatch.model_validate_json(body)
         except ValidationError as exc:
             raise Refused(422, "invalid", validation_errors(exc)) from None
+        return await self.submit(principal, batch)
+
+    async def submit(self, principal: Principal | None, batch: GradeBatch) -> list[dict[str, Any]]:
+        """A valid batch (`POST /v1/grades`, or a page's button) checked and stored."""
         items = [g.model_dump() for g in batch.grades]
         bound = principal.app if principal is not None else None
         for i, item in enumerate(items):

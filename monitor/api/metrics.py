@@ -12,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-import multiprocessing
 import os
-import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from ragmon import export
+from ragmon.api.child import ChildProcess
+from ragmon.oversight import Oversight
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -28,26 +26,26 @@ RENDER_NICENESS = 19
 # Redis busy enough to double the ingest p99 (docs/performance.md); spread, they do not.
 RENDER_READ_PAUSE_S = 0.002
 _child_store: Store | None = None  # the child's store, connected on its first rendering
+_child_oversight: Oversight | None = None  # and its judging statistics, kept between renderings
 
 
 def _child_start() -> None:
-    """Ctrl-C reaches the whole process group: the API stops the child, which must not die
-    with a traceback of its own first. The child renders at the lowest CPU priority (nice 19):
-    on a small machine ingest then wins the CPU while a render runs (docs/performance.md)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """The child renders at the lowest CPU priority (nice 19): on a small machine ingest then
+    wins the CPU while a render runs (docs/performance.md)."""
     os.nice(RENDER_NICENESS)
 
 
 def render_in_child(settings: Settings) -> bytes:
     """Runs in the child process: one Store for its life."""
-    global _child_store
+    global _child_store, _child_oversight
     if _child_store is None:
         _child_store = Store.connect(settings)
         _child_store.read_pause_s = RENDER_READ_PAUSE_S
-    return compressed(_child_store, paced=True)
+        _child_oversight = Oversight.for_metrics(_child_store)
+    return compressed(_child_store, paced=True, oversight=_child_oversight)
 
 
-def compressed(store: Store, paced: bool = False) -> bytes:
+def compressed(store: Store, paced: bool = False, oversight: Oversight | None = None) -> bytes:
     """The text gzipped once per rendering: 11 MB at 500 series is ~0.4 MB on the wire, and
     Prometheus asks for gzip. `paced`: rest as long as each step worked (the child), so a
     rendering never takes a CPU for long at a time."""
@@ -59,7 +57,8 @@ def compressed(store: Store, paced: bool = False) -> bytes:
             time.sleep(time.perf_counter() - mark[0])
             mark[0] = time.perf_counter()
 
-    return gzip.compress(export.metrics_text(store, between), compresslevel=1, mtime=0)
+    text = export.metrics_text(store, between, oversight)
+    return gzip.compress(text, compresslevel=1, mtime=0)
 
 
 class MetricsText:
@@ -81,7 +80,8 @@ class MetricsText:
         self.stale_s = 2 * self.refresh_s  # a body older than this waits for a new rendering
         self.in_process = not settings.metrics_process
         self.store = store
-        self._pool: ProcessPoolExecutor | None = None
+        self.oversight = Oversight.for_metrics(store)  # in-process renderings
+        self._child = ChildProcess(_child_start)
         self._body = b""
         self._at = float("-inf")
         self._pending: asyncio.Future[bytes] | None = None
@@ -122,27 +122,13 @@ class MetricsText:
 
     async def _render(self) -> bytes:
         if self.in_process:
-            return await asyncio.to_thread(compressed, self.store)
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor(), render_in_child, self.settings)
-        except BrokenProcessPool:  # the child died (OOM kill ...): a new one next time
-            self.close()
-            raise
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # spawn, not fork: the API has threads and an event loop running
-            ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=ctx, initializer=_child_start
-            )
-        return self._pool
+            return await asyncio.to_thread(compressed, self.store, False, self.oversight)
+        # a child that died (OOM kill ...) raises here once and is replaced next time
+        return await self._child.run(render_in_child, self.settings)
 
     def close(self) -> None:
+        """Stop the renderer now (a rendering in progress is thrown away)."""
         if self._ahead is not None:
             self._ahead.cancel()
             self._ahead = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._child.close()

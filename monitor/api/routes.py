@@ -34,6 +34,8 @@ from ragmon.api.schemas import (
 from ragmon.api.service import IngestService, Refused, otlp_refused
 from ragmon.api.ui import scope
 from ragmon.core.search import SEARCH_HELP, SearchError, parse_search
+from ragmon.oversight import Oversight, estimates_json, last_days
+from ragmon.report.window import iso_week
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -44,6 +46,12 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
     403: {"model": ErrorResponse, "description": "The key may not write this app label."},
     503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
+}
+
+READ_RESPONSES: dict[int | str, dict[str, Any]] = {  # a search's or a summary's
+    401: RESPONSES[401],
+    403: {"model": ErrorResponse, "description": "The key may not read this app."},
+    503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
 }
 
 
@@ -59,12 +67,12 @@ def _body_schema(model: type[BaseModel]) -> dict:
 
 
 def add_event_routes(
-    app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing
+    app: FastAPI, settings: Settings, service: IngestService, keys: KeyRing, grades: GradeService
 ) -> None:
     """`/v1/retrievals` (write one, write a batch, search, read one), `/v1/traces` and
     `/v1/grades`."""
     store = service.store
-    grades = GradeService(settings, store, service.unavailable)
+    oversight = Oversight(store, settings.measure_params())
 
     def authorize(request: Request) -> Principal | None:
         if not keys.enabled:
@@ -182,13 +190,48 @@ def add_event_routes(
         return JSONResponse({"results": results})
 
     @app.get(
+        "/v1/estimates",
+        responses={
+            400: {"model": ErrorResponse, "description": "A `week` that is not YYYY-Www."},
+            **READ_RESPONSES,
+        },
+        summary="Corrected estimates of nDCG@K, P@K and Hit@K per series and week",
+        description="Per series (filtered by any label), over an ISO week (`week=2026-W48`) or "
+        "by default the last 7 UTC days: the judge-only mean of each measure and, from "
+        "people's grades (`POST /v1/grades`), the PPI++ corrected mean with its 95 % "
+        "interval, the people-only interval on the same data and the effective number of "
+        "people's grades it is worth; `corrected` is null with a `reason` below 10 graded "
+        "units from 10 events.",
+        tags=["grades"],
+    )
+    async def get_estimates(
+        request: Request,
+        app: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+        index: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+        retriever: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+        segment: Annotated[str | None, Query(pattern=LABEL_PATTERN)] = None,
+        week: str | None = None,
+    ) -> JSONResponse:
+        principal = authorize(request)
+        bound = principal.app if principal is not None else None
+        if bound is not None and app not in (None, bound):
+            raise Refused(403, "forbidden", f"app: this API key may only read app={bound}")
+        try:
+            window = iso_week(week) if week else last_days()
+        except ValueError as exc:
+            return JSONResponse({"detail": f"week: {exc}"}, 400)
+        wanted = {"app": bound or app, "index": index, "retriever": retriever,
+                  "segment": segment}  # fmt: skip
+        labels = {k: v for k, v in wanted.items() if v is not None}
+        found = await read_store(oversight.estimates, window, labels)
+        return JSONResponse(estimates_json(window, found))
+
+    @app.get(
         "/v1/retrievals",
         response_model=EventPage,
         responses={
             400: {"model": ErrorResponse, "description": "A parameter that cannot be used."},
-            401: RESPONSES[401],
-            403: {"model": ErrorResponse, "description": "The key may not read this app."},
-            503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
+            **READ_RESPONSES,
         },
         summary="Search judged events by labels, time, measures, grade source or trace",
         description=SEARCH_HELP,

@@ -40,9 +40,11 @@ def run_api(settings: Settings, sock: socket.socket, host: str, port: int, log_l
     import uvicorn
 
     from ragmon.api import create_app
+    from ragmon.api.child import release_large_frees
     from ragmon.api.guard import uvicorn_config
     from ragmon.preflight import RedisWatch
 
+    release_large_frees()
     app = create_app(settings)
     watch = RedisWatch(app.state.store).start()
     settings = _fit_connections(settings)

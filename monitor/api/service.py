@@ -3,12 +3,19 @@
 The routes (`ragmon.api.routes`) only read the body and the API key and shape the answer;
 everything a write decides (validation, the key's app binding, backpressure, sampling,
 sealing, the OTLP mapping) is here, so it can be tested by calling it.
+
+Reading a body into events (`prepare_events`, `prepare_export`) is pure and runs where it
+cannot hold the event loop: an OTLP export, or an events body over `INLINE_MAX_BYTES`, in the
+decoding process (`ragmon.api.child`), which answers with the items ready to store; a small
+events body on the loop, where a process hop would cost more than the parse.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,12 +24,17 @@ from pydantic import BaseModel, ValidationError
 from ragmon.api import otlp
 from ragmon.api.auth import Principal
 from ragmon.api.batcher import IngestWriter, sampled_in
+from ragmon.api.child import ChildProcess
 from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
-from ragmon.api.spans import SpanMap, map_request
+from ragmon.api.spans import Mapped, SpanMap, map_request
+from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
+from ragmon.store.sealing import Sealer
 
 RETRY_AFTER_S = 5
+INLINE_MAX_BYTES = 1 << 20  # an events body up to 1 MiB parses on the loop (<~0.25 s)
+MAX_RETRIEVER_SPANS = MAX_BATCH  # per export, as events per batch; the rest are rejected
 
 
 class Refused(Exception):
@@ -32,6 +44,7 @@ class Refused(Exception):
     def __init__(
         self, status: int, reason: str | None, detail: Any, headers: dict | None = None
     ) -> None:
+        super().__init__(status, reason, detail, headers)  # pickled from the decoding process
         self.status, self.reason, self.detail, self.headers = status, reason, detail, headers
 
 
@@ -53,29 +66,126 @@ def otlp_refused(exc: otlp.OtlpError) -> Refused:
     return Refused(exc.status, "too_large" if exc.status == 413 else "invalid", str(exc))
 
 
+@dataclass
+class Export:
+    """An OTLP export read in the decoding process: its retriever spans as items to store, and
+    what the mapping counted (its events cleared: they travel back as the items only), with
+    `cut` of its rejections for being over `MAX_RETRIEVER_SPANS`."""
+
+    items: list[IngestItem]
+    mapped: Mapped
+    cut: int
+
+
+def prepare(
+    settings: Settings,
+    sealer: Sealer,
+    app: str | None,
+    events: list[RetrievalEvent],
+    where: Callable[[int], str],
+) -> list[IngestItem]:
+    """Valid events of any route → items to store: the key's app binding (`app`), ids and
+    times, sealing, sampling. Pure: it runs in the decoding process too."""
+    if app is not None:
+        for i, ev in enumerate(events):
+            if ev.labels.app != app:
+                raise Refused(
+                    403, "forbidden", f"{where(i)}: this API key may only write app={app}"
+                )
+    now = datetime.now(UTC)
+    items = []
+    for ev in events:
+        ev.event_id = ev.event_id or uuid.uuid4().hex
+        ev.timestamp = ev.timestamp or now
+        items.append(
+            IngestItem(
+                ev.event_id,
+                sealer.seal(ev.model_dump_json(exclude_none=True)),
+                sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
+                app=ev.labels.app,
+            )
+        )
+    return items
+
+
+def prepare_events(
+    settings: Settings,
+    body: bytes,
+    model: type[BaseModel],
+    app: str | None,
+    sealer: Sealer | None = None,
+) -> list[IngestItem]:
+    """A `RetrievalEvent` or `RetrievalBatch` body → items to store (`422` or `403` refused)."""
+    try:
+        parsed = model.model_validate_json(body)
+    except ValidationError as exc:
+        raise Refused(422, "invalid", validation_errors(exc)) from None
+    sealer = sealer or Sealer(settings)
+    if isinstance(parsed, RetrievalBatch):
+        return prepare(settings, sealer, app, parsed.events, lambda i: f"events[{i}].labels.app")
+    assert isinstance(parsed, RetrievalEvent)
+    return prepare(settings, sealer, app, [parsed], lambda i: "labels.app")
+
+
+def prepare_export(
+    settings: Settings, body: bytes, encoding: str | None, media: str, app: str | None
+) -> Export:
+    """An OTLP export (content type checked) → items of its first `MAX_RETRIEVER_SPANS`
+    retriever spans, within every limit of `ragmon.api.otlp` (else `Refused`)."""
+    try:
+        request = otlp.read_export(body, encoding, media, settings.max_body_bytes)
+    except otlp.OtlpError as exc:
+        raise otlp_refused(exc) from None
+    span_map = SpanMap.from_settings(settings)
+    mapped = map_request(request, span_map)
+    over = mapped.events[MAX_RETRIEVER_SPANS:]
+    mapped.rejected[:0] = [  # first: the exporter's message names the limit
+        f"span {ev.event_id}: over the limit of {MAX_RETRIEVER_SPANS:,} retriever spans per "
+        "export (send smaller batches)"
+        for ev in over
+    ]
+    del mapped.events[MAX_RETRIEVER_SPANS:]
+    app_from = ", ".join(span_map.app) or "no attribute"
+    items = prepare(
+        settings,
+        Sealer(settings),
+        app,
+        mapped.events,
+        lambda i: f"span {mapped.events[i].event_id}: labels.app (from {app_from})",
+    )
+    mapped.events = []
+    return Export(items, mapped, len(over))
+
+
 class IngestService:
     """The write path of every ingest route, from a body already read to the store."""
 
-    def __init__(self, settings: Settings, store: Store, writer: IngestWriter) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        writer: IngestWriter,
+        decoder: ChildProcess | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.writer = writer
-        self.span_map = SpanMap.from_settings(settings)
+        self.decoder = decoder or ChildProcess()
+
+    def close(self) -> None:
+        self.decoder.close()
 
     async def events(
         self, principal: Principal | None, body: bytes, model: type[BaseModel]
     ) -> list[tuple[str, str, bool]]:
         """A `RetrievalEvent` or `RetrievalBatch` body stored: `(event_id, status, created)`
         per event, in order."""
-        try:
-            parsed = model.model_validate_json(body)
-        except ValidationError as exc:
-            raise Refused(422, "invalid", validation_errors(exc)) from None
-        if isinstance(parsed, RetrievalBatch):
-            items = await self.admit(principal, parsed.events, lambda i: f"events[{i}].labels.app")
+        app = principal.app if principal is not None else None
+        if len(body) <= INLINE_MAX_BYTES:
+            items = prepare_events(self.settings, body, model, app, self.store.sealer)
         else:
-            assert isinstance(parsed, RetrievalEvent)
-            items = await self.admit(principal, [parsed], lambda i: "labels.app")
+            items = await self.off_loop(prepare_events, self.settings, body, model, app)
+        await self.backpressure()
         results = await self.write(items)
         return [
             (it.event_id, status, created)
@@ -87,40 +197,33 @@ class IngestService:
     ) -> bytes:
         """An OTLP trace export (its content type already checked): the retriever spans stored,
         the spans counted by outcome; returns the `ExportTraceServiceResponse` in `media`."""
-        try:
-            body = otlp.decompress(body, encoding, self.settings.max_body_bytes)
-            mapped = map_request(otlp.decode(body, media), self.span_map)
-        except otlp.OtlpError as exc:
-            raise otlp_refused(exc) from None
-        app_from = ", ".join(self.span_map.app) or "no attribute"
-        items = await self.admit(
-            principal,
-            mapped.events,
-            lambda i: f"span {mapped.events[i].event_id}: labels.app (from {app_from})",
-        )
+        app = principal.app if principal is not None else None
+        export = await self.off_loop(prepare_export, self.settings, body, encoding, media, app)
+        items, mapped = export.items, export.mapped
+        await self.backpressure()
         if items:
             await self.write(items)
-        self.writer.count_spans(len(items), mapped.ignored, len(mapped.rejected))
-        if mapped.rejected:  # retrievals that will not be monitored: the ingest alert sees them
-            self.writer.reject("invalid", len(mapped.rejected))
+        outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
+                    "rejected": len(mapped.rejected)}  # fmt: skip
+        self.writer.count_spans(outcomes, mapped.repairs)
+        if len(mapped.rejected) > export.cut:  # retrievals that will not be monitored: the
+            self.writer.reject("invalid", len(mapped.rejected) - export.cut)  # alert sees them
+        if export.cut:
+            self.writer.reject("too_large", export.cut)
         return otlp.encode_response(media, len(mapped.rejected), mapped.message())
 
-    async def admit(
-        self,
-        principal: Principal | None,
-        events: list[RetrievalEvent],
-        where: Callable[[int], str],
-    ) -> list[IngestItem]:
-        """Valid events of any route → items to store: app binding, backpressure, sampling."""
+    async def off_loop(self, work: Callable[..., Any], *args: Any) -> Any:
+        """`work(*args)` in the decoding process: the loop (and /healthz) never waits for it."""
+        try:
+            return await self.decoder.run(work, *args)
+        except BrokenProcessPool:  # killed (out of memory?) while decoding: a new one next time
+            raise Refused(
+                500, None, "the decoding process stopped while reading this body; retry once"
+            ) from None
+
+    async def backpressure(self) -> None:
+        """A `503` with Retry-After while the queue is over RAGMON_QUEUE_LIMIT."""
         settings = self.settings
-        if principal is not None and principal.app is not None:
-            for i, ev in enumerate(events):
-                if ev.labels.app != principal.app:
-                    raise Refused(
-                        403,
-                        "forbidden",
-                        f"{where(i)}: this API key may only write app={principal.app}",
-                    )
         try:
             depth = await self.writer.queue_depth()
         except Exception as exc:
@@ -132,20 +235,6 @@ class IngestService:
                 f"queue is over its limit ({settings.queue_limit} jobs); retry later",
                 {"Retry-After": str(RETRY_AFTER_S)},
             )
-        now = datetime.now(UTC)
-        items = []
-        for ev in events:
-            ev.event_id = ev.event_id or uuid.uuid4().hex
-            ev.timestamp = ev.timestamp or now
-            items.append(
-                IngestItem(
-                    ev.event_id,
-                    self.store.sealer.seal(ev.model_dump_json(exclude_none=True)),
-                    sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
-                    app=ev.labels.app,
-                )
-            )
-        return items
 
     async def write(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
         """Store items durably: `(status, created)` per item, or a 503 `Refused`."""

@@ -1,19 +1,22 @@
 """OpenInference retriever spans → retrieval events: the mapping, with no I/O.
 
 An OpenInference RETRIEVER span (`openinference.span.kind`) carries the query in `input.value`
-and the ranked documents in `retrieval.documents.{i}.document.{id,content,score,metadata}`: it
-becomes one event. Every other span is ignored (and counted). A retriever span that cannot be
-an event is rejected with a reason, which the exporter gets back in OTLP's partial success.
-Labels and `k` come from span or resource attributes through `SpanMap` (settings
-`RAGMON_OTLP_*_ATTRIBUTES`); the event id is derived from the trace and span ids, so a
-re-exported span is stored once. `ragmon.api.otlp` reads the export off the wire.
+and the ranked documents in `retrieval.documents.{i}.document.{id,content,score,metadata}`: the
+outermost one of a call is one event, what the app put into its prompt. A retriever span under
+another one in the same export (an ensemble's members, a wrapper's inner retriever) is nested:
+skipped, or recorded under its own name (`RAGMON_OTLP_NESTED`), never under the labels it
+inherited. Every other span is ignored (and counted). A retriever span that cannot be an event
+is rejected with a reason, which the exporter gets back in OTLP's partial success. Labels and
+`k` come from span or resource attributes through `SpanMap` (settings `RAGMON_OTLP_*`); the
+event id is derived from the trace and span ids, so a re-exported span is stored once.
+`ragmon.api.otlp` reads the export off the wire.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +28,7 @@ from pydantic import ValidationError
 
 from ragmon.api.schemas import RetrievalEvent
 from ragmon.client.events import InvalidEvent, passage
-from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, default_k
+from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, default_k, label_value
 from ragmon.settings import Settings
 
 SPAN_KIND = "openinference.span.kind"
@@ -38,9 +41,10 @@ DOCUMENTS = "retrieval.documents"
 DOCUMENTS_DOT = DOCUMENTS + "."
 REDACTED = "__REDACTED__"  # OpenInference's placeholder under OPENINFERENCE_HIDE_INPUTS
 SPAN_NAME = "span.name"  # a pseudo-attribute: the span's name
+JOIN = "+"  # `span.name+metadata.ls_vector_store_provider`: the parts present, joined by ":"
+MAX_DEPTH = 256  # parent links followed up from a span (a loop in a bad export ends there)
 MESSAGES_SHOWN = 3
 _QUERY_KEYS = ("query", "query_str", "question", "input")
-_NOT_LABEL = re.compile(r"[^A-Za-z0-9_.:-]")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class SpanMap:
     retriever: tuple[str, ...]
     segment: tuple[str, ...]
     k: tuple[str, ...]
+    k_by_app: dict[str, int] = field(default_factory=dict)  # `*`: any other app
+    nested: str = "skip"  # or "own": a nested retriever span under its own name
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SpanMap:
@@ -61,6 +67,8 @@ class SpanMap:
             retriever=settings.otlp_retriever_attributes,
             segment=settings.otlp_segment_attributes,
             k=settings.otlp_k_attributes,
+            k_by_app=settings.otlp_k,
+            nested=settings.otlp_nested,
         )
 
 
@@ -70,7 +78,11 @@ class Mapped:
 
     events: list[RetrievalEvent] = field(default_factory=list)
     ignored: int = 0
+    nested: int = 0  # retriever spans under another retriever span, skipped
     rejected: list[str] = field(default_factory=list)  # one reason per rejected span
+    #: repairs made so that spans could be events: `labels_repaired` (as the SDK counts it),
+    #: `k_from_documents` (no k attribute nor RAGMON_OTLP_K: measured at the documents returned)
+    repairs: Counter[str] = field(default_factory=Counter)
 
     def message(self) -> str:
         """OTLP's partial-success `error_message`: the count and the first reasons."""
@@ -89,8 +101,10 @@ class _Rejected(Exception):
 
 
 def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped:
-    """Every retriever span of the export as a validated event; the others counted."""
+    """Every outermost retriever span of the export as a validated event; the others counted."""
     out = Mapped()
+    retrievers: list[tuple[Span, dict[str, AnyValue], Any, dict[str, Any]]] = []
+    tree: dict[tuple[bytes, bytes], tuple[bytes, bool]] = {}  # (trace, span) → (parent, kind)
     for rs in request.resource_spans:
         resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
         for ss in rs.scope_spans:
@@ -101,24 +115,46 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
                     retriever = span.dropped_attributes_count > 0 and docs is not None
                 else:
                     retriever = kind.string_value.upper() == RETRIEVER
-                if not retriever:
+                tree[(span.trace_id, span.span_id)] = (span.parent_span_id, retriever)
+                if retriever:
+                    retrievers.append((span, attrs, docs, resource))
+                else:
                     out.ignored += 1
-                    continue
-                where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
-                try:
-                    event = span_event(span, attrs, docs, resource, span_map)
-                    if event is None:
-                        out.ignored += 1
-                        continue
-                    out.events.append(RetrievalEvent.model_validate(event))
-                except _Rejected as exc:
-                    out.rejected.append(f"{where}: {exc}")
-                except ValidationError as exc:
-                    err = exc.errors(include_url=False)[0]
-                    loc = ".".join(str(p) for p in err["loc"])
-                    msg = err["msg"].removeprefix("Value error, ")
-                    out.rejected.append(f"{where}: {loc + ': ' if loc else ''}{msg}")
+    for span, attrs, docs, resource in retrievers:
+        nested = _inside_a_retriever(span, tree)
+        if nested and span_map.nested == "skip":
+            out.nested += 1
+            continue
+        where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
+        try:
+            event = span_event(span, attrs, docs, resource, span_map, nested, out.repairs)
+            if event is None:
+                out.ignored += 1
+                continue
+            out.events.append(RetrievalEvent.model_validate(event))
+        except _Rejected as exc:
+            out.rejected.append(f"{where}: {exc}")
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            out.rejected.append(f"{where}: {loc + ': ' if loc else ''}{msg}")
     return out
+
+
+def _inside_a_retriever(span: Span, tree: dict[tuple[bytes, bytes], tuple[bytes, bool]]) -> bool:
+    """Whether a retriever span of the export is an ancestor of `span` (parent links)."""
+    parent = span.parent_span_id
+    for _ in range(MAX_DEPTH):
+        if not parent:
+            return False
+        found = tree.get((span.trace_id, parent))
+        if found is None:
+            return False
+        parent, retriever = found
+        if retriever:
+            return True
+    return False
 
 
 def _scan(span: Span) -> tuple[dict[str, AnyValue], dict[int, dict[str, AnyValue]] | None]:
@@ -162,7 +198,9 @@ def _document_field(key: str) -> tuple[int, str] | None:
     if not key.startswith(DOCUMENTS_DOT):
         return None
     index, sep, name = key[len(DOCUMENTS_DOT) :].partition(".document.")
-    return (int(index), name) if sep and index.isascii() and index.isdigit() else None
+    if not (sep and index.isascii() and index.isdigit()):
+        return None
+    return (int(index) if len(index) <= 9 else 10**9, name)  # past 10**9: a gap, rejected
 
 
 def span_event(
@@ -171,12 +209,17 @@ def span_event(
     docs: dict[int, dict[str, AnyValue]] | None,
     resource: dict[str, Any],
     span_map: SpanMap,
+    nested: bool = False,
+    repairs: Counter[str] | None = None,
 ) -> dict[str, Any] | None:
     """The wire event of one retriever span; None for a framework's nested retrieval step.
 
     LlamaIndex wraps `_retrieve` (JSON arguments, no documents) in `retrieve` (the query and
     the documents): a retriever span with a JSON input and no documents is that inner step, and
-    its parent span carries the retrieval.
+    its parent span carries the retrieval. A `nested` span (under another retriever span) is
+    named by its own attributes: `metadata.*` keys are inherited from the enclosing call, so
+    they never give it its `index`, `retriever` or `k`; its `k` is the documents it returned
+    (they went to the enclosing retriever, not into the prompt).
     """
     if span.dropped_attributes_count:
         raise _Rejected(
@@ -187,16 +230,28 @@ def span_event(
     if query is None:
         return None
     passages = _passages(docs or {})
+    repairs = Counter() if repairs is None else repairs
     lookup = _Lookup(span, attrs, resource)
+    own = _Lookup(span, attrs, resource, own=True) if nested else lookup
     labels = {}
     for key in LABEL_KEYS:
-        value = lookup.label(getattr(span_map, key))
+        value = (own if key in ("index", "retriever") else lookup).label(
+            getattr(span_map, key), repairs
+        )
         if value is not None:
             labels[key] = value
-    k = lookup.first(span_map.k)
+    metadata = {"span_id": span.span_id.hex(), "span_name": span.name[:256]}
+    k = None if nested else lookup.first(span_map.k)
+    if k is None and not nested:
+        k = span_map.k_by_app.get(labels.get("app", "default"), span_map.k_by_app.get("*"))
+    if k is None:
+        k = default_k(len(passages))
+        if not nested:  # never silently: counted, and said in the event
+            repairs["k_from_documents"] += 1
+            metadata["k_from"] = "documents"
     event: dict[str, Any] = {
         "query": query,
-        "k": default_k(len(passages)) if k is None else _integer(k),
+        "k": _integer(k),
         "passages": passages,
         "labels": labels,
     }
@@ -206,7 +261,7 @@ def span_event(
     if trace_id.strip("0") and span_id.strip("0"):
         event["event_id"] = f"{trace_id}-{span_id}"
         event["trace_id"] = trace_id
-    event["metadata"] = {"span_id": span_id, "span_name": span.name[:256]}
+    event["metadata"] = metadata
     return event
 
 
@@ -233,7 +288,7 @@ def _query(attrs: dict[str, AnyValue], has_documents: bool) -> str | None:
 def _query_in_json(text: str) -> str | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return None
     for _ in range(3):  # {"qb": {"query_str": ...}}: look a few levels down
         if isinstance(data, str):
@@ -294,7 +349,7 @@ def _fallback_id(pid: Any, doc: dict[str, AnyValue]) -> Any:
     if isinstance(meta, str):
         try:
             data = json.loads(meta)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if isinstance(data, dict) and isinstance(data.get("id"), str | int):
             return str(data["id"])
@@ -302,20 +357,28 @@ def _fallback_id(pid: Any, doc: dict[str, AnyValue]) -> Any:
 
 
 class _Lookup:
-    """Attribute values of one span: its own, then its resource's, then `metadata.*` keys."""
+    """Attribute values of one span: its own, then its resource's, then `metadata.*` keys
+    (none of those when `own`: a nested span inherits them from the enclosing call)."""
 
-    def __init__(self, span: Span, attrs: dict[str, AnyValue], resource: dict[str, Any]) -> None:
-        self.span, self.attrs, self.resource = span, attrs, resource
+    def __init__(
+        self, span: Span, attrs: dict[str, AnyValue], resource: dict[str, Any], own: bool = False
+    ) -> None:
+        self.span, self.attrs, self.resource, self.own = span, attrs, resource, own
         self._metadata: dict[str, Any] | None = None
 
     def get(self, name: str) -> Any:
+        if JOIN in name:  # the parts present, joined; nothing when the first is absent
+            parts = [self.get(part) for part in name.split(JOIN)]
+            if parts[0] is None or parts[0] == "":
+                return None
+            return ":".join(str(p) for p in parts if p is not None and p != "")
         if name == SPAN_NAME:
             return self.span.name or None
         if name in self.attrs:
             return _value(self.attrs[name])
         if name in self.resource:
             return self.resource[name]
-        if name.startswith(METADATA + "."):
+        if name.startswith(METADATA + ".") and not self.own:
             return self.metadata().get(name[len(METADATA) + 1 :])
         return None
 
@@ -326,14 +389,15 @@ class _Lookup:
                 return value
         return None
 
-    def label(self, names: tuple[str, ...]) -> str | None:
-        """A label value: characters outside `[A-Za-z0-9_.:-]` become `_`, cut at 64."""
+    def label(self, names: tuple[str, ...], repairs: Counter[str]) -> str | None:
+        """A label value, repaired as the SDK repairs one (`label_value`), and counted."""
         for name in names:
             value = self.get(name)
-            if isinstance(value, str | int | float) and not isinstance(value, bool):
-                text = _NOT_LABEL.sub("_", str(value))[:64]
-                if text:
-                    return text
+            text = label_value(value)
+            if text:
+                if text != str(value):
+                    repairs["labels_repaired"] += 1
+                return text
         return None
 
     def metadata(self) -> dict[str, Any]:
@@ -344,7 +408,7 @@ class _Lookup:
             if isinstance(raw, str):
                 try:
                     data = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):
                     data = None
                 if isinstance(data, dict):
                     self._metadata = data

@@ -1,4 +1,5 @@
-"""The event explorer's pages under `/ui`: read-only, server-rendered (`ragmon.core.pages`).
+"""The event explorer's pages under `/ui`, server-rendered (`ragmon.core.pages`); the only
+writes are people's grades (`ragmon.api.review`).
 
 With API keys on (RAGMON_API_KEYS), a browser signs in once with a key and holds a session
 (`ragmon.api.browser`: an HttpOnly cookie scoped to `/ui`, not the key); a key bound to an app
@@ -17,6 +18,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ragmon.api.auth import Principal
 from ragmon.api.browser import Browser
+from ragmon.api.grades import GradeService
+from ragmon.api.review import add_review_routes, grade_form
 from ragmon.core import pages
 from ragmon.core.search import Search, SearchError, parse_search
 from ragmon.settings import Settings
@@ -35,7 +38,9 @@ def scope(search: Search, principal: Principal | None) -> Search:
     return search.with_app(bound)
 
 
-def explorer_ui(settings: Settings, store: Store, browser: Browser) -> APIRouter:
+def explorer_ui(
+    settings: Settings, store: Store, browser: Browser, grades: GradeService
+) -> APIRouter:
     router = APIRouter(prefix="/ui", include_in_schema=False)
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
@@ -47,7 +52,10 @@ def explorer_ui(settings: Settings, store: Store, browser: Browser) -> APIRouter
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/ui/login?next={quote(target, safe='')}", 303)
         try:
-            html, status = await build(principal)
+            built = await build(principal)
+            if isinstance(built, Response):  # a redirect
+                return built
+            html, status = built
         except SearchError as exc:
             return HTMLResponse(pages.message("Bad search", str(exc)), 400)
         except PermissionError as exc:
@@ -84,9 +92,11 @@ def explorer_ui(settings: Settings, store: Store, browser: Browser) -> APIRouter
             if found is None:
                 text = "Unknown event (never received, or expired: RAGMON_RESULT_TTL_DAYS)."
                 return pages.message("Unknown event", text), 404
-            return pages.event(found, settings.store_text), 200
+            return pages.event(found, settings.store_text, grade_form(request)), 200
 
         return await answer(request, build)
+
+    add_review_routes(router, settings, store, browser, grades, answer, read)
 
     @router.get("/login")
     async def login_page(next: str = "/ui", failed: bool = False) -> Response:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -25,14 +24,13 @@ from datetime import UTC, datetime
 from hashlib import sha1
 from typing import Any
 
-try:  # optional (`pip install ragmon[fast]`): encodes an event ~10x faster than the stdlib
+try:  # in the core install (CPython): encodes an event ~10x faster than the stdlib
     import orjson
 except ImportError:  # pragma: no cover - exercised by forcing the fallback in the tests
     orjson = None  # type: ignore[assignment]
 
 from ragmon.core.wire import (
     LABEL_KEYS,
-    LABEL_PATTERN,
     MAX_CLOCK_SKEW,
     MAX_EVENT_AGE,
     MAX_EVENT_ID_CHARS,
@@ -45,11 +43,11 @@ from ragmon.core.wire import (
     MAX_TEXT_CHARS,
     MAX_TRACE_ID_CHARS,
     event_id_problem,
+    label_value,
 )
 
 MAX_FUTURE_S = MAX_CLOCK_SKEW.total_seconds()
 MAX_AGE_S = MAX_EVENT_AGE.total_seconds() - 60  # a minute's margin for the trip to the server
-_LABEL_RE = re.compile(LABEL_PATTERN)
 
 #: Why an event could not be sent (`stats()` counts each as `invalid_<reason>`).
 INVALID_REASONS = (
@@ -57,7 +55,6 @@ INVALID_REASONS = (
     "k",  # not an integer 1-MAX_K
     "passages",  # not a list of readable passages (an unsupported type, text not a string)
     "grade",  # a known grade that is not an integer 0-3
-    "labels",  # a label value the metric label pattern refuses
     "event_id",
     "timestamp",  # unreadable, older than 35 days or in the future
     "relevant_total",
@@ -72,6 +69,7 @@ FIXES = (
     "passage_ids_hashed",  # an id over MAX_ID_CHARS, replaced by its hash
     "queries_truncated",  # a query over MAX_QUERY_CHARS, cut to it
     "labels_to_metadata",  # a label key other than app/index/retriever/segment
+    "labels_repaired",  # a label value outside the pattern: `_` for each bad character, cut
     "metadata_dropped",  # a metadata entry over the limits or of a type JSON cannot carry
     "trace_ids_dropped",  # a trace_id that is not 1-128 chars
 )
@@ -135,11 +133,13 @@ def build_event(
                 extra[key] = value
                 _count(fixes, "labels_to_metadata")
                 continue
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(value, str) or not _LABEL_RE.match(value):
-                raise InvalidEvent("labels", f"labels.{key}={value!r} must match {LABEL_PATTERN}")
-            kept[key] = value
+            if value is None or value == "":  # no value: the server's `default`
+                continue
+            fixed = label_value(value)
+            if fixed is None or fixed != str(value):
+                _count(fixes, "labels_repaired")
+            if fixed is not None:
+                kept[key] = fixed
         if kept:
             event["labels"] = kept
     if relevant_total is not None:

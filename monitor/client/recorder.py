@@ -49,7 +49,7 @@ from ragmon.client.encoder import ENCODE_AT, Encoder
 from ragmon.client.outbox import Outbox
 from ragmon.client.relay import Relayer
 from ragmon.client.sender import Sender
-from ragmon.client.state import COUNTERS
+from ragmon.client.state import COUNTERS, sched_normal
 from ragmon.core.wire import MAX_BATCH
 
 DEFAULT_BUFFER = 10_000
@@ -250,6 +250,9 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
         timeout = self._close_timeout if timeout is None else timeout
         self._closed = True
         self._deadline = end = time.monotonic() + timeout
+        for thread in self._threads or ():
+            if thread.native_id is not None and thread.is_alive():
+                sched_normal(thread.native_id)
         self._closing.set()
         self._wake_encoder.set()
         self._wake_sender.set()

@@ -34,7 +34,7 @@ from typing import Any
 
 from ragmon.client import encoder
 from ragmon.client.events import InvalidEvent, build_event, decode, foreign_passage
-from ragmon.client.state import MonitorState, log
+from ragmon.client.state import MonitorState, log, sched_normal
 
 try:
     import orjson
@@ -283,6 +283,9 @@ class Relayer(MonitorState):
         if proc is None:
             return
         assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(OSError, ValueError):  # its threads, as close() does ours
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                sched_normal(int(tid))
         with contextlib.suppress(OSError, ValueError):
             if not any(t.is_alive() for t in self._threads or ()):  # nobody else writes
                 close_s = max(0.0, 0.9 * (end - time.monotonic()) - 0.05)

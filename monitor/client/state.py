@@ -5,7 +5,9 @@ share: its buffers, locks, wake-ups and counters, declared once so that each par
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -71,3 +73,14 @@ class MonitorState:
             return
         self._last_log[kind] = now
         log.warning(msg, exc_info=exc_info)
+
+
+def sched_normal(tid: int) -> None:
+    """Thread `tid` back under the OS's normal policy (and nice 0 where allowed), for close():
+    the app is shutting down, so what the threads hold must go out within the close timeout.
+    Under SCHED_IDLE, while other processes kept every CPU busy, they got ~0.3 % of one and
+    close() dropped everything it held. Where the OS refuses, the thread keeps its policy."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, 0)  # Linux: PRIO_PROCESS of a tid is that thread

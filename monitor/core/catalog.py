@@ -73,8 +73,19 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_otlp_spans",
         "counter",
         "Spans received on /v1/traces, by outcome: event (a retriever span, stored as an event), "
-        "ignored (any other span), rejected (a retriever span that cannot be an event).",
+        "nested (a retriever span under another one in the same export, skipped: "
+        "RAGMON_OTLP_NESTED), ignored (any other span), rejected (a retriever span that cannot "
+        "be an event).",
         ("outcome",),
+    ),
+    Metric(
+        "ragmon_otlp_repairs",
+        "counter",
+        "Repairs that made events of /v1/traces spans, by kind: labels_repaired (a label value "
+        "outside [A-Za-z0-9_.:-] or over 64 characters, repaired as the SDK repairs it), "
+        "k_from_documents (no k attribute nor RAGMON_OTLP_K: measured at the documents "
+        "returned).",
+        ("repair",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
     Metric(
@@ -186,7 +197,118 @@ OPERATIONS: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS
+# People's grades against the judge's (docs/agreement.md). `reference` is `human` for people's
+# grades, or the first judge's identity for the second judge (RAGMON_SECOND_JUDGE_MODEL);
+# `bound` is `estimate`, `low` or `high` (the 95 % interval), so a dashboard draws a band.
+AGREEMENT_LABELS = ("app", "judge", "reference")
+ESTIMATE_LABELS = (*SERIES_LABELS, "measure")
+_FEW_PAIRS = "absent below 30 pairs from 10 events"
+_FEW_LABELS = "absent below 10 graded units from 10 events (or queries)"
+JUDGING: tuple[Metric, ...] = (
+    Metric(
+        "ragmon_judge_agreement_pairs",
+        "gauge",
+        "Passages graded by both the judge identity (judge=model/prompt_version/mode) and the "
+        "reference (reference=human: people's grades; else the first judge's identity), by app.",
+        AGREEMENT_LABELS,
+    ),
+    Metric(
+        "ragmon_judge_agreement_exact",
+        "gauge",
+        f"Share of those passages given the same 0-3 grade, with its 95 % interval (bound="
+        f"estimate, low or high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_kappa",
+        "gauge",
+        f"Quadratic-weighted kappa of the judge with the reference, with its 95 % interval "
+        f"(bound=estimate, low or high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_difference",
+        "gauge",
+        f"Mean grade of the judge minus the reference's on the same passages (> 0: the judge "
+        f"over-grades), with its 95 % interval (bound=estimate, low or high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_confusion",
+        "gauge",
+        "Passages by the reference's grade and the judge's grade (the 4x4 confusion matrix).",
+        (*AGREEMENT_LABELS, "reference_grade", "judge_grade"),
+    ),
+    Metric(
+        "ragmon_estimate_judge_only",
+        "gauge",
+        "Last 7 days: the series' mean of the measure (ndcg, precision, hit) with the judge's "
+        "grades, over its judged events.",
+        ESTIMATE_LABELS,
+    ),
+    Metric(
+        "ragmon_estimate_corrected",
+        "gauge",
+        f"Last 7 days: the PPI++ corrected mean of the measure from people's and the judge's "
+        f"grades, with its 95 % interval (bound=estimate, low or high); {_FEW_LABELS}.",
+        (*ESTIMATE_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_estimate_human_labels",
+        "gauge",
+        "Last 7 days: units people graded for the corrected mean (passages for precision; "
+        "events whose passages were all graded for ndcg and hit).",
+        ESTIMATE_LABELS,
+    ),
+    Metric(
+        "ragmon_estimate_effective_labels",
+        "gauge",
+        "Last 7 days: how many people's grades alone the corrected mean is worth (its interval "
+        f"is as narrow as that many would give); {_FEW_LABELS}.",
+        ESTIMATE_LABELS,
+    ),
+)
+
+# The anchor set's daily re-judging (judge drift): the latest complete run, and the first run of
+# the same judge identity (its baseline), by judge identity.
+ANCHOR: tuple[Metric, ...] = (
+    Metric(
+        "ragmon_judge_anchor_kappa",
+        "gauge",
+        "The anchor set's latest complete re-judging (daily): quadratic-weighted kappa of the "
+        "judge with the set's grades, with its 95 % interval (bound=estimate, low or high).",
+        ("judge", "bound"),
+    ),
+    Metric(
+        "ragmon_judge_anchor_baseline_kappa",
+        "gauge",
+        "The same on the judge identity's first re-judging of the anchor set (its baseline): the "
+        "RagmonJudgeDrift alert fires when the latest interval lies below it.",
+        ("judge", "bound"),
+    ),
+    Metric(
+        "ragmon_judge_anchor_difference",
+        "gauge",
+        "The anchor set's latest re-judging: the judge's mean grade minus the set's (> 0: it "
+        "over-grades), with its 95 % interval (bound=estimate, low or high).",
+        ("judge", "bound"),
+    ),
+    Metric(
+        "ragmon_judge_anchor_passages",
+        "gauge",
+        "Passages of the anchor set the latest complete re-judging graded.",
+        ("judge",),
+    ),
+    Metric(
+        "ragmon_judge_anchor_run_timestamp_seconds",
+        "gauge",
+        "When the latest complete re-judging of the anchor set ran (unix seconds): more than a "
+        "day old means the daily run is not happening (no worker --with-scheduler, budget).",
+        ("judge",),
+    ),
+)
+
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + JUDGING + ANCHOR
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

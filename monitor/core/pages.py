@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 
 from ragmon.core.drift.changes import Cell, binned_change
 from ragmon.core.measure_table import BY_KEY
+from ragmon.core.reviews import RUBRIC
 from ragmon.core.search import OVERVIEW, SORTS, Search, describe_search
 from ragmon.core.wire import LABEL_KEYS, SEP
 
@@ -28,6 +29,7 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;f
 tabular-nums}.worse{color:#b00}.better{color:#070}.note{color:#666}form{margin:.5em 0}
 form div{margin:.3em 0}.row{display:flex;gap:3em;align-items:flex-start}
 pre{white-space:pre-wrap;max-width:60em;margin:0}nav a{margin-right:1em}
+td.grading button{margin:1px}button.chosen{font-weight:bold;outline:2px solid #070}
 """
 
 
@@ -43,7 +45,8 @@ def page(title: str, body: str) -> str:
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{_e(title)} · ragmon</title><style>{_CSS}</style></head><body>"
-        '<nav><a href="/ui">Series</a><a href="/ui/events">Events</a></nav>'
+        '<nav><a href="/ui">Series</a><a href="/ui/events">Events</a>'
+        '<a href="/ui/review">Review</a></nav>'
         f"<h1>{_e(title)}</h1>{body}</body></html>"
     )
 
@@ -175,8 +178,9 @@ def _filter_form(search: Search) -> str:
     return f"<form id=filters method=get action=/ui/events>{rows}</form>"
 
 
-def event(found: Mapping[str, Any], store_text: bool) -> str:
-    """One event: query, measures, each passage with its grade, and the judge's error."""
+def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = None) -> str:
+    """One event: query, measures, each passage with its grade (and who gave it), people's
+    grades with buttons to add one (`form`; a judged event only), and the judge's error."""
     labels = found.get("labels") or {}
     parts = [
         "<div class=row><div class=side><table id=facts>",
@@ -216,24 +220,77 @@ def event(found: Mapping[str, Any], store_text: bool) -> str:
         parts.append(f"<div class=side><h2>Measures</h2><table id=measures>{cells}</table></div>")
     parts.append("</div>")  # the facts and the measures side by side
     k = found.get("k") or 0
+    grading = form is not None and found.get("status") == "done"
     rows = []
     for p in found.get("passages") or []:
         dup = f"repeats rank {p['duplicate_of']}" if p.get("duplicate_of") else ""
         text = p.get("text") if "text" in p else p.get("text_sha")
         marker = " class=outside" if p["rank"] > k else ""
+        source = WORDS.get(p.get("grade_source") or "", p.get("grade_source"))
+        by = f" ({p['graded_by']})" if p.get("graded_by") not in (None, "known") else ""
+        people = ", ".join(f"{h['reviewer']}: {h['grade']}" for h in p.get("human_grades") or ())
+        cell = grade_cell(p, form) if grading and form is not None else f"<td>{_e(people)}</td>"
         rows.append(
             f"<tr{marker}><td class=n>{p['rank']}</td><td>{_e(p.get('id'))}</td>"
             f"<td class=n>{_num(p.get('score'))}</td><td class=n>{_e(p.get('grade'))}</td>"
-            f"<td>{_e(WORDS.get(p.get('grade_source') or '', p.get('grade_source')))}</td>"
-            f"<td>{_e(dup)}</td><td><pre>{_e(text)}</pre></td></tr>"
+            f"<td>{_e(source)}{_e(by)}</td><td>{_e(dup)}</td><td><pre>{_e(text)}</pre></td>"
+            f"{cell}</tr>"
         )
     column = "text" if store_text else "text hash"
-    parts.append(
-        f"<h2>Passages (top {k} went into the prompt)</h2><table id=passages><tr><th>rank</th>"
-        "<th>id</th><th>score</th><th>grade</th><th>grade from</th><th>duplicate</th>"
-        f"<th>{column}</th></tr>{''.join(rows)}</table>"
+    table = (
+        f"<table id=passages><tr><th>rank</th><th>id</th><th>score</th><th>grade</th>"
+        f"<th>grade from</th><th>duplicate</th><th>{column}</th><th>people's grades</th></tr>"
+        f"{''.join(rows)}</table>"
     )
+    if grading and form is not None:
+        table = form_start(found, form) + table + "</form>"
+    parts.append(f"<h2>Passages (top {k} went into the prompt)</h2>{table}")
     return page(f"Event {found.get('event_id')}", "".join(parts))
+
+
+GRADES_URL = "/ui/grades"
+
+
+@dataclass(frozen=True)
+class GradeForm:
+    """What a page's buttons post besides the grade: who grades (remembered in a cookie) and
+    the page to come back to."""
+
+    reviewer: str
+    back: str
+
+
+def form_start(found: Mapping[str, Any], form: GradeForm) -> str:
+    """The opening of the form around a passages table: the event, the way back, the
+    reviewer's name."""
+    labels = found.get("labels") or {}
+    return (
+        f'<form id=grading method=post action="{GRADES_URL}">'
+        f'<input type=hidden name=app value="{_e(labels.get("app"))}">'
+        f'<input type=hidden name=event_id value="{_e(found.get("event_id"))}">'
+        f'<input type=hidden name=next value="{_e(form.back)}">'
+        f'<p><label>Reviewer <input id=reviewer name=reviewer value="{_e(form.reviewer)}" '
+        "required maxlength=64 size=24></label> <span class=note>your name or e-mail "
+        "(letters, digits, _.@:+-); one grade per passage and reviewer: another click "
+        "replaces yours</span></p>"
+    )
+
+
+def grade_cell(passage: Mapping[str, Any], form: GradeForm) -> str:
+    """A passage's buttons 3..0 with the rubric's words (the reviewer's grade marked), and
+    every person's grade of it so far."""
+    if passage.get("duplicate_of"):
+        return f"<td class=grading>repeats rank {passage['duplicate_of']}</td>"
+    people = passage.get("human_grades") or ()
+    mine = next((h["grade"] for h in people if h["reviewer"] == form.reviewer), None)
+    buttons = "".join(
+        f'<button name=grade value="{g}:{_e(passage.get("id"))}" title="{_e(meaning)}"'
+        f"{' class=chosen' if g == mine else ''}>{g} {_e(word)}</button> "
+        for g, (word, meaning) in sorted(RUBRIC.items(), reverse=True)
+    )
+    given = ", ".join(f"{h['reviewer']}: {h['grade']}" for h in people)
+    shown = f"<div class=people>people: {_e(given)}</div>" if given else ""
+    return f"<td class=grading>{buttons}{shown}</td>"
 
 
 def message(title: str, text: str, status_hint: str = "") -> str:

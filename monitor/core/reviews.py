@@ -9,13 +9,22 @@ the query and passage text the judge saw (the anchor set re-judges them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ragmon.core.corrected import Corrected, GradedEvent, event_units, passage_units, ppi_mean
 from ragmon.core.identity import KNOWN, human
+from ragmon.core.measures import MeasureParams
 
 JUDGED = "done"  # people grade judged events: agreement needs the judge's grade beside theirs
+# The 0-3 scale (TREC Deep Learning / UMBRELA) in the words the review buttons show.
+RUBRIC = {
+    3: ("perfectly relevant", "dedicated to the query and contains the exact answer"),
+    2: ("highly relevant", "answers the query, perhaps partly or buried in other text"),
+    1: ("related", "on topic but does not answer the query"),
+    0: ("irrelevant", "nothing to do with the query"),
+}
 
 
 def graded_by(source: str | None, judge: str | None) -> str | None:
@@ -94,3 +103,84 @@ def shown(record: Mapping[str, Any]) -> dict:
         "note": record.get("note"),
         "at": record.get("at"),
     }
+
+
+# ---- from stored records to the statistics' inputs ---------------------------------------------
+
+Pairs = tuple[list[int], list[int], list[str]]  # people's grades, the judge's, event ids
+
+
+def agreement_pairs(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Pairs]:
+    """`(app, judge identity)` → the pairs agreement is computed on: one per person's grade
+    of a passage the judge graded (the app's own `known` grades are not the judge's)."""
+    out: dict[tuple[str, str], Pairs] = {}
+    for r in records:
+        judge, grade = r.get("judge"), r.get("judge_grade")
+        if judge in (None, KNOWN) or grade is None:
+            continue
+        people, judged, events = out.setdefault((r["app"], judge), ([], [], []))
+        people.append(int(r["grade"]))
+        judged.append(int(grade))
+        events.append(r["event_id"])
+    return out
+
+
+def second_judge_pairs(
+    records: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str, str], Pairs]:
+    """`(app, second judge, first judge)` → the pairs (first's grade, second's grade, event id)
+    of the passages both graded (`ragmon.workers.second`)."""
+    out: dict[tuple[str, str, str], Pairs] = {}
+    for r in records:
+        first, second, events = out.setdefault((r["app"], r["second"], r["first"]), ([], [], []))
+        for a, b in r["pairs"]:
+            first.append(int(a))
+            second.append(int(b))
+            events.append(r["event_id"])
+    return out
+
+
+def people_by_event(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[int, int]]:
+    """`(app, event_id)` → rank → the person's grade: the latest one given when several people
+    graded a passage (the corrected estimates take one grade per passage)."""
+    latest: dict[tuple[str, str], dict[int, tuple[str, int]]] = {}
+    for r in records:
+        ranks = latest.setdefault((r["app"], r["event_id"]), {})
+        at = str(r.get("at") or "")
+        if r["rank"] not in ranks or at >= ranks[r["rank"]][0]:
+            ranks[r["rank"]] = (at, int(r["grade"]))
+    return {key: {rank: g for rank, (_, g) in ranks.items()} for key, ranks in latest.items()}
+
+
+def graded_event(day_record: Mapping[str, Any], people: Mapping[int, int] | None) -> GradedEvent:
+    """One judged event as the corrected estimates read it, from its per-day record and the
+    people's grades of its passages by rank (none: not in the human sample)."""
+    judge = [*day_record.get("grades", ()), *day_record.get("more", ())]
+    human = [(people or {}).get(rank) for rank in range(1, len(judge) + 1)]
+    inclusion = float(day_record.get("ip") or 1.0)
+    return GradedEvent(
+        judge=judge,
+        human=human,
+        k=int(day_record["k"]),
+        weight=1.0 / inclusion,
+        cluster=day_record.get("q") or ("event", day_record["id"]),
+    )
+
+
+# The measures with a corrected estimate, and their units: P@K averages passages, so every
+# passage people graded counts; nDCG@K and Hit@K are per event, so only events whose passages
+# the measure reads were all graded by people (`ragmon.core.corrected`).
+ESTIMATED = {"ndcg": "event", "precision": "passage", "hit": "event"}
+
+
+def estimates(events: Sequence[GradedEvent], params: MeasureParams) -> dict[str, Corrected]:
+    """The corrected (PPI++) mean of each `ESTIMATED` measure over one series' judged events."""
+    out = {}
+    for measure, unit in ESTIMATED.items():
+        units = (
+            passage_units(events, params)
+            if unit == "passage"
+            else event_units(events, measure, params)
+        )
+        out[measure] = ppi_mean(units)
+    return out

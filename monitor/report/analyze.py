@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ragmon.core import drift
+from ragmon.core.agreement import Agreement
 from ragmon.report.compare import (
     MEASURES,
     MIN_EVENTS,
@@ -24,6 +26,9 @@ from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
 from ragmon.report.window import Window
+
+if TYPE_CHECKING:
+    from ragmon.oversight import SeriesEstimates
 
 SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
 
@@ -63,6 +68,10 @@ class Report:
     population: list[QueryPopulation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     details: dict[str, dict | None] = field(default_factory=dict)
+    # the judge against people (`ragmon.oversight`): (app, judge, reference) -> agreement
+    agreement: dict[tuple[str, str, str], Agreement] = field(default_factory=dict)
+    estimates: list[SeriesEstimates] = field(default_factory=list)  # this window's, per series
+    anchor_runs: list[dict] = field(default_factory=list)  # the anchor set's re-judgings
 
     @property
     def tests(self) -> int:
@@ -214,6 +223,14 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
     notes = []
     if not cur.days_with_data:
         notes.append(f"no data in the current window {cur.window.label}")
+    jb, jc = report.judge_base.models, report.judge_cur.models
+    if jb and jc and set(jb) != set(jc):  # grades of two identities are never mixed: say so
+        notes.append(
+            "the judge identity (model/prompt/mode) changed: the baseline was graded by "
+            + ", ".join(f"`{m}`" for m in sorted(jb)) + ", this week by "
+            + ", ".join(f"`{m}`" for m in sorted(jc))
+            + "; a change of the measures may be the judge's, not the retriever's"
+        )  # fmt: skip
     if report.first_week:
         notes.append(
             f"no baseline yet: the baseline window {base.window.label} has no events (the first "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from ragmon.oversight import Oversight
 from ragmon.preflight import redis_problem
 from ragmon.report.analyze import Report, analyze, summary_line
 from ragmon.report.compare import NAMES
@@ -84,6 +85,11 @@ def write_report(
     report = analyze(data)
     refs = [record_ref(e) for e in report.worst_ndcg + report.worst_harm]
     report.details = load_event_details(store, list(dict.fromkeys(refs)))
+    progress("agreement with people and corrected estimates")
+    oversight = Oversight(store, store.settings.measure_params())
+    report.agreement = oversight.agreement()
+    report.estimates = oversight.estimates(current)
+    report.anchor_runs = store.anchors.runs()
     images = {}
     progress("plotting the 8-week trend")
     images["Weekly trend of each measure per retriever, last 8 weeks"] = plots.trend_png(report)

@@ -16,6 +16,7 @@ from ragmon.report.compare import (
     group_name,
 )
 from ragmon.report.document import Doc
+from ragmon.report.judging import agreement_section, anchor_section, estimates_section
 from ragmon.report.ops import JudgeOps
 from ragmon.report.population import MIX_MIN_SHARE, SegmentMix
 from ragmon.report.worst import worst_section
@@ -318,6 +319,9 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
     measures_section(doc, report)
     ops_section(doc, report)
     judge_section(doc, report)
+    agreement_section(doc, report.agreement)
+    estimates_section(doc, report.current, report.estimates)
+    anchor_section(doc, report.anchor_runs, report.current)
     worst_section(doc, report)
     methods_section(doc)
     return doc

@@ -21,6 +21,7 @@ from ragmon.core.measures import histogram_bounds
 from ragmon.core.results import describe
 from ragmon.settings import Settings
 from ragmon.store import scripts
+from ragmon.store.anchors import Anchors
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field, Status
 from ragmon.store.finish import day_keys, fail_call, finish_call
@@ -44,6 +45,7 @@ from ragmon.store.records import (
 )
 from ragmon.store.rq_jobs import Jobs
 from ragmon.store.sealing import Sealer
+from ragmon.store.second_opinions import SecondOpinions
 from ragmon.store.series import SWEEP_EVERY_S, SeriesBudget
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ class Store:
         self.sealer = Sealer(settings)
         self.explore = ExploreIndex(self)
         self.human = HumanGrades(self)
+        self.anchors = Anchors(self)
+        self.second_opinions = SecondOpinions(self)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
@@ -179,8 +183,12 @@ class Store:
         self.incr(f"events_rejected{SEP}{reason}", count)
 
     def record_otlp_spans(self, outcome: str, count: int) -> None:
-        """Spans received on /v1/traces: `event`, `ignored` or `rejected`."""
+        """Spans received on /v1/traces: `event`, `nested`, `ignored` or `rejected`."""
         self.incr(f"otlp_spans{SEP}{outcome}", count)
+
+    def record_otlp_repairs(self, repair: str, count: int) -> None:
+        """Repairs that made events of /v1/traces spans: `labels_repaired`, `k_from_documents`."""
+        self.incr(f"otlp_repairs{SEP}{repair}", count)
 
     # ---- events and results ----------------------------------------------------------------
 

@@ -111,6 +111,18 @@ class ExploreIndex:
         names = [x.decode() for x in raw]  # type: ignore[union-attr]
         return [s for s in names if search is None or search.series_matches(s)]
 
+    def draw(self, series: str, n: int, now: float | None = None) -> list[str]:
+        """Up to `n` distinct refs of the series' indexed (judged, unexpired) events, drawn
+        uniformly at random by Redis (HRANDFIELD): the review page's sample."""
+        now = now or time.time()
+        raw = self.client.hrandfield(self.keys.explore_records(series), n, withvalues=True)
+        pairs = cast(list[bytes], raw or [])
+        out = []
+        for ref, rec in zip(pairs[::2], pairs[1::2], strict=True):
+            if json.loads(rec).get("e", now + 1) >= now:
+                out.append(ref.decode())
+        return out
+
     def counts(self, series: list[str]) -> list[int]:
         """How many events each series holds in the index (its retained, judged events)."""
         with self.client.pipeline(transaction=False) as pipe:

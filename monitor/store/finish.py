@@ -17,6 +17,7 @@ from ragmon.store.protocol import Call
 from ragmon.store.records import bucket_index, day_record, event_day, ref_of
 
 if TYPE_CHECKING:
+    from ragmon.settings import Settings
     from ragmon.store import Store
 
 DAY_EVENTS_KEEP = 50_000
@@ -68,7 +69,8 @@ def finish_call(
                 {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}
             ),
             "day_record": json.dumps(
-                day_record(event, result, grades, judge), separators=(",", ":")
+                day_record(event, result, grades, judge, inclusion_probability(s, event)),
+                separators=(",", ":"),
             ),
             "day_keep": DAY_EVENTS_KEEP,
             "payload": stripped_payload or "",
@@ -81,6 +83,12 @@ def finish_call(
         },
         more_args=[*obs, *(g for g in grades if g is not None)],
     )  # fmt: skip
+
+
+def inclusion_probability(settings: Settings, event: dict) -> float:
+    """The probability with which `event` was chosen for judging: its own when it carries one,
+    else RAGMON_SAMPLE_RATE (the same for every event while it is not changed)."""
+    return float(event.get("inclusion_probability", settings.sample_rate))
 
 
 def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> Call:

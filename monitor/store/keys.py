@@ -164,6 +164,32 @@ class Keys:
         """Counter bumped by every change of a person's grade (derived statistics' cache)."""
         return f"{self.prefix}:hg:gen"
 
+    def second_opinions(self, app: str) -> str:
+        """Hash of one app's events the second judge graded too: event id → both judges'
+        grades (`ragmon.store.second_opinions`)."""
+        return f"{self.prefix}:j2:ev:{app}"
+
+    @property
+    def second_opinion_apps(self) -> str:
+        """Set of the apps with second-judge grades."""
+        return f"{self.prefix}:j2:apps"
+
+    @property
+    def second_opinion_generation(self) -> str:
+        """Counter bumped by every second-judge record (the agreement's cache)."""
+        return f"{self.prefix}:j2:gen"
+
+    @property
+    def anchor_set(self) -> str:
+        """The anchor set taken from people's grades, frozen at its first run (JSON list of
+        `ragmon.core.anchor.AnchorItem`s)."""
+        return f"{self.prefix}:anchor:set"
+
+    @property
+    def anchor_runs(self) -> str:
+        """Hash of the anchor set's re-judgings: run time (ISO) → what it found (JSON)."""
+        return f"{self.prefix}:anchor:runs"
+
     def rate(self, model: str, kind: str) -> str:
         """Sliding-window log of judge requests or tokens for one model."""
         return f"{self.prefix}:rl:{model}:{kind}"

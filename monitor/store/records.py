@@ -112,14 +112,21 @@ def ref_of(event: dict) -> str:
 
 
 def day_record(
-    event: dict, result: dict, grades: Sequence[int | None], judge: str | None
+    event: dict,
+    result: dict,
+    grades: Sequence[int | None],
+    judge: str | None,
+    inclusion: float = 1.0,
 ) -> dict[str, Any]:
-    """The compact per-event record kept per day for the drift report: measures, labels, the
-    top K, a short hash and the word count of the query (repeated questions cluster; the query
-    population is compared), where the grades came from and which judge identity
-    (`model/prompt_version/mode`) gave them."""
+    """The compact per-event record kept per day for the drift report and the corrected
+    estimates: measures, labels, the top K and its grades (the grades past K in `more`: an
+    nDCG's ideal ranking reads them), a short hash and the word count of the query (repeated
+    questions cluster; the query population is compared), where the grades came from, which
+    judge identity (`model/prompt_version/mode`) gave them, and the probability `ip` with
+    which the event was chosen for judging (`inclusion`)."""
     query = event["query"]
     qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
+    more = {"more": list(grades[event["k"] :])} if len(grades) > event["k"] else {}
     return {
         "id": event["event_id"],
         "ts": event["timestamp"],
@@ -132,6 +139,8 @@ def day_record(
         "ql": len(query.split()) if isinstance(query, str) else None,
         "src": source_counts(result.get("grade_source") or ()),
         "jm": judge,
+        "ip": inclusion,
+        **more,
     }
 
 

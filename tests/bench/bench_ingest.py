@@ -52,10 +52,26 @@ TARGET_BATCH_GAIN = 10.0
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (its threads included)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process (its threads included) and of its live children
+    (`ragmon serve`'s decoding and /metrics processes do part of its work)."""
+    total = 0.0
+    for one in (pid, *(c.pid for c in _children(pid))):
+        try:
+            with open(f"/proc/{one}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # a child that just ended
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _children(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 class Target:

@@ -140,8 +140,10 @@ def create_rag_app(hook: bool, sidecar_url: str, shape: Shape = FULL) -> Any:
     async def lifespan(app: FastAPI) -> Any:
         if hook:
             extra = json.loads(os.environ.get("RAGMON_BENCH_MONITOR", "{}"))  # for experiments
-            from ragmon.client import encoder, recorder, sender
+            from ragmon.client import encoder, events, recorder, sender
 
+            if extra.pop("stdlib_json", False):  # as on PyPy, where orjson has no wheel
+                events.orjson = None  # type: ignore[assignment]
             for name in [n for n in extra if n.isupper()]:  # module knobs, e.g. ENCODE_SLICE_S
                 value = extra.pop(name)
                 for module in (recorder, encoder, sender):

@@ -26,6 +26,7 @@ import redis
 from ragmon.settings import env_variables
 from tests.deploy.conftest import COMPOSE_FILE, PROMETHEUS_DIR, ROOT, interpolate, load_yaml
 from tests.support.stack import Child, free_port, stop_all
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +74,7 @@ class Processes:
 
 
 def wait_for(check, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         try:
             value = check()

@@ -23,6 +23,7 @@ REQUIRED_ALERTS = {
     "RagmonQualityDropNDCG", "RagmonQualityDropT", "RagmonHarmHigh", "RagmonHitRateLow",
     "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
     "RagmonJudgeBudgetExhausted", "RagmonIngestRejectionsHigh", "RagmonDown",
+    "RagmonJudgeDrift",
 }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -120,6 +121,18 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
             "sum(ragmon_events_labeled_total)", lambda r: r and float(r[0]["value"][1]) == done
         )
         prom.wait_for("sum(ragmon_events_failed_total) > 0")
+        results += grade_like_people(stack)
+        anchor = subprocess.run(
+            [sys.executable, "-m", "ragmon.cli", "anchor", "--rejudge"],
+            env=stack.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert anchor.returncode == 0, anchor.stderr  # the anchor set: people's grades
+        prom.wait_for('ragmon_judge_anchor_baseline_kappa{bound="estimate"}')
+        prom.wait_for('ragmon_judge_agreement_kappa{bound="low"}')
+        prom.wait_for('ragmon_estimate_corrected{measure="ndcg", bound="low"}')
         prom.wait_for("ragmon:retrieval_ndcg:mean1h")
         time.sleep(12)  # > SHORT_OFFSET of data after the last change
         yield Fed(prom, stack, results, stack.metrics())
@@ -129,6 +142,34 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         fake.stop()
         client.flushall()
         client.close()
+
+
+def grade_like_people(stack: Stack) -> list[dict]:
+    """People grade every passage of 12 judged events of one series with distinct queries (the
+    agreement and corrected-estimate panels need 10 events): the judge's grade, one higher on
+    odd ranks. Returns the results of the events it sent."""
+    texts = {p["id"]: p["text"] for p in traffic.load_kb()}
+    segment = traffic.load_queries()[0]["segment"]
+    queries = [q for q in traffic.load_queries() if q["segment"] == segment]
+    events = [traffic.make_event(q, texts, traffic.RETRIEVERS[0], seed=f"graded:{i}")
+              for i, q in enumerate(queries)]  # fmt: skip
+    queued = [a["event_id"] for a in stack.post(events) if a["status"] == "queued"]
+    results = stack.wait_done(queued, timeout=120, app=traffic.LABELS["app"])
+    whole = [
+        r
+        for r in results
+        if r["status"] == "done" and all(p["grade"] is not None for p in r["passages"])
+    ]
+    assert len(whole) >= 12, f"{len(whole)} of {len(queries)} events judged whole"
+    graded = whole[:12]
+    body = [
+        {"app": r["labels"]["app"], "event_id": r["event_id"], "passage_id": p["id"],
+         "reviewer": "ann", "grade": min(3, p["grade"] + p["rank"] % 2)}
+        for r in graded for p in r["passages"]
+    ]  # fmt: skip
+    answer = stack.client.post("/v1/grades", json={"grades": body})
+    assert answer.status_code == 200, answer.text
+    return results
 
 
 def failed_event(stack: Stack, fake: FakeLLM) -> dict:

@@ -9,6 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.support.events import make_event, ref, result_url
+from tests.support.waiting import scaled
 
 
 def _ts(delta: timedelta) -> str:
@@ -126,7 +127,7 @@ def test_accepted_then_duplicate_answers_stored_status(api):
 
 def wait_grouped(store, timeout: float = 15.0) -> None:
     """Wait until the API turned the events of its grouping window into RQ jobs."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while store.client.zcard(store.keys.ungrouped):
         assert time.monotonic() < deadline, "events left in the grouping window"
         time.sleep(0.05)

@@ -30,9 +30,11 @@ def run(settings: Settings, work: Callable[[IngestService], Awaitable[Any]]) -> 
     async def go() -> Any:
         writer = IngestWriter(store)
         await writer.start()
+        service = IngestService(settings, store, writer)
         try:
-            return await work(IngestService(settings, store, writer))
+            return await work(service)
         finally:
+            service.close()
             await writer.stop()
 
     try:

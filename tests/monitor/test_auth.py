@@ -23,6 +23,7 @@ from ragmon.api.auth import KeyRing, Principal
 from ragmon.settings import Settings, SettingsError
 from tests.support.events import make_event, ref, result_url
 from tests.support.stack import free_port
+from tests.support.waiting import scaled
 
 ANY_KEY = "any-app-key-0123456789abcdef"  # may write any app
 SUPPORT_KEY = "support-only-key-0123456789"  # may write only app=support
@@ -69,7 +70,7 @@ def stored_anything(redis_url: str) -> list[bytes]:
 
 def rejected(api, reason: str, expected: int, timeout: float = 3.0) -> int:
     """`events_rejected|reason` once the writer has flushed it (it batches rejections)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         n = int(api.store.counters().get(f"events_rejected|{reason}", 0))
         if n >= expected or time.monotonic() > deadline:

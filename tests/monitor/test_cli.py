@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from ragmon.cli import KEY_VARIABLES, build_parser, version
 from ragmon.settings import env_variables
 from tests.support.cli import Ragmon, run_ragmon
 from tests.support.events import make_event
-from tests.support.stack import RedisServer, clean_env, free_port
+from tests.support.stack import RedisServer, clean_env, free_port, ragmon_env
+from tests.support.waiting import scaled, wait_until
 
 
 def one_line(stderr: str) -> str:
@@ -158,3 +161,49 @@ def test_text_key_prints_a_key_that_seals_and_opens(tmp_path):
     assert sealer(other).open(rotated.seal("x")) == "x"  # the new key seals
     with pytest.raises(SettingsError, match="same keys"):
         sealer(other).open(sealed)
+
+
+def test_a_misspelled_variable_is_one_warning_line_at_start(tmp_path):
+    r = run_ragmon(["text-key"], clean_env(RAGMON_SAMPLE_RAT="0.1"), cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip()
+    assert one_line(r.stderr).endswith(
+        "unknown variable ignored: RAGMON_SAMPLE_RAT (did you mean RAGMON_SAMPLE_RATE?)"
+    )
+
+
+def test_an_empty_judge_model_is_refused_in_one_line(tmp_path):
+    r = run_ragmon(["text-key"], clean_env(RAGMON_JUDGE_MODEL=""), cwd=tmp_path)
+    assert r.returncode == 2
+    assert one_line(r.stderr) == (
+        "ragmon: bad configuration: RAGMON_JUDGE_MODEL is empty: give it a value or unset it "
+        "(default gpt-4o-mini)"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name
+)
+def test_serve_leaves_no_process_behind_when_its_pid_alone_is_signalled(tmp_path, sig):
+    """As a supervisor does: the signal to the main PID only, never to its process group."""
+    redis = RedisServer().start()
+    port = free_port()
+    api = Ragmon(["serve", "--port", str(port)], ragmon_env(redis.url), cwd=tmp_path)
+    try:
+        api.wait_for(rf"ragmon serve .* on http://127\.0\.0\.1:{port}", timeout=scaled(60))
+        # the first scrape starts the /metrics renderer (and multiprocessing's resource tracker)
+        r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=scaled(60))
+        assert r.status_code == 200
+        main = psutil.Process(api.proc.pid)
+        children = main.children(recursive=True)
+        assert len(children) >= 2, [c.cmdline() for c in children]
+        os.kill(main.pid, sig)
+        api.proc.wait(scaled(30))
+
+        def gone() -> bool:
+            return not [c for c in children if c.is_running() and c.status() != "zombie"]
+
+        wait_until(gone, 10, f"the children of ragmon serve after {sig.name}")
+    finally:
+        api.stop(signal.SIGKILL)
+        redis.cleanup()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import http.client
 import json
@@ -31,6 +32,7 @@ from ragmon.client import (
     recorder,
 )
 from ragmon.core.wire import MAX_ID_CHARS, MAX_TEXT_CHARS
+from tests.support.waiting import scaled
 
 
 class Sidecar:
@@ -117,12 +119,21 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-def silent_port():
-    """A socket that accepts connections (kernel backlog) but never answers."""
+def silent_reader():
+    """A server that reads requests and never answers: `(port, received)`, the bytes so far."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen(64)
-    yield s.getsockname()[1]
+    received = bytearray()
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = s.accept()
+            while data := conn.recv(65536):
+                received.extend(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield s.getsockname()[1], received
     s.close()
 
 
@@ -132,8 +143,9 @@ PASSAGES = [
 
 
 def wait_for(predicate, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    """Whether `predicate()` turns true within `timeout` s, stretched by the machine's load."""
+    start = time.monotonic()
+    while time.monotonic() - start < scaled(timeout):
         if predicate():
             return True
         time.sleep(0.01)
@@ -187,10 +199,14 @@ def test_record_does_not_wait_when_the_sidecar_is_down(
     assert_conserved(stats)
 
 
-def test_record_does_not_wait_when_the_sidecar_never_answers(silent_port: int) -> None:
-    monitor = RetrievalMonitor(f"http://127.0.0.1:{silent_port}", flush_interval=0.01, timeout=3600)
+def test_record_does_not_wait_when_the_sidecar_never_answers(silent_reader) -> None:
+    port, received = silent_reader
+    monitor = RetrievalMonitor(f"http://127.0.0.1:{port}", flush_interval=0.01, timeout=3600)
     monitor.record("first", PASSAGES, 2)
-    assert wait_for(lambda: monitor.stats()["in_flight"] == 1)  # sender blocked on the read
+    # the sender is blocked on the answer to a request that holds "first" alone (in_flight == 1
+    # alone was also true while the encoder held it: under load the sender then took a batch
+    # of 1000 with it, and 1001 were left at close instead of 2001)
+    assert wait_for(lambda: b'"first"' in received and monitor.stats()["in_flight"] == 1)
     records(monitor, 2000)
     assert monitor.stats()["in_flight"] >= 1  # still blocked: the records did not wait for it
     assert close_returns(monitor, 0.5)  # close honours its timeout even with a hung request
@@ -199,6 +215,29 @@ def test_record_does_not_wait_when_the_sidecar_never_answers(silent_port: int) -
     assert stats["sent"] == 0 and stats["dropped_at_close"] + stats["in_flight"] == 2001
     assert stats["dropped_at_close"] >= 2000
     assert_conserved(stats)
+
+
+@pytest.mark.slow
+def test_close_delivers_what_it_holds_while_other_processes_keep_every_cpu_busy(sidecar):
+    """The SDK's threads (and the relay) run under SCHED_IDLE; close() puts them back at normal
+    priority, or a busy machine gives them ~0.3 % of a CPU and the timeout drops everything."""
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=60, encode_interval=60)
+    monitor.record("first", PASSAGES, 2)
+    assert monitor.flush(scaled(30))  # the threads (or the relay) are up and have sent it
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        time.sleep(0.5)  # the load is on
+        records(monitor, 250)
+        monitor.close(timeout=10)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    stats = monitor.stats()
+    assert (stats["sent"], stats["dropped_at_close"], len(sidecar.events())) == (251, 0, 251)
 
 
 # ---- buffer bound ---------------------------------------------------------------------------
@@ -276,7 +315,7 @@ def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sid
     )
     for i in range(20):
         monitor.record(f"q{i}", PASSAGES, 2)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while monitor.stats()["sent"] < 20 and time.monotonic() < deadline:  # both threads worked
         time.sleep(0.02)
     threads = [t for t in threading.enumerate() if t.name.startswith("ragmon-")]
@@ -399,7 +438,6 @@ def test_invalid_events_are_counted_per_reason_not_sent(sidecar: Sidecar, caplog
         for _ in range(3):
             monitor.record("q", PASSAGES, 0)  # k out of range
             monitor.record("", PASSAGES, 2)  # empty query
-            monitor.record("q", PASSAGES, 2, labels={"app": "has space"})
             monitor.record("q", [{"id": "a", "text": "t", "grade": 7}], 1)
             monitor.record("q", [object()], 1)
         monitor.record("q", PASSAGES, 2, event_id="ok")
@@ -410,13 +448,12 @@ def test_invalid_events_are_counted_per_reason_not_sent(sidecar: Sidecar, caplog
     assert reasons == {
         "invalid_k": 3,
         "invalid_query": 3,
-        "invalid_labels": 3,
         "invalid_grade": 3,
         "invalid_passages": 3,
     }
-    assert stats["invalid"] == 15
+    assert stats["invalid"] == 12
     messages = [r.getMessage() for r in caplog.records]
-    for field in ("k:", "query:", "labels:", "grade:", "passages:"):  # once a minute per reason
+    for field in ("k:", "query:", "grade:", "passages:"):  # once a minute per reason
         assert sum(m.startswith(f"invalid event not sent: {field}") for m in messages) == 1
 
 
@@ -701,7 +738,6 @@ def test_passage_without_id_gets_a_stable_content_id() -> None:
         {"passages": [("a", None)]},
         {"passages": [("a", "t", 1.0, "x")]},
         {"passages": [{"id": "a", "text": "t", "grade": 4}] * 2},
-        {"labels": {"app": "has space"}},
         {"event_id": "x" * 129},
         {"timestamp": datetime.now(UTC) - timedelta(days=36)},
         {"timestamp": "2024-01-01T00:00:00"},
@@ -782,6 +818,11 @@ LONG = "word " * 7000  # 35,000 chars: over MAX_TEXT_CHARS
             {},
         ),
         ({"trace_id": "t" * 129}, lambda e: "trace_id" not in e, {"trace_ids_dropped": 1}),
+        (
+            {"labels": {"app": "has space", "index": "x" * 70, "segment": {}, "retriever": ""}},
+            lambda e: e["labels"] == {"app": "has_space", "index": "x" * 64},
+            {"labels_repaired": 3},
+        ),
     ],
 )
 def test_build_event_repairs_what_it_can_and_counts_it(kwargs, check, fixes) -> None:

@@ -33,11 +33,11 @@ def test_scrapes_get_the_last_rendering_while_the_next_one_runs(
     renders: list[int] = []
     real = metrics.compressed
 
-    def counted(s: Store) -> bytes:
+    def counted(s: Store, *args: object) -> bytes:
         renders.append(1)
         if len(renders) > 1:
             gate.wait(10)  # the second rendering is held until the test lets it go
-        return real(s)
+        return real(s, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(metrics, "compressed", counted)
     text = metrics.MetricsText(

@@ -105,6 +105,97 @@ def test_k_comes_from_an_attribute_or_the_number_of_documents(env, attrs, n_docs
     assert event.passages[-1].id == f"d{kept - 1}"
 
 
+def test_k_comes_from_the_app_setting_when_no_attribute_says():
+    docs = [(f"d{i}", f"text {i}", None) for i in range(10)]
+    env = {"RAGMON_OTLP_K": "support-bot=4,7"}
+    assert one_event(retriever_attrs(docs=docs), **env).k == 4
+    assert one_event(retriever_attrs(docs=docs), {"service.name": "other"}, **env).k == 7
+    assert one_event(retriever_attrs(docs=docs, metadata={"k": 2}), **env).k == 2
+
+
+def test_k_from_the_number_of_documents_is_counted_and_said_in_the_event():
+    out = mapped([span(retriever_attrs(metadata={"k": 2})), span(retriever_attrs())])
+    assert [e.k for e in out.events] == [2, 3]
+    assert [(e.metadata or {}).get("k_from") for e in out.events] == [None, "documents"]
+    assert out.repairs == {"k_from_documents": 1}
+
+
+def test_the_default_retriever_label_tells_two_vector_stores_apart():
+    def retriever(provider):
+        meta = {"ls_retriever_name": "vectorstore", "ls_vector_store_provider": provider}
+        return one_event(retriever_attrs(metadata=meta), name="VectorStoreRetriever")
+
+    assert retriever("Chroma").labels.retriever == "VectorStoreRetriever:Chroma"
+    assert retriever("FAISS").labels.retriever == "VectorStoreRetriever:FAISS"
+    assert one_event(retriever_attrs(), name="BM25").labels.retriever == "BM25"
+
+
+def nested_export(metadata: dict) -> tuple[list, list]:
+    """An ensemble (a chain above it) over two retrievers, one of them a wrapper over a third:
+    the spans as OpenInference sends them, children first, the metadata inherited by all."""
+    chain = span({"openinference.span.kind": "CHAIN", "input.value": "q"}, name="RunnableSequence")
+    outer = span(retriever_attrs(metadata=metadata), name="EnsembleRetriever", parent=chain)
+    wrapper = span(retriever_attrs(metadata=metadata), name="Reranked", parent=outer)
+    # a non-retriever step between the wrapper and its inner retriever
+    step = span({"openinference.span.kind": "CHAIN", "input.value": "q"}, parent=wrapper)
+    inner = span(retriever_attrs(metadata=metadata), name="BM25", parent=step)
+    vector = span(retriever_attrs(metadata=metadata), name="VectorStoreRetriever", parent=outer)
+    return [inner, step, wrapper, vector, outer, chain], [outer, wrapper, inner, vector]
+
+
+def test_a_nested_retriever_span_is_skipped_and_counted():
+    spans, (outer, *_) = nested_export({"retriever": "hybrid", "k": 4})
+    out = mapped(spans)
+    (event,) = out.events
+    assert event.event_id == event_id(outer) and event.labels.retriever == "hybrid"
+    assert (out.nested, out.ignored, out.rejected) == (3, 2, [])
+
+
+def test_a_nested_retriever_span_is_recorded_under_its_own_name_never_inherited_labels():
+    meta = {"retriever": "hybrid", "index": "kb-1", "segment": "billing", "k": 4}
+    spans, order = nested_export(meta)
+    out = mapped(spans, RAGMON_OTLP_NESTED="own")
+    events = {e.event_id: e for e in out.events}
+    assert list(events) == [event_id(s) for s in (order[2], order[1], order[3], order[0])]
+    labels = [events[event_id(s)].labels.model_dump() for s in order]
+    assert [lb["retriever"] for lb in labels] == ["hybrid", "Reranked", "BM25",
+                                                  "VectorStoreRetriever"]  # fmt: skip
+    assert [lb["index"] for lb in labels] == ["kb-1", "default", "default", "default"]
+    assert {lb["segment"] for lb in labels} == {"billing"}  # the query's, not the retriever's
+    assert [events[event_id(s)].k for s in order] == [4, 3, 3, 3]  # what each one returned
+    assert out.repairs == {} and out.nested == 0
+
+
+def test_nesting_is_read_within_one_trace_only():
+    outer = span(retriever_attrs(), name="Outer")
+    other_trace = span(retriever_attrs(), name="Inner", trace_id=b"\x07" * 16, parent=outer)
+    assert len(mapped([other_trace, outer]).events) == 2
+
+
+def test_a_loop_of_parent_links_ends():
+    a = span(retriever_attrs(), span_id=b"\x01" * 8, trace_id=b"\x02" * 16)
+    b = span({"openinference.span.kind": "CHAIN"}, span_id=b"\x03" * 8, parent=a)
+    a.parent_span_id = b.span_id
+    out = mapped([a, b])
+    assert out.nested == 1 and out.events == []  # a retriever above itself: never an event twice
+
+
+@pytest.mark.parametrize(
+    "value", ["has space", "support bot/eu", "x" * 80, "é", "ok-1", 5, 2.5, "", "  "]
+)
+def test_the_sdk_and_otlp_repair_a_label_value_alike(value):
+    from ragmon.client.events import build_event
+
+    fixes: dict[str, int] = {}
+    now = datetime.now(UTC)
+    sent = build_event("q", [("a", "t")], 1, {"segment": value}, timestamp=now, fixes=fixes)
+    out = mapped([span(retriever_attrs(metadata={"segment": value}))])
+    (event,) = out.events
+    assert event.labels.segment == sent.get("labels", {}).get("segment", "default")
+    assert out.repairs.get("labels_repaired", 0) == fixes.get("labels_repaired", 0)
+    assert fixes.get("labels_repaired", 0) == (value not in ("ok-1", 5, 2.5, ""))
+
+
 def test_passage_ids_fall_back_to_metadata_then_the_text():
     attrs = retriever_attrs(docs=[(7, "seven", None), (None, "from metadata", None),
                                   (None, "no id at all", None)])  # fmt: skip

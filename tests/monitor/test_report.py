@@ -25,7 +25,7 @@ from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, com
 from ragmon.report.analyze import analyze
 from ragmon.report.document import to_markdown
 from ragmon.report.gather import Dataset, WindowData
-from ragmon.report.publish import run_report
+from ragmon.report.publish import run_report, write_report
 from ragmon.report.window import Window, windows
 from ragmon.settings import Settings
 from ragmon.store import Histogram, Store, bucket_index
@@ -367,20 +367,30 @@ def test_detects_the_drop_over_seeds() -> None:
 def test_weekly_schedule_registers_cron_and_job_writes_report(live: Live, tmp_path: Path) -> None:
     from rq.cron import CronScheduler
 
-    from ragmon.workers.schedule import JOB_NAME, REPORT_CRON, register_weekly_report
+    from ragmon.workers.schedule import (
+        ANCHOR_CRON,
+        ANCHOR_JOB_NAME,
+        JOB_NAME,
+        REPORT_CRON,
+        register_schedule,
+    )
 
     end = yesterday()
     live.send(synthetic_events(seed=9, plan={"bm25": (GOOD, BAD)}, end=end, per_day=20))
     live.process()
     s = replace(live.settings, report_dir=str(tmp_path / "weekly"))
     worker = make_worker(s)
-    schedule = register_weekly_report(worker, s)
+    schedule = register_schedule(worker, s)
     try:
         deadline = time.monotonic() + 10
         while not CronScheduler.all(worker.connection):
             assert time.monotonic() < deadline, "the cron scheduler never registered"
             time.sleep(0.05)
-        (cron_job,) = schedule.scheduler.get_jobs()
+        jobs = {j.name: j for j in schedule.scheduler.get_jobs()}
+        assert set(jobs) == {JOB_NAME, ANCHOR_JOB_NAME}
+        anchor = jobs[ANCHOR_JOB_NAME]  # every day 05:00 (docs/agreement.md)
+        assert (anchor.cron, anchor.queue_name) == (ANCHOR_CRON, s.queue_name)
+        cron_job = jobs[JOB_NAME]
         assert (cron_job.name, cron_job.cron, cron_job.queue_name) == (
             JOB_NAME,
             REPORT_CRON,
@@ -510,3 +520,29 @@ def store_records(data: WindowData) -> list[dict]:
                 }
             )
     return out
+
+
+def test_a_change_of_judge_identity_is_marked(live: Live, tmp_path: Path) -> None:
+    """The baseline judged by the lexical judge, this week by an LLM (the fake server): the
+    report says the identity changed, naming both, and never mixes their grades."""
+    from tests.support.fake_llm import FakeLLM
+
+    end = yesterday()
+    events = synthetic_events(seed=5, plan={"bm25": (GOOD, GOOD)}, end=end, per_day=3)
+    for e in events:  # judged, not known
+        e["passages"] = [{k: v for k, v in p.items() if k != "grade"} for p in e["passages"]]
+    current, baseline = windows(end=end.isoformat(), days=7)
+    first = current.start.isoformat()
+    live.send([e for e in events if e["timestamp"][:10] < first])
+    live.process()  # the lexical judge
+    with FakeLLM() as fake:
+        llm = replace(live.settings, judge="openai", openai_base_url=fake.url,
+                      openai_api_key="sk-test", judge_model="gpt-4o-mini")  # fmt: skip
+        live.send([e for e in events if e["timestamp"][:10] >= first])
+        make_worker(llm).work(burst=True, with_scheduler=False)
+    store = Store.connect(live.settings)
+    written = write_report(store, current, baseline, tmp_path, progress=lambda _: None)
+    (note,) = [n for n in written.report.notes if "judge identity" in n]
+    assert "`lexical/lexical-1/per-event`" in note and "`gpt-4o-mini/umbrela-1/pointwise`" in note
+    assert note.index("lexical") < note.index("gpt-4o-mini")  # the baseline's, then this week's
+    assert "Note: the judge identity (model/prompt/mode) changed" in written.markdown.read_text()

@@ -15,6 +15,7 @@ from ragmon.settings import (
     SettingsError,
     env_variables,
     read_dotenv,
+    unknown_variables,
 )
 
 # Variables docs/configuration.md lists: each must be read (tests/test_docs.py checks them all).
@@ -128,6 +129,10 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_MAX_BODY_BYTES", "1048576", "max_body_bytes", 1_048_576),
         ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
         ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
+        ("RAGMON_ANCHOR_FILE", __file__, "anchor_file", __file__),
+        ("RAGMON_ANCHOR_SIZE", "500", "anchor_size", 500),
+        ("RAGMON_SECOND_JUDGE_MODEL", " gpt-4o ", "second_judge_model", "gpt-4o"),
+        ("RAGMON_SECOND_JUDGE_RATE", "0.1", "second_judge_rate", 0.1),
         ("RAGMON_METRICS_REFRESH_S", "0", "metrics_refresh_s", 0.0),
         ("RAGMON_GROUP_WINDOW_S", "0.5", "group_window_s", 0.5),
         ("RAGMON_METRICS_PROCESS", "false", "metrics_process", False),
@@ -173,6 +178,8 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
             ("metadata.tier",),
         ),
         ("RAGMON_OTLP_K_ATTRIBUTES", "rag.k", "otlp_k_attributes", ("rag.k",)),
+        ("RAGMON_OTLP_K", "bot=5, search=10,4", "otlp_k", {"bot": 5, "search": 10, "*": 4}),
+        ("RAGMON_OTLP_NESTED", "own", "otlp_nested", "own"),
     ],
 )
 def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expected: object) -> None:
@@ -293,6 +300,9 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_QUEUE_LIMIT", "0", r"must be in \[1, inf\]"),
         ("RAGMON_MAX_BODY_BYTES", "100", r"must be in \[1024, inf\]"),
         ("RAGMON_JOB_BATCH_SIZE", "1001", r"must be in \[1, 1000\]"),
+        ("RAGMON_ANCHOR_FILE", "/no/such/golden.jsonl", "no such file: /no/such/golden.jsonl"),
+        ("RAGMON_ANCHOR_SIZE", "10", r"must be in \[30, 10000\]"),
+        ("RAGMON_SECOND_JUDGE_RATE", "2", r"must be in \[0\.0, 1\.0\]"),
         ("RAGMON_REPORT_WEBHOOK", "hooks.example/x", "must be a URL starting with http://"),
         ("RAGMON_EXPLORER_URL", "ragmon.example.com", "must be a URL starting with http://"),
         ("RAGMON_REPORT_KEEP", "0", r"must be in \[1, 1000\]"),
@@ -301,6 +311,10 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_ALERT_MIN_EVENTS", "0", r"must be in \[1, inf\]"),
         ("RAGMON_OTLP_APP_ATTRIBUTES", "service.name,,x", "comma-separated attribute names"),
         ("RAGMON_OTLP_K_ATTRIBUTES", "rag k", "comma-separated attribute names"),
+        ("RAGMON_OTLP_K", "bot=0", "for every app, or app=k pairs"),
+        ("RAGMON_OTLP_K", "bot=5,bot=6", "for every app, or app=k pairs"),
+        ("RAGMON_OTLP_K", "bad app=5", "for every app, or app=k pairs"),
+        ("RAGMON_OTLP_NESTED", "twice", "one of skip, own"),
     ],
 )
 def test_bad_value_raises_settings_error_naming_the_variable(
@@ -333,9 +347,33 @@ def test_non_secret_bad_value_is_echoed() -> None:
         load({"RAGMON_SAMPLE_RATE": "2"})
 
 
-def test_empty_value_means_default() -> None:
-    s = load({"RAGMON_SAMPLE_RATE": "", "RAGMON_JUDGE": "  ", "RAGMON_HARM_GRADES": ""})
-    assert (s.sample_rate, s.judge, s.harm_grades) == (1.0, "openai", frozenset({1}))
+@pytest.mark.parametrize(
+    ("variable", "default"),
+    [("RAGMON_JUDGE_MODEL", "gpt-4o-mini"), ("RAGMON_SAMPLE_RATE", "1.0"),
+     ("RAGMON_JUDGE", "openai"), ("RAGMON_HARM_GRADES", "1"), ("RAGMON_QUEUE", "ragmon")],
+)  # fmt: skip
+def test_an_empty_value_that_cannot_mean_anything_is_refused(variable: str, default: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load({variable: "  "})
+    assert (
+        str(info.value) == f"{variable} is empty: give it a value or unset it (default {default})"
+    )
+
+
+def test_an_empty_value_means_none_where_none_is_the_default() -> None:
+    empty = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "RAGMON_API_KEYS", "RAGMON_EXPLORER_URL",
+             "REDIS_URL", "RAGMON_TEXT_KEYS", "RAGMON_METRICS_API_KEYS")  # fmt: skip
+    assert load(dict.fromkeys(empty, "")) == Settings()
+
+
+def test_unknown_ragmon_variables_are_named_with_the_closest_known_one() -> None:
+    env = {"RAGMON_SAMPLE_RAT": "0.1", "RAGMON_JUDGE_MODELL": "x", "RAGMON_ZZZ": "1",
+           "RAGMON_SAMPLE_RATE": "0.5", "RAGMON_URL": "http://x", "PATH": "/bin"}  # fmt: skip
+    assert unknown_variables(env) == (
+        "unknown variables ignored: RAGMON_JUDGE_MODELL (did you mean RAGMON_JUDGE_MODEL?), "
+        "RAGMON_SAMPLE_RAT (did you mean RAGMON_SAMPLE_RATE?), RAGMON_ZZZ"
+    )
+    assert unknown_variables({"RAGMON_SAMPLE_RATE": "0.5", "HOME": "/root"}) is None
 
 
 def test_unrelated_variables_are_ignored() -> None:

@@ -91,4 +91,6 @@ def test_day_record_carries_query_key_length_sources_and_judge(store: Store) -> 
     assert record["ql"] == 5
     assert record["src"] == {"judge": 2, "cache": 1, "known": 1}
     assert record["jm"] == "gpt-test"
+    assert record["grades"] == [3, 0] and record["more"] == [1, 0]  # past K: for nDCG's ideal
+    assert record["ip"] == 1.0  # every event judged (RAGMON_SAMPLE_RATE=1)
     assert math.isclose(record["m"]["ndcg"], compute(GRADES[0][0], 2)["ndcg"])

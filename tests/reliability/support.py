@@ -16,6 +16,7 @@ import psutil
 
 from tests.support.events import make_event
 from tests.support.stack import Stack, sample_value
+from tests.support.waiting import scaled
 
 FIGURES: list[Tally] = []  # reported by tests/reliability/conftest.py, printed at the end
 FIGURE = "reliability figure"  # the user_properties key of one tally's line
@@ -144,7 +145,7 @@ def wait_status(
     """Poll until every event has a status in `want` (or the timeout); returns the statuses."""
     ids = list(ids)
     wanted = {want} if isinstance(want, str) else want
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         st = statuses(stack, ids, app)
         if all(s in wanted for s in st.values()) or time.monotonic() > deadline:

@@ -29,6 +29,7 @@ from tests.reliability.support import (
 )
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.stack import Stack, free_port
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.slow
 SUFFIX = {False: "", True: ", single-event POSTs"}
@@ -71,7 +72,7 @@ def test_sigkill_worker_mid_job(redis_url, single):
         # wait until the victim is inside a job
         conn = redis.Redis.from_url(redis_url)
         name = worker_name(victim.pid)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         job_id = None
         while job_id is None:
             w = next((w for w in Worker.all(connection=conn) if w.name == name), None)

@@ -72,10 +72,11 @@ def test_sdk_counts_invalid_events_and_never_sends_them(make_api, redis_url):
         ("q", good[0]["passages"] * 21, 5, None),  # 210 passages > 200: cut to 200
         ("q", [{"id": "p", "text": "t" * 32769}] * 5, 5, None),  # text too long: truncated
         ("q", good[0]["passages"], 5, {"user": "bob"}),  # unknown label key: to metadata
+        ("q", good[0]["passages"], 5, {"segment": "my segment"}),  # label value: my_segment
     ]
     invalid = [
         ("q", good[0]["passages"], 0, None),  # k = 0
-        ("q", good[0]["passages"], 5, {"app": "my app"}),  # label value shape
+        ("q", [object()], 5, None),  # a passage of no known shape
     ]
     mon = RetrievalMonitor(api.url, api_key=KEY, flush_interval=0.1, max_retries=2)
     try:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from tests.support.stack import Child
+from tests.support.waiting import scaled
 
 
 class Ragmon:
@@ -53,7 +54,7 @@ class Ragmon:
         """The first `count` stderr (or stdout) lines matching `pattern`; fails after
         `timeout` seconds."""
         regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             with self._lock:
                 found = [

@@ -117,6 +117,8 @@ class FakeLLM:
     logprobs: bool | Callable[[dict], bool] = True
     # A model the injection sways: a passage whose text this predicate accepts is graded 3.
     swayed: Callable[[str], bool] | None = None
+    # A model that starts over-grading (judge drift): added to every default grade, at most 3.
+    over_grade: int = 0
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests the server held at once
@@ -178,9 +180,11 @@ class FakeLLM:
             self.in_flight -= 1
 
 
-def default_content(body: dict, swayed: Callable[[str], bool] | None = None) -> str:
+def default_content(
+    body: dict, swayed: Callable[[str], bool] | None = None, over_grade: int = 0
+) -> str:
     """The deterministic rule: the lexical judge's grades of the delimited passages (3 for a
-    passage `swayed` accepts)."""
+    passage `swayed` accepts), `over_grade` higher (at most 3)."""
     prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
     q = _QUERY.search(prompt)
     query = q.group(2) if q else ""
@@ -188,6 +192,7 @@ def default_content(body: dict, swayed: Callable[[str], bool] | None = None) -> 
     grades = lexical_grades(query, [text for _, _, text in found]) if found else []
     if swayed is not None:
         grades = [3 if swayed(text) else g for (_, _, text), g in zip(found, grades, strict=True)]
+    grades = [min(3, g + over_grade) for g in grades]
     if "integer 1, 2, 3, 4 or 5" in prompt:  # RAGMON_JUDGE_SCALE=utility5
         grades = [UMBRELA_TO_UTILITY[g] for g in grades]
     schema = _schema(body)
@@ -391,7 +396,7 @@ class _Handler(BaseHTTPRequestHandler):
             top = _utility_top(body)
             first = max(top, key=top.__getitem__)
             return self._json(200, completion(body, first, None, "length", top, lp))
-        content = default_content(body, self.fake.swayed)
+        content = default_content(body, self.fake.swayed, self.fake.over_grade)
         if self.fake.fence and not body.get("response_format"):
             content = f"```json\n{content}\n```"
         self._json(200, completion(body, content, None, "stop", logprobs=lp))

@@ -1,6 +1,6 @@
 """The retrieval step of a small RAG app, run in its own process by the integration tests.
 
-    python -m tests.support.rag_app MODE RAGMON_URL
+    python -m tests.support.rag_app MODE RAGMON_URL [nested [skip|own]]
 
 Two real retrievers over the same small knowledge base: a LangChain `BaseRetriever` ranking
 with BM25 (rank_bm25), and a LlamaIndex `VectorStoreIndex` retriever over a bag-of-words
@@ -8,11 +8,16 @@ embedding (deterministic, no model to download). MODE says how ragmon hears of t
 
 - `otlp-protobuf` / `otlp-json`: OpenInference's instrumentors and an OpenTelemetry SDK
   exporting OTLP/HTTP (protobuf with gzip, or JSON) to RAGMON_URL/v1/traces. No ragmon code:
-  the process checks at the end that it never imported `monitor`.
+  the process checks at the end that it never imported `ragmon`.
 - `hooks`: ragmon's LangChain callback handler and LlamaIndex event handler, through the SDK.
 
+`nested`: retrievers that call others, as apps build them: a LangChain `EnsembleRetriever`
+over two BM25 retrievers, a custom LangChain retriever that re-ranks an inner one (invoked with
+`run_manager.get_child()`, as LangChain documents), and a LlamaIndex retriever; the hooks run
+with `nested=` the last argument (the server's `RAGMON_OTLP_NESTED` is the test's to set).
+
 Prints one JSON line per retrieval, `{"framework", "query", "texts"}` (the ranking the app
-got), then `{"imported_monitor": bool}`.
+got), then `{"imported_ragmon": bool}`.
 """
 
 from __future__ import annotations
@@ -80,6 +85,34 @@ def langchain_retriever() -> Any:
     return BM25(docs=docs)
 
 
+def nested_retrievers() -> dict[str, Any]:
+    """LangChain retrievers over other retrievers, by the `retriever` label the app gives them."""
+    from langchain_classic.retrievers import EnsembleRetriever
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class Reranked(BaseRetriever):
+        """The inner retriever's top documents, shortest first: a wrapper that changes the
+        ranking, so the inner one's measures differ from its own."""
+
+        inner: BaseRetriever
+        k: int = TOP - 1
+
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            docs = self.inner.invoke(query, config={"callbacks": run_manager.get_child()})
+            return sorted(docs, key=lambda d: len(d.page_content))[: self.k]
+
+    halves = [langchain_retriever(), langchain_retriever()]
+    halves[1].docs = halves[1].docs[::-1]  # the same documents, ties broken the other way
+    return {
+        "ensemble": EnsembleRetriever(retrievers=halves, weights=[0.5, 0.5]),
+        "reranked": Reranked(inner=langchain_retriever()),
+    }
+
+
 def llamaindex_retriever() -> Any:
     from llama_index.core import VectorStoreIndex
     from llama_index.core.embeddings import BaseEmbedding
@@ -139,8 +172,14 @@ def otlp(mode: str, url: str) -> Any:
     return provider
 
 
-def run(mode: str, url: str) -> None:
-    lc, li = langchain_retriever(), llamaindex_retriever()
+def run(mode: str, url: str, kind: str = "plain", nested: str = "skip") -> None:
+    li = llamaindex_retriever()
+    if kind == "nested":
+        langchain = [(query, segment, name, r) for name, r in nested_retrievers().items()
+                     for query, segment in LANGCHAIN_QUERIES]  # fmt: skip
+    else:
+        lc = langchain_retriever()
+        langchain = [(query, segment, "bm25", lc) for query, segment in LANGCHAIN_QUERIES]
     out: list[dict] = []
     if mode == "hooks":
         from llama_index.core.instrumentation import get_dispatcher
@@ -151,42 +190,42 @@ def run(mode: str, url: str) -> None:
         from ragmon.client.llamaindex import RagmonEventHandler
 
         monitor = RetrievalMonitor(url, labels={"app": "rag-hooks"})
-        handler = RagmonCallbackHandler(monitor, labels={"index": INDEX})
+        handler = RagmonCallbackHandler(monitor, labels={"index": INDEX}, nested=nested)  # type: ignore[arg-type]
         get_dispatcher().add_event_handler(
             RagmonEventHandler(monitor=monitor, labels={"index": INDEX})
         )
-        for query, segment in LANGCHAIN_QUERIES:
-            meta = {"retriever": "bm25", "segment": segment}
-            docs = lc.with_config(metadata=meta, callbacks=[handler]).invoke(query)
-            out.append({"framework": "langchain", "query": query,
+        for query, segment, name, retriever in langchain:
+            meta = {"retriever": name, "segment": segment}
+            docs = retriever.with_config(metadata=meta, callbacks=[handler]).invoke(query)
+            out.append({"framework": "langchain", "query": query, "retriever": name,
                         "texts": [d.page_content for d in docs]})  # fmt: skip
         for query, segment in LLAMAINDEX_QUERIES:
             with instrument_tags({"retriever": "vector", "segment": segment}):
                 nodes = li.retrieve(query)
-            out.append({"framework": "llamaindex", "query": query,
+            out.append({"framework": "llamaindex", "query": query, "retriever": "vector",
                         "texts": [n.node.get_content() for n in nodes]})  # fmt: skip
         monitor.close(timeout=30)
         stats = monitor.stats()
-        assert stats["sent"] == len(out), stats
+        assert stats["sent"] == stats["recorded"] >= len(out), stats  # more: nested, own names
     else:
         from openinference.instrumentation import using_metadata
 
         provider = otlp(mode, url)
-        for query, segment in LANGCHAIN_QUERIES:
-            meta = {"retriever": "bm25", "segment": segment}
-            docs = lc.with_config(metadata=meta).invoke(query)
-            out.append({"framework": "langchain", "query": query,
+        for query, segment, name, retriever in langchain:
+            meta = {"retriever": name, "segment": segment}
+            docs = retriever.with_config(metadata=meta).invoke(query)
+            out.append({"framework": "langchain", "query": query, "retriever": name,
                         "texts": [d.page_content for d in docs]})  # fmt: skip
         for query, segment in LLAMAINDEX_QUERIES:
             with using_metadata({"retriever": "vector", "segment": segment}):
                 nodes = li.retrieve(query)
-            out.append({"framework": "llamaindex", "query": query,
+            out.append({"framework": "llamaindex", "query": query, "retriever": "vector",
                         "texts": [n.node.get_content() for n in nodes]})  # fmt: skip
         provider.shutdown()  # flushes the batch processor: every span is exported
     for line in out:
         print(json.dumps(line))
-    print(json.dumps({"imported_monitor": any(m.split(".")[0] == "monitor" for m in sys.modules)}))
+    print(json.dumps({"imported_ragmon": any(m.split(".")[0] == "ragmon" for m in sys.modules)}))
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2])
+    run(*sys.argv[1:])

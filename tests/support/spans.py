@@ -61,12 +61,17 @@ def span(
     dropped: int = 0,
     trace_id: bytes | None = None,
     span_id: bytes | None = None,
+    parent: Span | None = None,
 ) -> Span:
+    """A span; under `parent` it joins the parent's trace."""
     n = next(_ids)
     start = time.time_ns() - 1_000_000 if start_ns is None else start_ns
+    if parent is not None and trace_id is None:
+        trace_id = parent.trace_id
     return Span(
         trace_id=trace_id if trace_id is not None else n.to_bytes(16, "big"),
         span_id=span_id if span_id is not None else (n + 1000).to_bytes(8, "big"),
+        parent_span_id=parent.span_id if parent is not None else b"",
         name=name,
         start_time_unix_nano=start,
         end_time_unix_nano=start + 1_000_000,

@@ -24,6 +24,8 @@ import httpx
 import psutil
 import redis
 
+from tests.support.waiting import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 ENV_PREFIXES = ("REDIS_", "RAGMON_", "OPENAI_")
 
@@ -110,16 +112,16 @@ class Child(subprocess.Popen):
         self, url: str, timeout: float = 30, ok: Callable[[int], bool] = lambda s: s == 200
     ) -> None:
         """Wait until GET `url` answers a status `ok` accepts; raise if this process exits or
-        time runs out."""
-        deadline = time.monotonic() + timeout
+        time runs out (`timeout` on an idle machine, stretched by the load)."""
+        start = time.monotonic()
         while True:
             with contextlib.suppress(httpx.TransportError):
-                if ok(httpx.get(url, timeout=2).status_code):
+                if ok(httpx.get(url, timeout=scaled(2)).status_code):
                     return
             if self.poll() is not None:
                 raise RuntimeError(f"{' '.join(map(str, self.args))} exited with {self.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{url} did not answer within {timeout} s")
+            if time.monotonic() - start > scaled(timeout):
+                raise RuntimeError(f"{url} did not answer within {scaled(timeout):.0f} s")
             time.sleep(0.05)
 
 
@@ -314,7 +316,7 @@ class Stack:
 
     def wait_done(self, ids: Sequence[str], timeout: float = 60, app: str = "test") -> list[dict]:
         """Poll until every event of `app` is done or failed; returns the results."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         pending = list(ids)
         results: dict[str, dict] = {}
         while pending:

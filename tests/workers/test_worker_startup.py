@@ -16,6 +16,7 @@ from tests.support.cli import Ragmon
 from tests.support.events import make_event
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.stack import REPO, RedisServer, clean_env, free_port, ragmon_env
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,7 @@ def test_worker_with_redis_down_says_so_at_once_then_works_when_it_comes_up(tmp_
 def _wait_status(api: ApiServer, event_id: str, timeout: float = 30) -> str:
     import time
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         r = api.client.get(f"/v1/retrievals/{event_id}", params={"app": "test"})  # make_event's
         status = r.json()["status"]
@@ -73,7 +74,7 @@ def _poll_metric(api: ApiServer, name: str, want: float = 1.0, timeout: float = 
 
     from tests.support.stack import sample_value
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = sample_value(api.client.get("/metrics").text, name)
         if value == want or time.monotonic() > deadline:

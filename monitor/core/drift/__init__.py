@@ -30,6 +30,7 @@ from ragmon.core.drift.changes import (
     bin_midpoints,
     binned_change,
     binned_moments,
+    cluster_variance,
     clustered_mean,
     segment_change,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "binned_change",
     "binned_moments",
     "chi2_sf",
+    "cluster_variance",
     "clustered_mean",
     "evidence",
     "holm",

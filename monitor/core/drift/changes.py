@@ -80,11 +80,17 @@ class Change:
         return self._in_sd(self.low), self._in_sd(self.high)
 
 
-def _cluster_variance(psi_values: np.ndarray, clusters: np.ndarray) -> tuple[float, int, float]:
+def cluster_variance(
+    psi_values: np.ndarray, clusters: np.ndarray, groups: int | None = None
+) -> tuple[float, int, float]:
     """CR1 variance of a sum of influence values, the clusters present, and the effective
-    number of clusters (sum u^2)^2 / sum u^4 as degrees of freedom, capped at G - 1."""
+    number of clusters (sum u^2)^2 / sum u^4 as degrees of freedom, capped at G - 1.
+
+    `groups` sets G when only some clusters carry the sample (the human-graded events of a
+    corrected estimate; the others add a term known far more precisely).
+    """
     u = np.bincount(clusters, weights=psi_values)
-    g = int(np.count_nonzero(np.bincount(clusters)))
+    g = int(np.count_nonzero(np.bincount(clusters))) if groups is None else groups
     if g < 2:
         return 0.0, g, 1.0
     s2 = float(np.dot(u, u))
@@ -99,7 +105,7 @@ def clustered_mean(values: np.ndarray, clusters: np.ndarray, conf: float = 0.95)
     if not n:
         raise ValueError("no values")
     m = float(values.mean())
-    var, g, df = _cluster_variance((values - m) / n, clusters)
+    var, g, df = cluster_variance((values - m) / n, clusters)
     half = t_ppf(0.5 + conf / 2, df) * math.sqrt(var) if var > 0 else 0.0
     return Interval(m, m - half, m + half, n, g, df)
 
@@ -155,7 +161,7 @@ def segment_change(
     rc = cur.values[kc] - mc[cc[kc]]
     psi_b = -w[cb[kb]] * rb / np.sqrt(nb * (nb - 1))[cb[kb]]
     psi_c = w[cc[kc]] * rc / np.sqrt(nc * (nc - 1))[cc[kc]]
-    var, _, df = _cluster_variance(
+    var, _, df = cluster_variance(
         np.concatenate([psi_b, psi_c]), np.concatenate([base.clusters[kb], cur.clusters[kc]])
     )
     resid = float(np.dot(rb, rb) + np.dot(rc, rc))

@@ -1,0 +1,149 @@
+"""The judge checked against people: agreement per app and judge identity, and the corrected
+estimates per series, as a report section (the weekly report and `ragmon agreement` print the
+same one)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ragmon.core.agreement import Agreement
+from ragmon.core.anchor import drift
+from ragmon.core.review_pages import MEASURE_NAMES, interval_text
+from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
+from ragmon.report.document import Doc, to_markdown
+from ragmon.report.window import Window, iso_week
+from ragmon.settings import Settings
+from ragmon.store import Store
+
+
+def _reference(reference: str) -> str:
+    return "people" if reference == "human" else f"first judge `{reference}`"
+
+
+def agreement_section(doc: Doc, found: Mapping[tuple[str, str, str], Agreement]) -> None:
+    """One row per (app, judge identity, reference), then each one's confusion matrix."""
+    doc.h(2, "The judge against people", "agreement")
+    if not found:
+        doc.p(
+            "No passage graded by both the judge and a person yet: grade a sample on the "
+            "explorer's review page (`/ui/review`) or with `POST /v1/grades`."
+        )
+        return
+    doc.p(
+        "On the passages graded by both (all people's grades so far), each with its 95 % "
+        "interval: the share given the same grade, quadratic-weighted kappa (1 = perfect, 0 = "
+        "chance), and the judge's mean grade minus the reference's (> 0: it over-grades). "
+        "n/a: fewer than 30 pairs from 10 events."
+    )
+    rows = [
+        [f"`{app}`", f"`{judge}`", _reference(ref), str(a.pairs), str(a.events),
+         interval_text(a.exact), interval_text(a.kappa), interval_text(a.difference, 2)]
+        for (app, judge, ref), a in found.items()
+    ]  # fmt: skip
+    head = ["app", "judge", "against", "pairs", "events", "exact", "kappa", "judge − reference"]
+    doc.table(head, rows, "agreement")
+    for (app, judge, ref), a in found.items():
+        doc.p(f"Confusion of `{judge}` against {_reference(ref)} (`{app}`): rows the "
+              "reference's grade, columns the judge's.")  # fmt: skip
+        doc.table(
+            ["", "judge 0", "judge 1", "judge 2", "judge 3"],
+            [[f"reference {r}", *map(str, row)] for r, row in enumerate(a.confusion)],
+        )
+
+
+def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]) -> None:
+    """Per series: the judge-only mean, the corrected one with its interval, the people-only
+    interval and what the people's grades are worth."""
+    doc.h(2, f"Corrected estimates ({window.label})", "estimates")
+    graded = [s for s in found if s.graded]
+    if not graded:
+        doc.p(
+            "No judged event of this window was graded by people: the measures rest on the "
+            "judge's grades alone."
+        )
+        return
+    doc.p(
+        "Beside each judge-only mean: the PPI++ mean corrected with people's grades, with its "
+        "95 % interval, the interval of people's grades alone on the same events, and how many "
+        f"people's grades the corrected one is worth. P@K counts {UNITS['passage']}; nDCG@K "
+        f"and Hit@K count {UNITS['event']}. n/a: fewer than 10 graded units from 10 events."
+    )
+    rows = []
+    for s in graded:
+        where = "/".join(s.labels.values())
+        for m, c in s.measures.items():
+            judge = "n/a" if c.judge_only is None else f"{c.judge_only:.3f}"
+            worth = "n/a" if c.effective_labels is None else f"{c.effective_labels:.1f}"
+            rows.append([f"`{where}`", MEASURE_NAMES[m], judge, interval_text(c.estimate),
+                         interval_text(c.human_only), str(c.labels), worth])  # fmt: skip
+    head = ["series", "measure", "judge only", "corrected", "people only", "graded", "worth"]
+    doc.table(head, rows, "estimates")
+
+
+def print_judging(
+    settings: Settings, app: str | None = None, week: str | None = None, days: int = 7
+) -> str:
+    """What `ragmon agreement` prints (Markdown): agreement per app and judge identity, and
+    the corrected estimates of the window."""
+    if days < 1:
+        raise ValueError("--days must be at least 1")
+    window = iso_week(week) if week else last_days(days)
+    store = Store.connect(settings)
+    try:
+        oversight = Oversight(store, settings.measure_params())
+        doc = Doc("ragmon agreement" + (f": app {app}" if app else ""))
+        agreement_section(doc, oversight.agreement(app))
+        estimates_section(doc, window, oversight.estimates(window, {"app": app} if app else None))
+    finally:
+        store.close()
+    return to_markdown(doc)
+
+
+def _bounds(d: Mapping[str, float] | None, digits: int = 3) -> str:
+    if not d:
+        return "n/a"
+    return f"{d['estimate']:.{digits}f} [{d['low']:.{digits}f}, {d['high']:.{digits}f}]"
+
+
+def anchor_section(doc: Doc, runs: Sequence[Mapping], window: Window | None = None) -> None:
+    """The anchor set's re-judgings (of `window`'s days, else all) against the baseline of
+    the judge identity that ran last, and whether the drift alert's condition holds."""
+    doc.h(2, "Judge drift: the anchor set", "anchor")
+    found = drift(runs)
+    if found is None:
+        doc.p(
+            "No complete re-judging of the anchor set yet (RAGMON_ANCHOR_FILE, or 30 passages "
+            "people graded with text storage on; `ragmon worker --with-scheduler` runs it daily)."
+        )
+        return
+    latest, baseline = found
+    kappa, base = latest["kappa"], baseline["kappa"]
+    drifted = kappa["high"] < base["estimate"]
+    doc.p(
+        f"The judge `{latest['judge']}` grades the anchor set's {latest['passages']} passages "
+        f"again every day. Kappa with the set's grades: {_bounds(kappa)} on {latest['at'][:10]}, "
+        f"{_bounds(base)} on its first run ({baseline['at'][:10]}). "
+        + (
+            "**It agrees less than it did: its interval lies below the baseline (the "
+            "RagmonJudgeDrift alert fires).**"
+            if drifted
+            else "No fall beyond the interval."
+        )
+    )
+    shown = [r for r in runs if window is None or window.start.isoformat() <= r["at"][:10]
+             <= window.end.isoformat()]  # fmt: skip
+    rows = [
+        [r["at"][:16].replace("T", " "), f"`{r['judge']}`", f"{r.get('graded', 0)}/{r['passages']}",
+         _bounds(r.get("kappa")), _bounds(r.get("exact")), _bounds(r.get("difference"), 2),
+         r.get("reason") or ""]
+        for r in shown
+    ]  # fmt: skip
+    head = ["run (UTC)", "judge", "graded", "kappa", "exact", "judge − set", "note"]
+    doc.table(head, rows, "anchor")
+
+
+def anchor_text(runs: Sequence[Mapping]) -> str:
+    """What `ragmon anchor` prints (Markdown)."""
+    doc = Doc("ragmon anchor")
+    anchor_section(doc, runs)
+    return to_markdown(doc)

@@ -1,0 +1,47 @@
+"""The anchor set and its daily re-judgings in Redis (`ragmon.core.anchor` says what they are)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, cast
+
+from ragmon.core.anchor import AnchorItem, item_dict
+
+if TYPE_CHECKING:
+    from ragmon.store import Store
+
+RUNS_KEPT = 400  # daily runs: more than a year of history for the report and the baseline
+
+
+class Anchors:
+    """The frozen anchor set (from people's grades) and the runs of one deployment."""
+
+    def __init__(self, store: Store) -> None:
+        self.client = store.client
+        self.keys = store.keys
+
+    def frozen(self) -> list[AnchorItem] | None:
+        raw = cast(bytes | None, self.client.get(self.keys.anchor_set))
+        return None if raw is None else [AnchorItem(**x) for x in json.loads(raw)]
+
+    def freeze(self, items: list[AnchorItem]) -> list[AnchorItem]:
+        """Keep `items` as the set unless one was frozen meanwhile; returns the set kept."""
+        text = json.dumps([item_dict(i) for i in items], separators=(",", ":"))
+        self.client.set(self.keys.anchor_set, text, nx=True)
+        return self.frozen() or items
+
+    def runs(self) -> list[dict]:
+        """Every run kept, oldest first."""
+        raw = cast(dict[bytes, bytes], self.client.hgetall(self.keys.anchor_runs))
+        return [json.loads(raw[k]) for k in sorted(raw)]
+
+    def add_run(self, record: dict) -> None:
+        """Keep a run (by its time), and only the newest `RUNS_KEPT`."""
+        self.client.hset(self.keys.anchor_runs, record["at"], json.dumps(record))
+        fields = sorted(cast(list[bytes], self.client.hkeys(self.keys.anchor_runs)))
+        if len(fields) > RUNS_KEPT:
+            self.client.hdel(self.keys.anchor_runs, *fields[: len(fields) - RUNS_KEPT])
+
+    def reset(self) -> None:
+        """Forget the frozen set and every run (a new set gets a new baseline)."""
+        self.client.delete(self.keys.anchor_set, self.keys.anchor_runs)

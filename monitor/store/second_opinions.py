@@ -1,0 +1,41 @@
+"""The second judge's grades beside the first's (`ragmon.workers.second`), per app in Redis."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from ragmon.store import Store
+
+KEEP_S = 400 * 86400  # as people's grades: agreement over the whole history kept
+
+
+class SecondOpinions:
+    """Per app, event id → the pairs (first judge's grade, second judge's) of its passages."""
+
+    def __init__(self, store: Store) -> None:
+        self.client = store.client
+        self.keys = store.keys
+
+    def add(self, record: dict) -> None:
+        key = self.keys.second_opinions(record["app"])
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, record["event_id"], json.dumps(record, separators=(",", ":")))
+            pipe.expire(key, KEEP_S)
+            pipe.sadd(self.keys.second_opinion_apps, record["app"])
+            pipe.incr(self.keys.second_opinion_generation)
+            pipe.execute()
+
+    def records(self) -> list[dict]:
+        apps = sorted(x.decode() for x in cast(set, self.client.smembers(
+            self.keys.second_opinion_apps)))  # fmt: skip
+        out = []
+        for app in apps:
+            rows = cast(dict, self.client.hgetall(self.keys.second_opinions(app)))
+            out += [json.loads(rows[k]) for k in sorted(rows)]
+        return out
+
+    def generation(self) -> int:
+        raw = cast(bytes | None, self.client.get(self.keys.second_opinion_generation))
+        return int(raw or 0)
