@@ -148,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="previous|DATE..DATE",
         help="baseline window (default: the same number of days before)",
     )
+    r.add_argument(
+        "--explorer-url",
+        metavar="URL",
+        help="the explorer as browsers reach it: event ids link there (default "
+        "RAGMON_EXPLORER_URL, else RAGMON_URL)",
+    )
     r.set_defaults(run=cmd_report, redis=True)
 
     c = command("calibrate", help="judge agreement with known grades")
@@ -333,6 +339,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         days=args.days,
         week=args.week,
         baseline=args.baseline,
+        explorer_url=args.explorer_url,
     )
 
 

@@ -282,7 +282,8 @@ def _run(
     if options.report:
         from ragmon.report.publish import run_report
 
-        run_report(settings, options.report)
+        # the demo keeps serving its explorer unless --once: then the event ids link to it
+        run_report(settings, options.report, explorer_url=None if options.once else url)
     if options.once:
         return 0 if done == len(ids) else 1
     print(

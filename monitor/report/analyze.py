@@ -25,6 +25,7 @@ from ragmon.report.compare import (
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
+from ragmon.report.verdict import Verdict, verdicts
 from ragmon.report.window import Window
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Regression:
     severity: str
     evidence: str
     look_first: list[str]
+    opposite: list[str] = field(default_factory=list)  # good-way moves read with the regression
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Report:
     mix: list[SegmentMix] = field(default_factory=list)
     population: list[QueryPopulation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)  # one per retriever
     details: dict[str, dict | None] = field(default_factory=dict)
     # the judge against people (`ragmon.oversight`): (app, judge, reference) -> agreement
     agreement: dict[tuple[str, str, str], Agreement] = field(default_factory=dict)
@@ -275,11 +278,11 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
     mixes = {g: segment_mix(g, c) for g, c in compared.coded.items()}
     pops = {g: query_population(g, c) for g, c in compared.coded.items()}
     regressions = []
-    for g in groups:
-        bad = [r for r in rows if r.group == g and r.status == "regression"]
+    judged = verdicts(rows, ops_by)
+    for v in judged:
+        g, bad = v.group, v.regressed
         if not bad:
             continue
-        bad.sort(key=lambda r: -abs(r.tested.effect))
         head = bad[0]
         traffic = _traffic_hints(mixes.get(g), pops.get(g))
         regressions.append(
@@ -290,12 +293,13 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
                 drift.severity(head.tested),
                 drift.evidence(head.p),
                 _hints(bad, ops_by.get(g), cur, base, judge_shift, models_changed, traffic),
+                [why for _, why in v.discounted],
             )
         )
     rank = {"major": 0, "moderate": 1, "minor": 2}
     regressions.sort(key=lambda r: (rank[r.severity], -abs(r.headline.tested.effect)))
-    improvements = sorted(
-        (r for r in rows if r.status == "improvement"), key=lambda r: -abs(r.tested.effect)
+    improvements = sorted(  # only retrievers whose verdict is an improvement: never a collapse
+        (r for v in judged for r in v.improved), key=lambda r: -abs(r.tested.effect)
     )
     report = Report(
         current=cur.window,
@@ -317,6 +321,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         volumes=compared.volumes,
         mix=[m for m in mixes.values() if m is not None],
         population=list(pops.values()),
+        verdicts=judged,
     )
     report.notes = _notes(report, cur, base)
     return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 
 from ragmon.core.measures import BUCKETS
@@ -12,6 +13,7 @@ from ragmon.report.analyze import Report
 from ragmon.report.compare import MEASURES, NAMES, OPTIONAL, Group, Row, group_name
 
 MAX_OVERLAYS = 6
+MAX_LINES = 10  # series per trend plot: tab10 has 10 distinct colours; more get small multiples
 _COLS = 3
 _BASE_COLOR, _CUR_COLOR = "#8a8f98", "#d9480f"
 
@@ -37,8 +39,27 @@ def _short(label: str) -> str:
     return label.split("..")[-1][5:] if ".." in label else label
 
 
-def trend_png(report: Report) -> str:
-    """Weekly means of each measure per retriever over the last 8 weeks."""
+def trend_chunks(report: Report) -> list[list[Group]]:
+    """The retrievers of the 8-week trend in plots of at most `MAX_LINES` each, of equal size,
+    the regressed ones first: within a plot every line has its own colour."""
+    seen = {g for by in report.trend.values() for g in by}
+    order = [r.group for r in report.regressions if r.group in seen]
+    order += sorted(g for g in seen if g not in order)
+    if not order:
+        return [[]]
+    n = -(-len(order) // MAX_LINES)
+    size = -(-len(order) // n)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def trend_figure(report: Report, groups: list[Group] | None = None) -> Figure:
+    """Weekly means of each measure per retriever over the last 8 weeks (of `groups`, at most
+    `MAX_LINES`; default all), one colour of tab10 per retriever."""
+    if groups is None:
+        groups = [g for chunk in trend_chunks(report) for g in chunk]
+    if len(groups) > MAX_LINES:
+        raise ValueError(f"{len(groups)} series in one trend plot: split with trend_chunks")
+    colours = [f"C{i}" for i in range(MAX_LINES)]  # the default tab10 cycle, explicitly
     measured = {
         m for m, by in report.trend.items() for vs in by.values() if any(v is not None for v in vs)
     }
@@ -47,18 +68,42 @@ def trend_png(report: Report) -> str:
     x = list(range(len(report.trend_labels)))
     ticks = [_short(lbl) for lbl in report.trend_labels]
     for ax, m in zip(axes, panels, strict=False):
-        for g, means in report.trend[m].items():
+        for colour, g in zip(colours, groups, strict=False):
+            means = report.trend[m].get(g, [])
             pts = [(i, v) for i, v in zip(x, means, strict=True) if v is not None]
             if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=group_name(g))
+                ax.plot(*zip(*pts, strict=True), marker="o", color=colour, label=group_name(g))
         ax.set_title(NAMES[m])
         ax.set_xticks(x, ticks, rotation=45, fontsize=7)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4))
+    legend: dict[str, Artist] = {}  # every retriever once, even when the first panel has no value of it
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    if legend:
+        ncol = min(len(legend), 4)
+        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=ncol)
     fig.suptitle("Weekly mean per retriever (7-day blocks ending on the report's last day)")
-    return _png(fig)
+    return fig
+
+
+def trend_png(report: Report, groups: list[Group] | None = None) -> str:
+    return _png(trend_figure(report, groups))
+
+
+def trend_pngs(report: Report) -> dict[str, str]:
+    """The trend plots by caption: one, or small multiples of at most `MAX_LINES` retrievers."""
+    chunks = trend_chunks(report)
+    title = "Weekly trend of each measure per retriever, last 8 weeks"
+    if len(chunks) == 1:
+        return {title: trend_png(report, chunks[0])}
+    out, first = {}, 1
+    total = sum(len(c) for c in chunks)
+    for chunk in chunks:
+        last = first + len(chunk) - 1
+        out[f"{title} (retrievers {first}-{last} of {total})"] = trend_png(report, chunk)
+        first = last + 1
+    return out
 
 
 def _shares(counts: list[int] | None) -> list[float] | None:

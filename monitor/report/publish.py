@@ -68,6 +68,16 @@ def prune(out: Path, stem: str, keep: int) -> list[Path]:
     return removed
 
 
+def explorer_address(settings: Settings, given: str | None = None) -> str | None:
+    """Where the worst events link to: `--explorer-url`, else RAGMON_EXPLORER_URL, else
+    RAGMON_URL (the API as the apps reach it, which serves the explorer too); None when none
+    is known."""
+    for url in (given, settings.explorer_url, os.environ.get("RAGMON_URL")):
+        if url and url.strip().lower().startswith(("http://", "https://")):
+            return url.strip()
+    return None
+
+
 def write_report(
     store: Store,
     current: Window,
@@ -75,12 +85,15 @@ def write_report(
     out: Path,
     keep: int = 12,
     progress: Progress = stderr_progress,
+    explorer_url: str | None = None,
 ) -> Written:
-    """Build the report for `current` against `baseline` and write it into `out`."""
+    """Build the report for `current` against `baseline` and write it into `out`; event ids
+    link to `explorer_url` (default: `explorer_address(store.settings)`)."""
     from ragmon.report import plots
     from ragmon.report.render import build
 
     data = gather(store, current, baseline, progress)
+    data.explorer_url = explorer_url or explorer_address(store.settings)
     progress("comparing windows")
     report = analyze(data)
     refs = [record_ref(e) for e in report.worst_ndcg + report.worst_harm]
@@ -92,7 +105,7 @@ def write_report(
     report.anchor_runs = store.anchors.runs()
     images = {}
     progress("plotting the 8-week trend")
-    images["Weekly trend of each measure per retriever, last 8 weeks"] = plots.trend_png(report)
+    images.update(plots.trend_pngs(report))
     for g in plots.overlay_groups(report):
         progress(f"plotting distributions of {'/'.join(g)}")
         images[f"Distributions this week vs baseline: {'/'.join(g)}"] = plots.overlay_png(
@@ -140,6 +153,7 @@ def run_report(
     days: int = 7,
     week: str | None = None,
     baseline: str = "previous",
+    explorer_url: str | None = None,
 ) -> int:
     """The `ragmon report` command (also `ragmon demo --report`); returns the exit code."""
     try:
@@ -152,7 +166,9 @@ def run_report(
     if problem is not None:
         print(f"ragmon report: {problem}", file=sys.stderr)
         return 1
-    written = write_report(store, current, base, out, settings.report_keep)
+    written = write_report(
+        store, current, base, out, settings.report_keep, explorer_url=explorer_url
+    )
     print(summary_line(written.report))
     print(f"report: {written.html.resolve()}")
     if settings.report_webhook:

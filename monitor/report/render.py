@@ -90,6 +90,21 @@ def regressions_section(doc: Doc, report: Report) -> None:
         also = ", ".join(f"{NAMES[o.measure]} {o.tested.estimate:+.3f}" for o in r.others)
         doc.p(f"{i}. {group_name(r.group)}" + (f": also {also}." if also else "."))
         doc.ul(r.look_first)
+        if r.opposite:
+            doc.p("Moved the good way, read with the regression (not improvements):")
+            doc.ul(r.opposite)
+
+
+def verdicts_section(doc: Doc, report: Report) -> None:
+    """One verdict per retriever, its measures read together (`ragmon.report.verdict`)."""
+    if not report.verdicts:
+        return
+    doc.h(2, "Verdict per retriever", "verdicts")
+    doc.table(
+        ["where", "verdict", "why"],
+        [[group_name(v.group), v.verdict, v.why] for v in report.verdicts],
+        "verdicts",
+    )
 
 
 def traffic_section(doc: Doc, report: Report) -> None:
@@ -139,20 +154,25 @@ def measures_section(doc: Doc, report: Report) -> None:
         "or more with no change at this volume."
     )
     mixes = {m.group: m for m in report.mix}
+    verdict = {v.group: v for v in report.verdicts}
     for g in sorted({r.group for r in report.rows}):
         vb, vc = report.volumes.get(g, (None, None))
         doc.h(3, group_name(g))
+        v = verdict.get(g)
+        said = f"Verdict: {v.verdict}. " if v else ""
+        discounted = {id(r) for r, _ in v.discounted} if v else set()
         if vb is not None:
             mix = mixes.get(g)
             segments = f" Segment shares: {_shares(mix)}." if mix else ""
-            doc.p(f"Baseline: {vb}; this week: {vc}.{segments}")
+            doc.p(f"{said}Baseline: {vb}; this week: {vc}.{segments}")
         rows = []
         for r in (r for r in report.rows if r.group == g):
+            status = "not an improvement (see the verdict)" if id(r) in discounted else r.status
             total = f"{r.change.total:+.3f}" if r.change else "n/a"
             p = f"{r.p_adj:.2g}" if r.p_adj is not None else "n/a"
             rows.append(
                 [NAMES[r.measure], _ci(r.base), _ci(r.cur), total, _change(r), p, _psi(r)]
-                + [r.status]
+                + [status]
             )
         doc.table(
             ["measure", "baseline", "this week", "total change", "within segments", "p (Holm)"]
@@ -270,6 +290,10 @@ def methods_section(doc: Doc) -> None:
             f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "
             f"change of at least {MIN_EFFECT} standard deviations of one event. A change that "
             "only the segment mix explains is a mix shift, not a regression.",
+            "Each retriever has one verdict, its measures read together: any regression makes "
+            "it a regression. Harm@K counts near misses (on-topic passages that do not answer): "
+            "when P@K, nDCG@K or Hit@K fall with it, its fall means the near misses became "
+            "off-topic passages, part of a collapse, and is never listed as an improvement.",
             "Intervals and p-values allow for repeated questions: the standard errors are "
             "cluster-robust by query (a question asked in both weeks is one cluster) and the "
             "reference is Student's t with the effective number of query clusters as degrees "
@@ -300,6 +324,10 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
     traffic_section(doc, report)
     if report.improvements:
         doc.h(2, "Improvements", "improvements")
+        doc.p(
+            "Retrievers whose verdict is an improvement: no measure got worse, and a fall of "
+            "Harm@K is listed only when P@K, nDCG@K and Hit@K did not fall with it."
+        )
         doc.table(
             ["where", "measure", "baseline", "this week", "change [95% CI]"],
             [
@@ -316,6 +344,7 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
     doc.h(2, "Plots", "plots")
     for alt, png in plots.items():
         doc.img(png, alt)
+    verdicts_section(doc, report)
     measures_section(doc, report)
     ops_section(doc, report)
     judge_section(doc, report)

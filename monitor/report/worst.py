@@ -1,4 +1,4 @@
-"""The report's worst events of the week: ids (linked to the explorer when it has a URL),
+"""The report's worst events of the week: ids (linked to the explorer when its URL is known),
 grades, and the query and passage text while the event is retained."""
 
 from __future__ import annotations
@@ -8,26 +8,59 @@ from ragmon.report.analyze import Report, fmt
 from ragmon.report.document import Cell, Doc, Link
 from ragmon.report.gather import record_ref
 
-TEXT_PREVIEW = 160
+TEXT_PREVIEW = 90  # characters of each passage's text in the table
 
 
-def _passages(e: dict) -> str:
-    return " ".join(
-        f"{p}:{g if g is not None else '?'}" for p, g in zip(e["pids"], e["grades"], strict=False)
-    )
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TEXT_PREVIEW else text[:TEXT_PREVIEW] + "…"
+
+
+def _passages(e: dict, payload: dict | None, store_text: bool) -> str:
+    """Each top-K passage as `id:grade`, with the start of its text when it is stored."""
+    texts: dict[str, str] = {}
+    if payload is not None:
+        for p in payload.get("passages", []):
+            if isinstance(p, dict) and isinstance(p.get("text"), str):
+                texts[str(p.get("id"))] = p["text"]
+    parts = []
+    for pid, g in zip(e["pids"], e["grades"], strict=False):
+        cell = f"{pid}:{g if g is not None else '?'}"
+        if pid in texts:
+            cell += f" “{_short(texts[pid])}”"
+        elif payload is not None and store_text:
+            cell += " (no text sent)"
+        parts.append(cell)
+    why = _no_text(payload, store_text)
+    return " · ".join(parts) + (f" ({why})" if why else "")
+
+
+def _no_text(payload: dict | None, store_text: bool) -> str:
+    """Why an event shows no passage text, or "" when it can."""
+    if payload is None:
+        return "text expired: past RAGMON_RESULT_TTL_DAYS"
+    if not store_text:
+        return "text not stored: RAGMON_STORE_TEXT=false"
+    return ""
 
 
 def worst_section(doc: Doc, report: Report) -> None:
     doc.h(2, "Worst events of the week", "worst")
     if not report.store_text:
         doc.p(
-            "Text retention is off (RAGMON_STORE_TEXT=false): only hashes of queries and "
+            "Text is not stored (RAGMON_STORE_TEXT=false): only hashes of queries and "
             "passages are kept, so the events show ids and grades only."
         )
     else:
         doc.p(
-            f"Query and passage text are shown while the event is retained "
-            f"(RAGMON_RESULT_TTL_DAYS = {report.result_ttl_days:g})."
+            f"Each event shows its query and the start of each top-K passage's text while the "
+            f"event is retained (RAGMON_RESULT_TTL_DAYS = {report.result_ttl_days:g}); an "
+            "older event says its text expired."
+        )
+    if not report.explorer_url:
+        doc.p(
+            "Event ids are not links: the explorer's address is not known. Set "
+            "RAGMON_EXPLORER_URL (the API as browsers reach it) or pass --explorer-url."
         )
     for title, events in (
         ("Lowest nDCG@K", report.worst_ndcg),
@@ -37,6 +70,7 @@ def worst_section(doc: Doc, report: Report) -> None:
         rows: list[list[Cell]] = []
         for e in events:
             lb = e["labels"]
+            payload = report.details.get(record_ref(e))
             rows.append(
                 [
                     _event_cell(report.explorer_url, lb["app"], e["id"]),
@@ -45,8 +79,8 @@ def worst_section(doc: Doc, report: Report) -> None:
                     fmt(e["m"].get("ndcg")),
                     fmt(e["m"].get("harm")),
                     str(e["k"]),
-                    _passages(e),
-                    _query(report.details.get(record_ref(e)), report.store_text),
+                    _query(payload, report.store_text),
+                    _passages(e, payload, report.store_text),
                 ]
             )
         doc.table(
@@ -57,17 +91,15 @@ def worst_section(doc: Doc, report: Report) -> None:
                 "nDCG",
                 "Harm",
                 "K",
-                "top-K passages (id:grade)",
                 "query",
+                "top-K passages (id:grade “text”)",
             ],
             rows,
         )
-        texts = [t for e in events[:3] for t in _texts(e, report.details.get(record_ref(e)))]
-        doc.ul(texts)
 
 
 def _event_cell(explorer_url: str | None, app: str, event_id: str) -> Cell:
-    """The event's id, a link to it in the explorer when RAGMON_EXPLORER_URL is set."""
+    """The event's id, a link to its page in the explorer when the explorer's URL is known."""
     if not explorer_url:
         return event_id
     return Link(event_id, explorer_url.rstrip("/") + event_url(app, event_id))
@@ -80,16 +112,3 @@ def _query(payload: dict | None, store_text: bool) -> str:
     if isinstance(q, str):
         return q
     return "not retained (hash only)" if not store_text else "not retained"
-
-
-def _texts(e: dict, payload: dict | None) -> list[str]:
-    if payload is None or not isinstance(payload.get("query"), str):
-        return []
-    out = []
-    grades = dict(zip(e["pids"], e["grades"], strict=False))
-    for p in payload.get("passages", [])[: e["k"]]:
-        text = p.get("text")
-        if isinstance(text, str):
-            short = text if len(text) <= TEXT_PREVIEW else text[:TEXT_PREVIEW] + "…"
-            out.append(f"{e['id']} · {p['id']} (grade {grades.get(p['id'], '?')}): {short}")
-    return out

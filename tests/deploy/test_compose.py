@@ -273,3 +273,10 @@ def test_promtool_accepts_the_config_as_mounted(services, tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout and "rules found" in out.stdout
+
+
+def test_the_weekly_report_knows_where_the_explorer_is(services):
+    """The scheduler writes the weekly report: its event ids link to the explorer (issue 36)."""
+    for name in ("scheduler", "worker", "api"):
+        env = services[name]["environment"]
+        assert env["RAGMON_EXPLORER_URL"] == "${RAGMON_EXPLORER_URL:-http://localhost:8000}"
