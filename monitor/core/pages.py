@@ -15,19 +15,39 @@ from urllib.parse import quote, urlencode
 from ragmon.core.drift.changes import Cell, binned_change
 from ragmon.core.measure_table import BY_KEY
 from ragmon.core.reviews import RUBRIC
-from ragmon.core.search import OVERVIEW, SORTS, Search, describe_search
+from ragmon.core.search import META_PREFIX, OVERVIEW, SORTS, Search, describe_search
 from ragmon.core.wire import LABEL_KEYS, SEP
 
 LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns
 CHANGE_P = 0.01  # the overview colours a change only below this p-value (one test per cell)
-WORDS = {"judge": "LLM judge", "cache": "judgment cache", "known": "known (sent by the app)"}
+WORDS = {"judge": "judge", "cache": "judgment cache", "known": "known (sent by the app)"}
+WORST_SORT = "ndcg"  # the overview's count links to the series' events by nDCG@K, worst first
+QUERY_SHOWN = 120  # characters of the query on the list page
+LEXICAL = "lexical/"  # the offline lexical judge's identity starts so (it is no LLM)
+
+
+def judge_words(identity: str | None) -> str:
+    """What graded: the offline lexical judge is not an LLM; an identity of another model is."""
+    if not identity:
+        return "judge"
+    return "lexical judge (offline, no LLM)" if identity.startswith(LEXICAL) else "LLM judge"
+
+
+def source_words(source: str | None, identity: str | None = None) -> str:
+    """A grade source in words, naming the kind of judge when its identity is known."""
+    if source == "judge":
+        return judge_words(identity)
+    if source == "cache" and identity:
+        return f"judgment cache ({judge_words(identity)})"
+    return WORDS.get(source or "", source or "")
+
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;font-variant:
 tabular-nums}.worse{color:#b00}.better{color:#070}.note{color:#666}form{margin:.5em 0}
-form div{margin:.3em 0}.row{display:flex;gap:3em;align-items:flex-start}
+tr.floor{background:#fdecec}form div{margin:.3em 0}.row{display:flex;gap:3em;align-items:flex-start}
 pre{white-space:pre-wrap;max-width:60em;margin:0}nav a{margin-right:1em}
 td.grading button{margin:1px}button.chosen{font-weight:bold;outline:2px solid #070}
 """
@@ -70,23 +90,53 @@ class SeriesRow:
     before: dict[str, Cell | None]
 
 
+FLOOR_MEASURES = ("hit", "ndcg")  # a mean at its lowest value: nothing relevant retrieved
+FLOOR_MIN_EVENTS = 5  # events a window needs before its mean at the floor is flagged
+
+
+def at_floor(row: SeriesRow) -> str:
+    """Why a series is flagged: its Hit@K or nDCG@K mean sits at the measure's lowest value in
+    the last 24 hours (or, with too few events there, in the 7 days before); "" when not."""
+    for window, cells in (("the last 24 h", row.recent), ("the 7 days before", row.before)):
+        held = [(m, c) for m in FLOOR_MEASURES if (c := cells.get(m)) is not None]
+        if not held or min(c[0] for _, c in held) < FLOOR_MIN_EVENTS:
+            continue
+        low = [(m, c) for m, c in held if c[1] <= BY_KEY[m].lo + 1e-9]
+        if not low:
+            return ""
+        said = ", ".join(f"{BY_KEY[m].name} {c[1]:.3f}" for m, c in low)
+        return f"at the floor: {said} over {low[0][1][0]} events in {window}"
+    return ""
+
+
 def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
     head = "".join(f"<th>{k}</th>" for k in LABEL_KEYS) + "<th>events held</th>"
     head += "".join(f"<th>{_e(BY_KEY[m].name)} last 24 h / 7 days before</th>" for m in OVERVIEW)
+    head += "<th>flag</th>"
     body = []
-    for r in rows:
+    flags = {r.series: at_floor(r) for r in rows}
+    for r in sorted(rows, key=lambda r: not flags[r.series]):  # flagged series first
         labels = dict(zip(LABEL_KEYS, r.series.split(SEP), strict=True))
         cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
-        link = f'<a href="{_e(events_url(labels))}">{r.events}</a>'
-        cells += f'<td class=n data-events="{r.events}">{link}</td>'
+        worst = events_url({**labels, "sort": WORST_SORT})  # the series leads to its worst
+        newest = events_url(labels)
+        cells += (
+            f'<td class=n data-events="{r.events}"><a class=worst href="{_e(worst)}">{r.events}'
+            f'</a> <a class=newest href="{_e(newest)}" title="newest first">↓time</a></td>'
+        )
         for m in OVERVIEW:
             cells += f"<td class=n>{_change(m, r.recent.get(m), r.before.get(m))}</td>"
-        body.append(f"<tr>{cells}</tr>")
+        flag = flags[r.series]
+        cells += f"<td class=worse>{_e(flag)}</td>" if flag else "<td></td>"
+        body.append(f"<tr class=floor>{cells}</tr>" if flag else f"<tr>{cells}</tr>")
     note = (
         f"<p class=note>Judged events held for the explorer (the last {retention_days:g} days, "
         "RAGMON_RESULT_TTL_DAYS). Means over the last 24 hours (by the hour: this hour and the "
         "23 before) / the 7 days before them (hover for counts and p-value); coloured when "
-        "Welch's test finds a change (p < 0.01): red worse, green better.</p>"
+        "Welch's test finds a change (p < 0.01): red worse, green better. A series whose "
+        f"Hit@K or nDCG@K mean is at 0 over at least {FLOOR_MIN_EVENTS} events is flagged and "
+        "listed first: nothing relevant reaches its prompts. The events count links to the "
+        "series' events worst first (by nDCG@K); ↓time lists them newest first.</p>"
     )
     if not rows:
         return page("Series", note + "<p>No judged events yet.</p>")
@@ -116,7 +166,10 @@ def events(
 ) -> str:
     form = _filter_form(search)
     cols = "".join(f"<th>{_e(BY_KEY[m].name)}</th>" for m in LISTED)
-    head = f"<tr><th>time (UTC)</th><th>event</th><th>series</th>{cols}<th>grades from</th></tr>"
+    head = (
+        f"<tr><th>time (UTC)</th><th>event</th><th>query</th><th>series</th>{cols}"
+        "<th>grades from</th></tr>"
+    )
     rows = []
     for ev in found:
         labels = ev["labels"]
@@ -125,11 +178,16 @@ def events(
         measures = ev.get("measures") or {}
         cells = "".join(f"<td class=n>{_num(measures.get(m))}</td>" for m in LISTED)
         sources = ", ".join(
-            f"{WORDS.get(s, s)} {n}" for s, n in (ev.get("grade_sources") or {}).items()
+            f"{source_words(s, ev.get('judge'))} {n}"
+            for s, n in (ev.get("grade_sources") or {}).items()
         )
         when = _e((ev.get("timestamp") or "").replace("T", " ")[:19])
+        query = ev.get("query")
+        shown = "–" if not isinstance(query, str) else (
+            query if len(query) <= QUERY_SHOWN else query[:QUERY_SHOWN] + "…"
+        )  # fmt: skip
         rows.append(
-            f"<tr class=event><td>{when}</td><td>{link}</td>"
+            f"<tr class=event><td>{when}</td><td>{link}</td><td class=query>{_e(shown)}</td>"
             f"<td>{_e(labels['app'])}: {_e(series)}</td>{cells}<td>{_e(sources)}</td></tr>"
         )
     more = ""
@@ -152,6 +210,12 @@ def _filter_form(search: Search) -> str:
         return f'<label>{_e(label)} <input name="{name}" value="{value}" size={size}></label> '
 
     who = "".join(box(k, k) for k in (*LABEL_KEYS, "trace_id", "grade_source"))
+    meta = ",".join(f"{k}={v}" for k, v in search.meta.items())
+    what = (
+        box("query", "query has", 30)
+        + f'<label>metadata <input name="meta" value="{_e(meta)}" size=24 '
+        'placeholder="key=value,key=value"></label> '
+    )
     when = box("from", "from", 22) + box("to", "to", 22)
     limits = "".join(
         box(f"{m}_{op}", f"{BY_KEY[m].name} {word}", 5)
@@ -164,7 +228,8 @@ def _filter_form(search: Search) -> str:
         for s in SORTS
     )
     order = f'<label>sort by <select name="sort">{options}</select></label> '
-    shown = {*LABEL_KEYS, "trace_id", "grade_source", "from", "to", "sort"}
+    shown = {*LABEL_KEYS, "trace_id", "grade_source", "from", "to", "sort", "query"}
+    shown |= {META_PREFIX + k for k in search.meta}
     shown |= {f"{m}_{op}" for m in LISTED for op in ("lt", "gt")}
     hidden = "".join(
         f'<input type=hidden name="{_e(k)}" value="{_e(v)}">'
@@ -172,7 +237,8 @@ def _filter_form(search: Search) -> str:
         if k not in shown
     )
     rows = (
-        f"<div>{who}</div><div>{when}<span class=note>(ISO 8601 or epoch ms)</span></div>"
+        f"<div>{who}</div><div>{what}</div>"
+        f"<div>{when}<span class=note>(ISO 8601 or epoch ms)</span></div>"
         f"<div>{limits}</div><div>{order}{hidden}<button>Search</button></div>"
     )
     return f"<form id=filters method=get action=/ui/events>{rows}</form>"
@@ -226,7 +292,7 @@ def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = N
         dup = f"repeats rank {p['duplicate_of']}" if p.get("duplicate_of") else ""
         text = p.get("text") if "text" in p else p.get("text_sha")
         marker = " class=outside" if p["rank"] > k else ""
-        source = WORDS.get(p.get("grade_source") or "", p.get("grade_source"))
+        source = source_words(p.get("grade_source"), p.get("graded_by"))
         by = f" ({p['graded_by']})" if p.get("graded_by") not in (None, "known") else ""
         people = ", ".join(f"{h['reviewer']}: {h['grade']}" for h in p.get("human_grades") or ())
         cell = grade_cell(p, form) if grading and form is not None else f"<td>{_e(people)}</td>"

@@ -36,6 +36,9 @@ HOUR_KEEP_S = (RECENT_HOURS + BEFORE_HOURS + 2) * 3600
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 SCAN_BUDGET = 5000  # records read per page at most: the cost bound of a search
+QUERY_KEEP = 300  # characters of the query text an index record keeps (text storage on)
+META_VALUE_KEEP = 128  # metadata values up to this many characters are kept to filter on
+META_PREFIX = "meta."  # `meta.<key>=<value>`: events whose metadata holds that value
 _OFFSET = 1000.0  # values in (-1000, 9e6) encode to 13 digits that sort as the numbers do
 _SCALE = 1e6
 _WIDTH = 13
@@ -50,6 +53,8 @@ searches that app only); `from`, `to` (epoch milliseconds as Grafana's `${{__fro
 ISO 8601; `to` excluded); `<measure>_lt`, `_le`, `_gt`, `_ge` or `<measure>=<value>`
 (e.g. `ndcg_lt=0.3`, `hit=0`) for any of {", ".join(FILTERABLE)}; `grade_source`
 ({", ".join(GRADE_SOURCES)}: events with at least one passage graded so); `trace_id`;
+`query` (free text: events whose query holds every word, case-insensitive; text storage on);
+`meta.<key>=<value>` (events whose metadata holds that value; `meta=k=v,k2=v2` for several);
 `status` (`done`, or `failed`: by failure time, newest first, without measures);
 `sort` (`time` or one of {", ".join(SORTS[1:])}) and `order` (`asc`, `desc`);
 `limit` (1-{MAX_LIMIT}, default {DEFAULT_LIMIT}); `cursor` (`next_cursor` of the previous
@@ -95,12 +100,24 @@ def member_ref(member: str, sort: str) -> str:
     return member.split(SEP, 1 if sort == "time" else 2)[-1]
 
 
+def meta_text(value: Any) -> str:
+    """A metadata value as a filter compares it: JSON's spelling for booleans, else `str`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def record(
-    event: Mapping[str, Any], result: Mapping[str, Any], expires_at: float
+    event: Mapping[str, Any],
+    result: Mapping[str, Any],
+    expires_at: float,
+    store_text: bool = True,
 ) -> dict[str, Any]:
     """What the index keeps per event: time `t` and sortable measures `x` encoded as in the
     members (the workers' script builds members from them), other measures `m`, counts of
-    grade sources, the trace id, app and id, `k`, and when the event expires (`e`)."""
+    grade sources, the trace id, app and id, `k`, when the event expires (`e`), the start of the
+    query (`q`, with text storage on), its metadata values up to `META_VALUE_KEEP` characters
+    (`md`) and the judge's identity (`jm`)."""
     measures = result["measures"]
     ts = datetime.fromisoformat(event["timestamp"]).timestamp()
     sortable = {k: encode_value(v) for k in SORTS[1:] if (v := measures.get(k)) is not None}
@@ -121,7 +138,24 @@ def record(
     }
     if event.get("trace_id"):
         out["tid"] = event["trace_id"]
+    query = event.get("query")
+    if store_text and isinstance(query, str):
+        out["q"] = query[:QUERY_KEEP]
+    meta = {
+        str(k): text
+        for k, v in (event.get("metadata") or {}).items()
+        if len(text := meta_text(v)) <= META_VALUE_KEEP
+    }
+    if meta:
+        out["md"] = meta
+    if result.get("judge"):
+        out["jm"] = result["judge"]
     return out
+
+
+def words(text: str) -> list[str]:
+    """The lower-case words of a free-text query (what `query=` matches on)."""
+    return re.findall(r"\w+", text.lower())
 
 
 def overview_hours(now: float) -> tuple[list[int], list[int]]:
@@ -189,6 +223,8 @@ class Search:
     descending: bool = True
     limit: int = DEFAULT_LIMIT
     after: str | None = None
+    query: str | None = None  # free text: every word must occur in the event's query
+    meta: dict[str, str] = field(default_factory=dict)  # metadata key -> value
 
     def with_app(self, app: str) -> Search:
         return Search(**{**self.__dict__, "labels": {**self.labels, "app": app}})
@@ -208,6 +244,10 @@ class Search:
             out["grade_source"] = self.grade_source
         if self.trace_id:
             out["trace_id"] = self.trace_id
+        if self.query:
+            out["query"] = self.query
+        for k, v in self.meta.items():
+            out[META_PREFIX + k] = v
         if self.sort != "time":
             out["sort"] = self.sort
         if self.descending != default_descending(self.sort):
@@ -238,6 +278,17 @@ class Search:
             return False
         if self.trace_id and rec.get("tid") != self.trace_id:
             return False
+        if self.query:
+            held = rec.get("q")
+            if not isinstance(held, str):
+                return False
+            text = " ".join(words(held))
+            if not all(w in text for w in words(self.query)):
+                return False
+        if self.meta:
+            held_meta = rec.get("md") or {}
+            if any(held_meta.get(k) != v for k, v in self.meta.items()):
+                return False
         if self.bounds:
             values = record_measures(rec)
             for b in self.bounds:
@@ -352,6 +403,10 @@ def parse_search(params: Mapping[str, str]) -> Search:
         raise SearchError(f"limit: between 1 and {MAX_LIMIT}")
     cursor = p.pop("cursor", None)
     after = _decode_cursor(cursor, sort, descending) if cursor else None
+    query = p.pop("query", None)
+    if query is not None and not words(query):
+        raise SearchError("query: no word to search for")
+    meta = _meta(p)
     bounds = []
     for name, text in p.items():
         measure, _, op = name.rpartition("_")
@@ -364,12 +419,33 @@ def parse_search(params: Mapping[str, str]) -> Search:
         except ValueError:
             raise SearchError(f"{name}: expected a number, got {text!r}") from None
         bounds.append(Bound(measure, op, value))
-    if status == "failed" and (bounds or sort != "time" or source):
-        raise SearchError("status=failed: failed events have no grades or measures to filter")
+    if status == "failed" and (bounds or sort != "time" or source or query or meta):
+        raise SearchError(
+            "status=failed: failed events have no grades or measures to filter (nor an indexed "
+            "query or metadata)"
+        )
     return Search(
         labels, since, until, status, tuple(bounds), source, trace_id, sort, descending, limit,
-        after,
+        after, query, meta,
     )  # fmt: skip
+
+
+def _meta(p: dict[str, str]) -> dict[str, str]:
+    """Metadata filters, taken out of `p`: `meta.<key>=<value>`, or `meta=<key>=<value>` with
+    several pairs separated by `,` (the page's form sends that)."""
+    out: dict[str, str] = {}
+    for name in [n for n in p if n.startswith(META_PREFIX)]:
+        key = name[len(META_PREFIX) :]
+        if not key:
+            raise SearchError(f"{name}: name a metadata key, as meta.<key>=<value>")
+        out[key] = p.pop(name)
+    if "meta" in p:
+        for pair in p.pop("meta").split(","):
+            key, eq, value = pair.strip().partition("=")
+            if not eq or not key.strip():
+                raise SearchError(f"meta: expected key=value, got {pair.strip()!r}")
+            out[key.strip()] = value.strip()
+    return out
 
 
 def row(series: str, ref: str, rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -386,6 +462,12 @@ def row(series: str, ref: str, rec: Mapping[str, Any]) -> dict[str, Any]:
     }
     if rec.get("tid"):
         out["trace_id"] = rec["tid"]
+    if isinstance(rec.get("q"), str):
+        out["query"] = rec["q"]
+    if rec.get("md"):
+        out["metadata"] = rec["md"]
+    if rec.get("jm"):
+        out["judge"] = rec["jm"]
     return out
 
 
@@ -397,6 +479,9 @@ def describe_search(search: Search) -> str:
         parts.append(f"grade source {search.grade_source}")
     if search.trace_id:
         parts.append(f"trace {search.trace_id}")
+    if search.query:
+        parts.append(f"query has “{search.query}”")
+    parts += [f"metadata {k}={v}" for k, v in search.meta.items()]
     if search.status != "done":
         parts.append(f"status {search.status}")
     return ", ".join(parts) or "all events"

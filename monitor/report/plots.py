@@ -76,7 +76,7 @@ def trend_figure(report: Report, groups: list[Group] | None = None) -> Figure:
         ax.set_title(NAMES[m])
         ax.set_xticks(x, ticks, rotation=45, fontsize=7)
         ax.grid(alpha=0.3)
-    legend: dict[str, Artist] = {}  # every retriever once, even when the first panel has no value of it
+    legend: dict[str, Artist] = {}  # each retriever once, though the first panel may lack it
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             legend.setdefault(label, handle)

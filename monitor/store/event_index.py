@@ -66,7 +66,7 @@ class ExploreIndex:
     ) -> None:
         """Queue the index write on the finish step's transaction `pipe` (after FINISH)."""
         now = time.time()
-        rec = record(event, result, now + self.store.result_ttl_s)
+        rec = record(event, result, now + self.store.result_ttl_s, self.store.settings.store_text)
         ref = event_ref(rec["app"], rec["id"])
         measures = result["measures"]
         hourly = {m: v for m in OVERVIEW if (v := measures.get(m)) is not None}

@@ -24,7 +24,9 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 def finish(store: Store, app: str, i: int, retriever: str, grades: list[int], **extra) -> None:
-    """Store and finish one event as a worker does (passage text kept unless stripped)."""
+    """Store and finish one event as a worker does (passage text kept unless stripped);
+    `judge=<identity>` names the judge that graded it."""
+    judge = extra.pop("judge", None)
     labels = {"app": app, "index": "kb", "retriever": retriever, "segment": "all"}
     event = {
         "event_id": f"{app}-{i}",
@@ -47,6 +49,8 @@ def finish(store: Store, app: str, i: int, retriever: str, grades: list[int], **
         "grades": grades,
         "grade_source": ["judge"] * len(grades),
     }
+    if judge:
+        result["judge"] = judge
     stripped = None if store.settings.store_text else strip_text(event)
     assert store.finish(event, result, grades, stripped)
 
