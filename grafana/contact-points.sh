@@ -5,7 +5,9 @@
 # Dashboards: copied from RAGMON_DASHBOARDS_SRC (the repository's grafana/dashboards, mounted
 # read-only) to RAGMON_DASHBOARDS_DIR (where the dashboard provider reads them), with
 # RAGMON_EXPLORER_URL (the event explorer's public URL: ragmon's API as browsers reach it) as
-# the default of their `explorer` variable, the base of every panel's data link.
+# the default of their `explorer` variable, the base of every panel's data link. The alert
+# rules likewise (RAGMON_ALERTS_SRC to the alerting directory): each alert links to the explorer
+# and to its dashboard panel.
 #
 # Each channel is on when its variable is set (in deploy/.env):
 #   ALERT_SLACK_WEBHOOK_URL       a Slack incoming webhook
@@ -85,5 +87,16 @@ for f in "$src"/*.json; do
     sed "s|\"http://localhost:8000\"|\"$escaped\"|g" "$f" > "$dst/$(basename "$f")"
 done
 echo "ragmon: dashboards in $dst link to the explorer at $explorer" >&2
+
+# Alert rules: copied from RAGMON_ALERTS_SRC into the alerting directory with the explorer's
+# URL (and Grafana's own, GF_SERVER_ROOT_URL, when set) as the base of each alert's links.
+alerts="${RAGMON_ALERTS_SRC:-/etc/grafana/ragmon/ragmon-alerts.yml}"
+grafana="${GF_SERVER_ROOT_URL:-http://localhost:3000}"
+grafana_escaped=$(printf '%s' "${grafana%/}" | sed 's/[\\&|]/\\&/g')
+if [ -f "$alerts" ]; then
+    sed -e "s|http://localhost:8000/ui|$escaped/ui|g" \
+        -e "s|http://localhost:3000/d/|$grafana_escaped/d/|g" "$alerts" > "$dir/ragmon-alerts.yml"
+    echo "ragmon: alerts link to the explorer at $explorer and to Grafana at $grafana" >&2
+fi
 
 exec "$@"

@@ -338,6 +338,7 @@ PREFIX = "RAGMON_"
 #: `RAGMON_*` variables read by ragmon's deployment files and tools rather than by `Settings`.
 OTHER_VARIABLES = frozenset(
     {"RAGMON_URL", "RAGMON_API_KEY", "RAGMON_TAG", "RAGMON_DASHBOARDS_SRC", "RAGMON_DASHBOARDS_DIR",
+     "RAGMON_ALERTS_SRC",
      "RAGMON_TEST", "RAGMON_TEST_PROCESSES", "RAGMON_SCREENSHOTS", "RAGMON_BENCH_MONITOR"}
 )  # fmt: skip
 

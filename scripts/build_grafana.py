@@ -78,9 +78,25 @@ def _one_line(expr: str) -> str:
     return " ".join(expr.split())
 
 
+_BASE = re.compile(r"\{\{ with \$externalLabels\.\w+ \}\}\{\{ \. \}\}\{\{ else \}\}(.*?)\{\{ end \}\}")
+_PANEL = re.compile(r"/d/([\w-]+)/\?(?:.*&)?viewPanel=(\d+)")
+
+
 def _grafana_template(text: str) -> str:
-    """Prometheus annotation templates -> Grafana's (`$value` is `$values.A.Value` there)."""
-    return re.sub(r"\$value\b(?!s)", "$values.A.Value", text)
+    """Prometheus annotation templates -> Grafana's (`$value` is `$values.A.Value` there).
+    Grafana has no external labels: a link's base becomes the default it names, which the
+    compose stack's entrypoint replaces (grafana/contact-points.sh)."""
+    return _BASE.sub(r"\1", re.sub(r"\$value\b(?!s)", "$values.A.Value", text))
+
+
+def _annotations(rule: dict[str, Any]) -> dict[str, str]:
+    """The rule's annotations for Grafana, plus the dashboard panel its `dashboard_url` names
+    as Grafana's own link (`__dashboardUid__`, `__panelId__`: notifications carry the panel)."""
+    out = {k: _grafana_template(v) for k, v in rule.get("annotations", {}).items()}
+    panel = _PANEL.search(out.get("dashboard_url", ""))
+    if panel:
+        out["__dashboardUid__"], out["__panelId__"] = panel.group(1), panel.group(2)
+    return out
 
 
 def _duration_seconds(text: str) -> int:
@@ -142,9 +158,7 @@ def grafana_alerting(
                     "noDataState": "OK",
                     "execErrState": "Error",
                     "for": rule.get("for", "0m"),
-                    "annotations": {
-                        k: _grafana_template(v) for k, v in rule.get("annotations", {}).items()
-                    },
+                    "annotations": _annotations(rule),
                     "labels": dict(rule.get("labels", {})),
                     "isPaused": False,
                 }

@@ -125,7 +125,9 @@ def _grafana_as_prometheus_rules(tmp_path: Path) -> Path:
             assert cond["model"] == {**cond["model"], "type": "math", "expression": "abs($A) >= 0"}
             assert query["model"]["instant"] is True
             annotations = {
-                k: re.sub(r"\$values\.A\.Value", "$value", v) for k, v in r["annotations"].items()
+                k: re.sub(r"\$values\.A\.Value", "$value", v)
+                for k, v in r["annotations"].items()
+                if not k.startswith("__")  # Grafana's own panel link (checked elsewhere)
             }
             rules.append(
                 {"alert": r["title"], "expr": query["model"]["expr"], "for": r["for"],
@@ -156,4 +158,92 @@ def test_grafana_alerts_mirror_the_prometheus_alerts() -> None:
 def test_grafana_alerts_pass_the_same_unit_tests(promtool: str, tmp_path: Path) -> None:
     """The inlined expressions, without any recording rule loaded, fire exactly as the originals."""
     r = unit_test_with([_grafana_as_prometheus_rules(tmp_path)], tmp_path, promtool)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---- links: every alert leads to its series in the explorer and to its dashboard panel --------
+
+SERIES = {"app": "shop", "index": "kb 1", "retriever": "bm25", "segment": "faq"}
+
+
+def _render(template: str, labels: dict[str, str], bases: dict[str, str]) -> str:
+    """The annotation as Prometheus renders it (the two template forms the links use)."""
+    from urllib.parse import quote_plus
+
+    def base(m: re.Match) -> str:
+        return bases.get(m.group(1), m.group(2))
+
+    text = re.sub(
+        r"\{\{ with \$externalLabels\.(\w+) \}\}\{\{ \. \}\}\{\{ else \}\}(.*?)\{\{ end \}\}",
+        base,
+        template,
+    )
+    return re.sub(
+        r"\{\{ \$labels\.(\w+) \| urlquery \}\}",
+        lambda m: quote_plus(labels.get(m.group(1), "")),
+        text,
+    )
+
+
+def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
+    import json
+    from urllib.parse import parse_qsl, urlsplit
+
+    from ragmon.core.search import parse_search
+    from tests.grafana.queries import DASHBOARD_DIR
+
+    panels = {}
+    for path in DASHBOARD_DIR.glob("*.json"):
+        d = json.loads(path.read_text())
+        panels[d["uid"]] = {p["id"]: p["title"] for p in d["panels"]}
+    for rule in (r for r in prometheus_rules() if "alert" in r):
+        name, notes = rule["alert"], rule["annotations"]
+        series = "retriever" in notes["summary"] or "$labels.app" in notes["summary"]
+        explorer = urlsplit(_render(notes["explorer_url"], SERIES, {}))
+        assert explorer.scheme == "http" and explorer.netloc == "localhost:8000", name
+        assert explorer.path.startswith("/ui"), name
+        params = dict(parse_qsl(explorer.query))
+        if explorer.path == "/ui/events":
+            search = parse_search(params)  # a search the explorer accepts
+            if series:
+                assert search.labels == SERIES, name  # the alert's own series
+                assert search.sort == rule["labels"].get("measure", search.sort), name
+        dashboard = urlsplit(_render(notes["dashboard_url"], SERIES, {}))
+        uid = dashboard.path.split("/")[2]
+        query = dict(parse_qsl(dashboard.query))
+        title = panels[uid][int(query["viewPanel"])]
+        if series:
+            assert query["var-retriever"] == "bm25" and query["var-index"] == "kb 1", name
+            assert title.endswith("by retriever"), (name, title)
+        assert title, name
+    grafana = yaml.safe_load(GRAFANA_ALERTS.read_text())
+    for r in (r for g in grafana["groups"] for r in g["rules"]):
+        notes = r["annotations"]
+        uid, panel = notes["__dashboardUid__"], int(notes["__panelId__"])
+        assert panel in panels[uid], r["title"]
+        assert notes["explorer_url"].startswith("http://localhost:8000/ui"), r["title"]
+
+
+@pytest.mark.slow
+def test_alert_links_use_the_external_labels(promtool: str, tmp_path: Path) -> None:
+    """With the external labels ragmon_explorer_url and ragmon_grafana_url set (Prometheus'
+    `global.external_labels`), every link starts with them."""
+    doc = yaml.safe_load(QUALITY_UNIT_TESTS.read_text())
+    bases = {"ragmon_explorer_url": "https://mon.example.com",
+             "ragmon_grafana_url": "https://grafana.example.com"}  # fmt: skip
+    doc["rule_files"] = [str(p) for p in RULE_FILES[::-1]]
+    for group in doc["tests"]:
+        group["external_labels"] = bases
+        for case in group["alert_rule_test"]:
+            for alert in case["exp_alerts"]:
+                notes = alert["exp_annotations"]
+                notes["explorer_url"] = notes["explorer_url"].replace(
+                    "http://localhost:8000", bases["ragmon_explorer_url"]
+                )
+                notes["dashboard_url"] = notes["dashboard_url"].replace(
+                    "http://localhost:3000", bases["ragmon_grafana_url"]
+                )
+    copy = tmp_path / "external.yml"
+    copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    r = run(promtool, "test", "rules", str(copy))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -158,3 +158,25 @@ def test_dashboards_are_provisioned_with_the_explorer_url(tmp_path, url):
                     x for x in v["templating"]["list"] if x["name"] != "explorer"
                 ]
         assert copied == original
+
+
+def test_alerts_link_to_the_explorer_and_grafana_given(tmp_path):
+    """The entrypoint writes the alert rules with RAGMON_EXPLORER_URL and GF_SERVER_ROOT_URL
+    as the base of each alert's links (issue 36)."""
+    alerts = ROOT / "grafana" / "provisioning" / "alerting" / "ragmon-alerts.yml"
+    _, alerting = run_entrypoint(
+        tmp_path,
+        {
+            "RAGMON_ALERTS_SRC": str(alerts),
+            "RAGMON_EXPLORER_URL": "https://mon.example.com/",
+            "GF_SERVER_ROOT_URL": "https://grafana.example.com",
+        },
+    )
+    doc = yaml.safe_load((alerting / "ragmon-alerts.yml").read_text())
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    assert len(rules) == len(yaml.safe_load(alerts.read_text())["groups"][0]["rules"]) + len(
+        yaml.safe_load(alerts.read_text())["groups"][1]["rules"]
+    )
+    for r in rules:
+        assert r["annotations"]["explorer_url"].startswith("https://mon.example.com/ui"), r["title"]
+        assert r["annotations"]["dashboard_url"].startswith("https://grafana.example.com/d/")
