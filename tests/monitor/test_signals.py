@@ -82,7 +82,7 @@ def test_predictors_are_scale_free_and_match_numpy() -> None:
 
 
 def test_table() -> None:
-    assert KEYS == tuple(s.key for s in SIGNALS) and len(set(KEYS)) == len(KEYS)
+    assert tuple(s.key for s in SIGNALS) == KEYS and len(set(KEYS)) == len(KEYS)
     for s in SIGNALS:
         assert list(s.buckets) == sorted(set(s.buckets)), s.key
         assert s.help.endswith(".") and s.name

@@ -29,7 +29,8 @@ from ragmon.core.signals import extract, wig
 
 K = 10
 DEFAULT_DATA = Path(
-    os.environ.get("TREC_DL_DIR") or Path(__file__).resolve().parents[3] / "shared" / "data" / "trec-dl"
+    os.environ.get("TREC_DL_DIR")
+    or Path(__file__).resolve().parents[3] / "shared" / "data" / "trec-dl"
 )
 SHORT = {"trec-dl19-passage": "dl19", "trec-dl20-passage": "dl20"}
 Z95 = 1.959963984540054
@@ -40,7 +41,9 @@ Predictor = Callable[[dict[str, Any]], float | None]
 def _signal(key: str) -> Predictor:
     def value(r: dict[str, Any]) -> float | None:
         hits = r["hits"]
-        return extract(r["query"], K, [h["docid"] for h in hits], [h["score"] for h in hits]).values[key]
+        return extract(
+            r["query"], K, [h["docid"] for h in hits], [h["score"] for h in hits]
+        ).values[key]
 
     return value
 
@@ -119,7 +122,8 @@ def table(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Cell]]
     """target -> group -> predictor -> cell."""
     return {
         target: {
-            name: {p: cell(rs, f, target) for p, f in PREDICTORS} for name, rs in groups(records).items()
+            name: {p: cell(rs, f, target) for p, f in PREDICTORS}
+            for name, rs in groups(records).items()
         }
         for target in TARGETS
     }
@@ -128,7 +132,7 @@ def table(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Cell]]
 def render(cells: dict[str, dict[str, dict[str, Cell]]]) -> str:
     lines = []
     for target, rows in cells.items():
-        lines.append(f"\nnDCG@10 ({target}): Pearson r [95 % interval], Kendall τ-b\n")
+        lines.append(f"\n#### nDCG@10 ({target}): Pearson r [95 % interval], Kendall τ-b\n")
         lines.append("| run | queries | " + " | ".join(p for p, _ in PREDICTORS) + " |")
         lines.append("| --- | --- |" + " --- |" * len(PREDICTORS))
         for name, row in rows.items():
