@@ -78,7 +78,9 @@ def _one_line(expr: str) -> str:
     return " ".join(expr.split())
 
 
-_BASE = re.compile(r"\{\{ with \$externalLabels\.\w+ \}\}\{\{ \. \}\}\{\{ else \}\}(.*?)\{\{ end \}\}")
+_BASE = re.compile(  # `{{ with $externalLabels.x }}{{ . }}{{ else }}DEFAULT{{ end }}`
+    r"\{\{ with \$externalLabels\.\w+ \}\}\{\{ \. \}\}\{\{ else \}\}(.*?)\{\{ end \}\}"
+)
 _PANEL = re.compile(r"/d/([\w-]+)/\?(?:.*&)?viewPanel=(\d+)")
 
 

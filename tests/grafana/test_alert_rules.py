@@ -163,7 +163,7 @@ def test_grafana_alerts_pass_the_same_unit_tests(promtool: str, tmp_path: Path) 
 
 # ---- links: every alert leads to its series in the explorer and to its dashboard panel --------
 
-SERIES = {"app": "shop", "index": "kb 1", "retriever": "bm25", "segment": "faq"}
+SERIES = {"app": "shop", "index": "kb:1", "retriever": "bm25", "segment": "faq"}  # `:` is encoded
 
 
 def _render(template: str, labels: dict[str, str], bases: dict[str, str]) -> str:
@@ -213,7 +213,7 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
         query = dict(parse_qsl(dashboard.query))
         title = panels[uid][int(query["viewPanel"])]
         if series:
-            assert query["var-retriever"] == "bm25" and query["var-index"] == "kb 1", name
+            assert query["var-retriever"] == "bm25" and query["var-index"] == "kb:1", name
             assert title.endswith("by retriever"), (name, title)
         assert title, name
     grafana = yaml.safe_load(GRAFANA_ALERTS.read_text())
