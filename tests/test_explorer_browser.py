@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ragmon.core.pages import source_words
 from ragmon.demo.traffic import demo_events
 from tests.support.api_server import ApiServer
 from tests.support.stack import Stack
@@ -75,12 +76,20 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
     rows = browser.find_elements(By.CSS_SELECTOR, "#series tr")[1:]
     by_retriever = {cells(r)[2]: r for r in rows}
     assert {"bm25", "dense-v1", "hybrid-v2"} <= set(by_retriever)
-    held = sum(int(r.find_element(By.CSS_SELECTOR, "[data-events]").text) for r in rows)
+    held = sum(int(r.find_element(By.CSS_SELECTOR, "[data-events] a.worst").text) for r in rows)
     assert held == 840  # every demo event judged and held
     shot(browser, "overview")
 
-    # bm25's segments: filter the event list to bm25 alone, then nDCG < 0.3
-    follow(browser, by_retriever["bm25"].find_element(By.CSS_SELECTOR, "[data-events] a"), "bm25")
+    # bm25's count leads to its events worst first (issue 36: two actions to the cause), each
+    # with its query; then filter to bm25 alone, nDCG < 0.3
+    follow(browser, by_retriever["bm25"].find_element(By.CSS_SELECTOR, "a.worst"), "bm25")
+    assert "sort=ndcg" in browser.current_url
+    head = cells(browser.find_element(By.CSS_SELECTOR, "#events tr"), "th")
+    worst = [dict(zip(head, cells(r), strict=True))
+             for r in browser.find_elements(By.CSS_SELECTOR, "#events tr.event")]  # fmt: skip
+    assert worst and all(w["query"] not in ("", "–") for w in worst)
+    ndcg = [float(w["nDCG@K"]) for w in worst]
+    assert ndcg == sorted(ndcg), "worst first"
     form = browser.find_element(By.ID, "filters")
     for name in ("index", "segment"):
         form.find_element(By.NAME, name).clear()
@@ -97,7 +106,9 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
     shot(browser, "events")
 
     # the same list as JSON, with the same filters: the page shows what the API finds
-    api = fed.client.get("/v1/retrievals", params={"retriever": "bm25", "ndcg_lt": "0.3"})
+    api = fed.client.get(
+        "/v1/retrievals", params={"retriever": "bm25", "ndcg_lt": "0.3", "sort": "ndcg"}
+    )
     assert [e["event_id"] for e in api.json()["events"]] == [
         r.find_element(By.TAG_NAME, "a").text for r in listed
     ]
@@ -113,9 +124,8 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
         rank, pid, _, grade, source, _, text, _ = cells(tr)  # the last: people's grades
         assert (int(rank), pid, text) == (p["rank"], p["id"], p["text"])
         assert grade == ("" if p["grade"] is None else str(p["grade"]))
-        word = {"judge": "LLM judge", "cache": "judgment cache"}.get(
-            p["grade_source"], p["grade_source"] or ""
-        )
+        word = source_words(p["grade_source"], p["graded_by"])  # "lexical judge (…)": no LLM
+        assert "LLM judge" not in word or not (p["graded_by"] or "").startswith("lexical/")
         by = p["graded_by"]  # the judge identity
         assert source == (f"{word} ({by})" if by not in (None, "known") else word)
     measures = dict(
