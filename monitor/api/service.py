@@ -30,6 +30,7 @@ from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
+from ragmon.store.ingest import AppAtLimit
 from ragmon.store.sealing import Sealer
 
 RETRY_AFTER_S = 5
@@ -185,7 +186,6 @@ class IngestService:
             items = prepare_events(self.settings, body, model, app, self.store.sealer)
         else:
             items = await self.off_loop(prepare_events, self.settings, body, model, app)
-        await self.backpressure()
         results = await self.write(items)
         return [
             (it.event_id, status, created)
@@ -200,7 +200,6 @@ class IngestService:
         app = principal.app if principal is not None else None
         export = await self.off_loop(prepare_export, self.settings, body, encoding, media, app)
         items, mapped = export.items, export.mapped
-        await self.backpressure()
         if items:
             await self.write(items)
         outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
@@ -221,27 +220,16 @@ class IngestService:
                 500, None, "the decoding process stopped while reading this body; retry once"
             ) from None
 
-    async def backpressure(self) -> None:
-        """A `503` with Retry-After while the queue is over RAGMON_QUEUE_LIMIT."""
-        settings = self.settings
-        try:
-            depth = await self.writer.queue_depth()
-        except Exception as exc:
-            raise self.unavailable(exc) from exc
-        if depth >= settings.queue_limit:
-            raise Refused(
-                503,
-                "backpressure",
-                f"queue is over its limit ({settings.queue_limit} jobs); retry later",
-                {"Retry-After": str(RETRY_AFTER_S)},
-            )
-
     async def write(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
-        """Store items durably: `(status, created)` per item, or a 503 `Refused`."""
+        """Store items durably: `(status, created)` per item, or a 503 `Refused` (the store
+        failed, or one of the request's apps is at RAGMON_QUEUE_LIMIT)."""
         try:
-            return await self.writer.submit(items)
+            written = await self.writer.submit(items)
         except Exception as exc:
             raise self.unavailable(exc) from exc
+        if isinstance(written, AppAtLimit):
+            raise Refused(503, "backpressure", written.message, {"Retry-After": str(RETRY_AFTER_S)})
+        return written
 
     def unavailable(self, exc: BaseException) -> Refused:
         """The 503 for a store that failed or timed out (logged, a line per kind at most)."""
