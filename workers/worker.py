@@ -90,7 +90,7 @@ def make_worker(
     ctx = build_context(settings, store)
     set_context(ctx)
     worker = RagmonWorker(
-        [ctx.store.queue],  # RQ takes the queue's connection: the store's
+        [ctx.store.delivery.jobs.queue],  # RQ takes the queue's connection: the store's
         name=name,
         maintenance_interval=maintenance_interval,
         job_monitoring_interval=job_monitoring_interval,

@@ -161,4 +161,4 @@ class Delivery:
 
     def pending(self, app: str) -> int:
         """How many events of `app` wait in pending (what RAGMON_QUEUE_LIMIT counts)."""
-        return int(cast(int, self.client.zcard(self.keys.pending(app))))
+        return int(self.client.zcard(self.keys.pending(app)))
