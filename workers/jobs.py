@@ -109,8 +109,11 @@ async def drain_pending(
                     text = " ".join(f"{outcome.reason}: {outcome}".split())
                     counts["retry"] += bool(delivery.retry(ref, lease_end, text))
                     if taking:  # the judge is failing for now: take no more
-                        log.warning("judge failing (%s, judge endpoint %s): events go back to "
-                                    "pending for a retry", text[:200], judge_url(settings))  # fmt: skip
+                        why, url = text[:200], judge_url(settings)
+                        log.warning(
+                            "judge failing (%s, judge endpoint %s): events go back to pending "
+                            "for a retry", why, url,
+                        )  # fmt: skip
                     taking = False
                 elif isinstance(outcome, JudgeError):
                     counts["failed"] += store.fail(ref, outcome.reason, str(outcome))
@@ -191,7 +194,12 @@ async def _one(
     if any(d is not None for d in graded.duplicate_of):
         counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
     done = store.finish(
-        event, result, grades, stripped, judge=judge.identity.label, series_counts=counts,
+        event,
+        result,
+        grades,
+        stripped,
+        judge=judge.identity.label,
+        series_counts=counts,
         inclusion=decision.probability,
     )
     if done and missing:  # once per event: a re-run finish is not done

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry

@@ -22,8 +22,8 @@ from ragmon.core.results import describe
 from ragmon.settings import Settings
 from ragmon.store import scripts
 from ragmon.store.anchors import Anchors
-from ragmon.store.event_index import ExploreIndex
 from ragmon.store.delivery import Delivery
+from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, fail_call, finish_call
 from ragmon.store.human import HumanGrades
@@ -214,8 +214,8 @@ class Store:
 
         `judge` is the identity of the judge that graded it (kept in the per-day record for the
         report); `inclusion` the probability with which it was chosen for judging (default: its
-        own, else RAGMON_SAMPLE_RATE). `series_counts` adds to per-series counters once with it: `name` or `name|reason`
-        becomes the field `name|app|index|retriever|segment[|reason]`.
+        own, else RAGMON_SAMPLE_RATE). `series_counts` adds to per-series counters once with
+        it: `name` or `name|reason` becomes the field `name|app|index|retriever|segment[|reason]`.
         """
         now = time.time()
         call = finish_call(

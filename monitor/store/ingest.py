@@ -57,7 +57,9 @@ class Written:
         """The answers of the request holding items `start:end`, or its refusal."""
         part = self.outcomes[start:end]
         refused = next((o for o in part if isinstance(o, AppAtLimit)), None)
-        return refused if refused is not None else [o for o in part if not isinstance(o, AppAtLimit)]
+        return (
+            refused if refused is not None else [o for o in part if not isinstance(o, AppAtLimit)]
+        )
 
 
 @dataclass

@@ -118,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
           f"({behind / idle:.1f}x the baseline; {left:,} of the backlog's events still "
           f"waiting when it was done)")  # fmt: skip
     met = behind <= TARGET_S and left > 0
-    print(f"target: done within {TARGET_S:g} s while the backlog waits: "
-          + ("met" if met else "MISSED"))
+    print(
+        f"target: done within {TARGET_S:g} s while the backlog waits: "
+        + ("met" if met else "MISSED")
+    )
     return 0 if met else 1
 
 

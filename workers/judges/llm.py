@@ -365,7 +365,7 @@ class OpenAIJudge:
 
     async def _wait_or_raise(self, failure: _Transient, attempt: int) -> int:
         """Sleep before the next attempt, or raise a retryable JudgeError after the last one
-        (the event goes back to pending for a later attempt; `ragmon requeue-failed` after the last)."""
+        (the event goes back to pending for a later attempt)."""
         hint = failure.retry_after
         if attempt >= self.settings.judge_max_retries or (
             hint is not None and hint > MAX_INLINE_WAIT_S
