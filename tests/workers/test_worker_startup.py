@@ -220,7 +220,7 @@ def test_a_judge_failing_for_now_is_one_warning_naming_the_endpoint(redis_url, t
             assert "503" in line and f"judge endpoint {fake.url}" in line
             assert line.endswith("events go back to pending for a retry")
             assert "Traceback" not in worker.text()
-            # the operations dashboard's "Jobs waiting to retry" panel reads this gauge
+            # the operations dashboard's "Events waiting to retry" panel reads this gauge
             assert _poll_metric(api, "ragmon_jobs_waiting_retry") == 1.0
         finally:
             worker.stop()
