@@ -90,8 +90,13 @@ class Delivery:
         return int(cast(int, self._retry(keys=call.keys, args=call.args)))
 
     def requeue(self, refs: Iterable[str]) -> int:
-        """Failed events back to pending, queued again with their attempts reset."""
-        return self._to_pending(list(refs), requeue=True, legacy=False)
+        """Failed events back to pending, queued again with their attempts reset (a thousand
+        per call: one call blocks Redis while it runs)."""
+        todo = list(refs)
+        return sum(
+            self._to_pending(todo[i : i + 1000], requeue=True, legacy=False)
+            for i in range(0, len(todo), 1000)
+        )
 
     def adopt(self, refs: Iterable[str] = (), legacy: bool = True) -> int:
         """Queued events to pending: `refs` of a job of the previous path, and (`legacy`) the
