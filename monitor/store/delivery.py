@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 LEASE_S = 30.0  # a claimed event comes back this long after its drain job stopped renewing
 RETRY_DELAYS_S = (10, 30, 120, 600, 1800)  # after a passing judge failure, by attempt
 MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1  # claims of one event before it is failed
+DIED, UNAVAILABLE = "worker_died", "judge_unavailable"  # reasons of failed events (counters)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class Delivery:
                   "counters": k.counters, "failed": k.failed},
             args={"limit": n, "lease_s": lease_s, "shares": self._shares,
                   "max_attempts": MAX_ATTEMPTS, "event_key": k.event_template,
-                  "pending_key": k.pending_template},
+                  "pending_key": k.pending_template, "died": DIED,
+                  "died_error": f"{DIED}: its work horse died during each of its attempts"},
         )  # fmt: skip
         reply = cast(list, self._claim(keys=call.keys, args=call.args))
         return Claimed(texts(reply[2:]), float(reply[1]), bool(reply[0]))
@@ -79,13 +81,14 @@ class Delivery:
         app, event_id = split_ref(ref)
         k = self.keys
         result = {"event_id": event_id, "status": Status.FAILED.value,
-                  "error": f"judge_unavailable: {error}"}  # fmt: skip
+                  "error": f"{UNAVAILABLE}: {error}"}  # fmt: skip
         call = scripts.RETRY.call(
             keys={"event": k.event(ref), "leased": k.leased, "pending": k.pending(app),
                   "apps": k.pending_apps, "vt": k.virtual_time, "counters": k.counters,
                   "failed": k.failed},
             args={"ref": ref, "app": app, "lease_end": lease_end, "error": error[:500],
-                  "delays": json.dumps(RETRY_DELAYS_S), "result": json.dumps(result)},
+                  "delays": json.dumps(RETRY_DELAYS_S), "result": json.dumps(result),
+                  "reason": UNAVAILABLE},
         )  # fmt: skip
         return int(cast(int, self._retry(keys=call.keys, args=call.args)))
 

@@ -115,16 +115,26 @@ return out
 
 # A drain job takes up to `limit` events (`Delivery.claim`). First, every lease that ended
 # (its work horse died) puts its event back into its app's pending set, or, after
-# `max_attempts` claims, marks it failed (`worker_died`). Then, one event at a time, the app
-# with the lowest pass among those with an event due gives its oldest due event, and its pass
-# grows by 1 / its share (`shares`: JSON {app: share}, 1 when absent): stride scheduling. Each
+# `max_attempts` claims, marks it failed (reason `died`, error `died_error`). Then, one event
+# at a time, the app with the lowest pass among those with an event due gives its oldest due
+# event, and its pass grows by 1 / its share (`shares`: JSON {app: share}, 1 when absent):
+# stride scheduling. Each
 # event taken is leased until now + `lease_s` and its attempts counted; an event no longer
 # queued (expired, done) is dropped from pending. Returns {left, lease_end, refs...}: left is
 # 1 when due events remain after this claim.
 CLAIM = Script(
     "CLAIM",
     ("leased", "apps", "vt", "counters", "failed"),
-    ("limit", "lease_s", "shares", "max_attempts", "event_key", "pending_key"),
+    (
+        "limit",
+        "lease_s",
+        "shares",
+        "max_attempts",
+        "event_key",
+        "pending_key",
+        "died",
+        "died_error",
+    ),
     _DELIVERY
     + """
 local now = now_s()
@@ -139,11 +149,9 @@ for _, ref in ipairs(ended) do
   if redis.call('HGET', key, F.status) == S.queued then
     local attempts = tonumber(redis.call('HGET', key, F.attempts) or '0')
     if attempts >= max_attempts then
-      local why = 'worker_died: its work horse died during each of its ' .. attempts
-        .. ' attempts'
       local id = string.sub(ref, #app_of(ref) + #SEP + 1)
-      local result = cjson.encode({event_id = id, status = S.failed, error = why})
-      mark_failed(key, ref, result, 'worker_died', K.counters, K.failed, now)
+      local result = cjson.encode({event_id = id, status = S.failed, error = A.died_error})
+      mark_failed(key, ref, result, A.died, K.counters, K.failed, now)
     else
       redis.call('ZADD', pending(app_of(ref)), now, ref)
       join(K.apps, K.vt, app_of(ref))
@@ -208,12 +216,12 @@ return out
 # A passing judge failure (timeout, 429, 5xx, connection) of a leased event (`Delivery.retry`):
 # only while the caller's lease (`lease_end`) still holds it, the event goes back to its app's
 # pending set, due after `delays[attempts]` seconds (JSON list), with the error kept for GET;
-# past the last delay it is marked failed with `result` (`judge_unavailable`).
+# past the last delay it is marked failed with `result` and `reason`.
 # Returns 1 (back in pending), 2 (failed), 0 (not this caller's any more).
 RETRY = Script(
     "RETRY",
     ("event", "leased", "pending", "apps", "vt", "counters", "failed"),
-    ("ref", "app", "lease_end", "error", "delays", "result"),
+    ("ref", "app", "lease_end", "error", "delays", "result", "reason"),
     _DELIVERY
     + """
 local held = redis.call('ZSCORE', K.leased, A.ref)
@@ -225,7 +233,7 @@ local attempts = tonumber(redis.call('HGET', K.event, F.attempts) or '0')
 local delays = cjson.decode(A.delays)
 redis.call('HSET', K.event, F.error, A.error)
 if attempts > #delays then
-  mark_failed(K.event, A.ref, A.result, 'judge_unavailable', K.counters, K.failed, now)
+  mark_failed(K.event, A.ref, A.result, A.reason, K.counters, K.failed, now)
   return 2
 end
 redis.call('ZADD', K.pending, now + delays[attempts], A.ref)
@@ -249,7 +257,7 @@ PENDING = Script(
 local now = now_s()
 local refs = {}
 for i = ARGV_REST, #ARGV do refs[#refs + 1] = ARGV[i] end
-if A.legacy == '1' then
+if tonumber(A.legacy) == 1 then
   for _, old in ipairs({K.old_ungrouped, K.old_claimed}) do
     for _, ref in ipairs(redis.call('ZRANGE', old, 0, -1)) do refs[#refs + 1] = ref end
     redis.call('DEL', old)
@@ -261,7 +269,7 @@ for _, ref in ipairs(refs) do
   local st = redis.call('HGET', key, F.status)
   if not st then
     redis.call('ZREM', K.failed, ref)
-  elseif st == S.failed and A.requeue == '1' then
+  elseif st == S.failed and tonumber(A.requeue) == 1 then
     redis.call('HSET', key, F.status, S.queued)
     redis.call('HDEL', key, F.attempts)
     redis.call('ZREM', K.failed, ref)
@@ -289,7 +297,7 @@ return added
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
-     "series_per_app", "leased", "pending"),
+     "leased", "pending", "series_per_app"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
      "series_counts", "n_obs"),
