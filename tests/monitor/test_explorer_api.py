@@ -18,6 +18,7 @@ from ragmon.store.keys import event_ref
 from ragmon.store.sealing import new_key
 from ragmon.workers.jobs import strip_text
 from tests.support.api_server import ApiServer
+from tests.support.events import make_event
 
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"
@@ -178,3 +179,20 @@ def test_text_storage_off_shows_hashes_and_says_why(make_api: Callable[..., ApiS
     assert "Text storage is off (RAGMON_STORE_TEXT=false)" in page
     assert "secret question" not in page and "text hash" in page
     assert text_hash("text 0") in page and text_hash("secret question shop 1") in page
+
+
+def test_a_sealing_key_dropped_too_early_is_named_not_a_store_outage(
+    make_api: Callable[..., ApiServer],
+) -> None:
+    """An event still queued (sealed) read after its key left RAGMON_TEXT_KEYS: the answer
+    names the setting (before: 503 "event store unavailable", as if Redis were down)."""
+    first = make_api(RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=new_key())
+    assert first.client.post("/v1/retrievals", json=make_event(event_id="e1")).status_code == 202
+    rotated = make_api(RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=new_key())  # old key dropped
+    r = rotated.client.get("/v1/retrievals/e1?app=test")
+    assert r.status_code == 500 and "not in RAGMON_TEXT_KEYS" in r.json()["detail"], r.text
+    assert "unavailable" not in r.text and "retry-after" not in r.headers
+    page = rotated.client.get("/ui/events/test/e1")
+    assert page.status_code == 500 and "not in RAGMON_TEXT_KEYS" in page.text
+    assert "Event store unavailable" not in page.text
+    assert rotated.client.get("/readyz").status_code == 200  # Redis itself is fine
