@@ -30,8 +30,9 @@ from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
+from ragmon.store.failures import is_store_failure, what_failed
 from ragmon.store.ingest import AppAtLimit
-from ragmon.store.sealing import Sealer
+from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
 INLINE_MAX_BYTES = 1 << 20  # an events body up to 1 MiB parses on the loop (<~0.25 s)
@@ -232,15 +233,23 @@ class IngestService:
         return written
 
     def unavailable(self, exc: BaseException) -> Refused:
-        """The 503 for a store that failed or timed out (logged, a line per kind at most)."""
-        if isinstance(exc, TimeoutError):
-            why = f"no answer within RAGMON_STORE_TIMEOUT_S={self.settings.store_timeout_s:g} s"
-        else:
-            why = " ".join(str(exc).split()) or type(exc).__name__
-        self.writer.log.warning("store", "event store unavailable, answering 503: %s", why)
+        """The answer to a failed store call: a `503` when Redis failed or timed out, a `500`
+        naming RAGMON_TEXT_KEYS for a sealed payload no key opens, a `500` for anything else.
+        The answer says what to check; the exception itself goes to the log (a line per kind
+        every few seconds at most), never to the caller."""
+        what = what_failed(exc, self.settings.store_timeout_s)
+        log = self.writer.log
+        if isinstance(exc, SealingKeyMissing):
+            log.warning("sealing", "answering 500: %s", what)
+            return Refused(500, None, what)
+        if not is_store_failure(exc):
+            log.warning("internal", "internal error, answering 500: %s", exc, exc_info=exc)
+            return Refused(500, None, "internal error: the API's log has the details")
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        log.warning("store", "event store unavailable, answering 503: %s", why)
         return Refused(
             503,
             "store_unavailable",
-            "event store unavailable; retry later",
+            f"event store unavailable ({what}); retry later",
             {"Retry-After": str(RETRY_AFTER_S)},
         )
