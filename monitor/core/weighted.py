@@ -10,9 +10,11 @@ probability with which it was chosen for judging (its inclusion probability). Pu
 - Variance under Poisson sampling (each event chosen independently, which is what a hash of
   the event id against its probability does): Saerndal, Swensson & Wretman, *Model Assisted
   Survey Sampling* (1992), eq. 5.7.6 for the ratio mean: sum (1 - pi) / pi^2 (y - mean)^2 /
-  Nhat^2. The `1 - pi` is the finite-population correction: a series judged whole is known
-  exactly. Without it (`finite=False`) the same sum estimates the variance of the mean of the
-  process the week was drawn from, which is what comparing two weeks needs.
+  Nhat^2 (`finite=True`: the mean of these very events; a series judged whole is known
+  exactly). Without the finite-population correction `1 - pi`, sum (y - mean)^2 / pi^2 /
+  Nhat^2 adds the variance of the week's events around the process that drew them: the
+  default, as a weekly mean is compared with other weeks, and the safer one (with few events
+  not judged the corrected sum is unstable: tests/stats/sampling_sim.py).
 - Repeated questions: with `clusters`, the CR1 sandwich over clusters of the influence values
   w (y - mean) / Nhat (no finite-population correction), as `ragmon.core.drift` does.
 Degrees of freedom: Kish's effective number of events (sum w)^2 / sum w^2 minus 1.
@@ -57,12 +59,14 @@ def hajek(
     probs: Sequence[float],
     clusters: Sequence[int] | np.ndarray | None = None,
     conf: float = 0.95,
-    finite: bool = True,
+    finite: bool = False,
 ) -> Interval:
     """The Hajek (weighted) mean sum(y / pi) / sum(1 / pi) with its t interval.
 
-    `finite`: the interval is for the mean of the events the sample was drawn from (a series
-    judged whole has width 0); else for the process behind them. `Interval.n` is the number
+    By default the interval is for the process behind the events (what comparing two weeks
+    needs; it holds the mean of the events themselves too, a little wide when many of them
+    were judged); `finite`: for the mean of the events the sample was drawn from only (a
+    series judged whole has width 0). `Interval.n` is the number
     of judged events, `clusters` the clusters (events when none are given)."""
     y, p = _arrays(values, probs)
     n = len(y)
@@ -87,21 +91,21 @@ def hajek(
 
 
 def half_width(sd: float, events: float, rate: float, conf: float = 0.95) -> float:
-    """The expected half-width of the mean of `events` events judged each with probability
-    `rate`, values of standard deviation `sd` (Poisson sampling, finite population):
-    z sd sqrt((1 - rate) / (events rate))."""
+    """The expected half-width of the weekly mean of a series of `events` events a week judged
+    each with probability `rate`, values of standard deviation `sd`: z sd / sqrt(events rate)
+    (the interval `hajek` states by default, for the process behind the week)."""
     if rate <= 0 or events <= 0:
         return math.inf
-    z = t_ppf(0.5 + conf / 2, 1e6)
-    return z * sd * math.sqrt(max(0.0, 1.0 - rate) / (events * rate))
+    return _z(conf) * sd / math.sqrt(events * rate)
 
 
 def rate_for(sd: float, events: float, target: float, conf: float = 0.95) -> float:
-    """The smallest rate whose `half_width` over `events` events is `target`: 1 / (1 + N h^2 /
-    (z sd)^2), the inverse of `half_width`."""
+    """The smallest rate whose `half_width` over `events` events is `target`, (z sd / h)^2 / N,
+    at most 1 (a series too small to reach the target is judged whole)."""
     if target <= 0 or events <= 0:
         return 1.0
-    z = t_ppf(0.5 + conf / 2, 1e6)
-    if sd <= 0:
-        return min(1.0, 1.0 / events)
-    return 1.0 / (1.0 + events * target**2 / (z * sd) ** 2)
+    return min(1.0, (_z(conf) * sd / target) ** 2 / events)
+
+
+def _z(conf: float) -> float:
+    return t_ppf(0.5 + conf / 2, 1e6)

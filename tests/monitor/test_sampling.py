@@ -29,11 +29,13 @@ def test_equal_probabilities_give_the_plain_mean() -> None:
     assert hajek(y, [0.3] * 4).estimate == pytest.approx(np.mean(y))
 
 
-def test_judged_whole_is_known_exactly() -> None:
-    got = hajek([0.1, 0.7, 0.4], [1.0, 1.0, 1.0])
+def test_judged_whole_is_known_exactly_for_these_events_only() -> None:
+    got = hajek([0.1, 0.7, 0.4], [1.0, 1.0, 1.0], finite=True)
     assert got.low == got.high == pytest.approx(0.4)
-    process = hajek([0.1, 0.7, 0.4], [1.0, 1.0, 1.0], finite=False)
+    process = hajek([0.1, 0.7, 0.4], [1.0, 1.0, 1.0])
     assert process.high - process.low > 0.5
+    # the plain t interval when every event was judged
+    assert process.se == pytest.approx(np.std([0.1, 0.7, 0.4], ddof=1) / math.sqrt(3))
 
 
 def test_hajek_variance_by_hand() -> None:
@@ -41,7 +43,7 @@ def test_hajek_variance_by_hand() -> None:
     w = 1 / p
     m = (w @ y) / w.sum()
     var = np.sum((1 - p) * (w * (y - m)) ** 2) / w.sum() ** 2
-    got = hajek(y, p)
+    got = hajek(y, p, finite=True)
     assert got.se == pytest.approx(math.sqrt(var), rel=1e-6)
 
 
@@ -49,7 +51,7 @@ def test_clusters_widen_repeated_values() -> None:
     rng = np.random.default_rng(3)
     y = np.repeat(rng.random(20), 10)
     p = np.full(200, 0.5)
-    alone = hajek(y, p, finite=False)
+    alone = hajek(y, p)
     grouped = hajek(y, p, clusters=np.repeat(np.arange(20), 10))
     assert grouped.high - grouped.low > 2 * (alone.high - alone.low)
     assert grouped.clusters == 20
@@ -74,10 +76,12 @@ def test_probabilities_must_be_in_range(bad: list[float]) -> None:
 
 
 def test_rate_for_inverts_half_width() -> None:
-    for n, h in ((500_000, 0.03), (5_000, 0.01), (40, 0.03)):
+    for n, h in ((500_000, 0.03), (5_000, 0.01), (1_000, 0.03)):
         r = rate_for(0.25, n, h)
         assert half_width(0.25, n, r) == pytest.approx(h, rel=1e-9)
     assert rate_for(0.25, 100, 0.0) == 1.0
+    assert rate_for(0.25, 40, 0.03) == 1.0  # too small to reach it: judged whole
+    assert half_width(0.25, 40, 1.0) == pytest.approx(1.96 * 0.25 / math.sqrt(40), rel=1e-4)
     # the figure: 1,000 judged of 500,000 pin a mean of sd 0.16 to about +/- 0.01
     assert half_width(0.16, 500_000, 1000 / 500_000) == pytest.approx(0.0099, abs=2e-4)
 
