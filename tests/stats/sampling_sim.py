@@ -95,6 +95,7 @@ class Tally:
     error: dict[str, list[float]] = field(default_factory=dict)
     half: dict[str, list[float]] = field(default_factory=dict)
     judged: dict[str, list[int]] = field(default_factory=dict)
+    events: dict[str, list[int]] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
     over_jobs: list[float] = field(default_factory=list)  # per day: (spend - budget) / job
     spend: list[float] = field(default_factory=list)  # per day: spend / budget
@@ -162,6 +163,7 @@ def one_week(rng: np.random.Generator, case: Case, tally: Tally) -> None:
         truth = totals[s][0] / totals[s][1]
         pairs = judged[s]
         tally.add("judged", s, len(pairs))
+        tally.add("events", s, totals[s][1])
         if len(pairs) < 2:
             tally.missing[s] = tally.missing.get(s, 0) + 1
             tally.add("covered", s, False)
@@ -210,9 +212,11 @@ def report(case: Case, tally: Tally, seconds: float) -> list[str]:
         half = float(np.mean(tally.half.get(s, [math.nan])))
         bias = float(np.mean(tally.error.get(s, [math.nan])))
         few = float(np.mean(n < MIN_EVENTS))
+        whole = float(np.mean(np.array(tally.events[s]) < MIN_EVENTS))
         lines.append(
             f"  {s:<7} judged/week {n.mean():9.1f}  coverage {cov:6.1%}  +/- {half:.4f}  "
-            f"bias {bias:+.4f}  weeks < {MIN_EVENTS} judged {few:.1%}  "
+            f"bias {bias:+.4f}  weeks < {MIN_EVENTS} judged {few:.1%} (< {MIN_EVENTS} events "
+            f"{whole:.1%})  "
             f"no estimate {tally.missing.get(s, 0)}"
         )
     return lines
