@@ -151,7 +151,7 @@ def _fit(
         k = left / base if base > 0 else 0.0
         return {s: floor[s] * k for s in want}
     lo, hi = 0.0, 1.0
-    for _ in range(60):
+    for _ in range(40):  # theta to 1e-12
         mid = (lo + hi) / 2
         if cost({s: max(floor[s], mid * want[s]) for s in want}) <= left:
             lo = mid
