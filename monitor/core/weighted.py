@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -107,5 +108,6 @@ def rate_for(sd: float, events: float, target: float, conf: float = 0.95) -> flo
     return min(1.0, (_z(conf) * sd / target) ** 2 / events)
 
 
+@lru_cache(maxsize=16)
 def _z(conf: float) -> float:
     return t_ppf(0.5 + conf / 2, 1e6)

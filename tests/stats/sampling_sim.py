@@ -82,9 +82,9 @@ def shape(t_s: np.ndarray | float) -> np.ndarray | float:
     return 1.0 + 0.6 * np.sin(2 * np.pi * ((np.asarray(t_s) / 3600.0) % 24 - 9.0) / 24)
 
 
-def quality(series: str, t_s: float) -> float:
-    """The mean measure at time `t_s`: highest at midnight, lowest at noon."""
-    return MEAN[series] + SWING * math.cos(2 * math.pi * (t_s / 3600.0 % 24) / 24)
+def quality(series: str, t_s: np.ndarray) -> np.ndarray:
+    """The mean measure at times `t_s`: highest at midnight, lowest at noon."""
+    return MEAN[series] + SWING * np.cos(2 * np.pi * (t_s / 3600.0 % 24) / 24)
 
 
 def daily_cost() -> float:
@@ -107,19 +107,35 @@ class Tally:
         getattr(self, key).setdefault(name, []).append(value)
 
 
+def draw(rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per series: events per step (the day before the week first), then every event's measure
+    and a uniform draw deciding its sampling, in time order (the week's events only)."""
+    steps = np.arange(-STEPS_PER_DAY, DAYS * STEPS_PER_DAY)
+    mid = steps * STEP_S + STEP_S / 2
+    out = {}
+    for s, per_week in SERIES.items():
+        counts = rng.poisson(per_week / (DAYS * STEPS_PER_DAY) * shape(mid))
+        week = counts[STEPS_PER_DAY:]
+        m = np.repeat(quality(s, mid[STEPS_PER_DAY:]), week)
+        y = rng.beta(m * KAPPA, (1 - m) * KAPPA)
+        out[s] = (counts, y, rng.random(len(y)))
+    return out
+
+
 def one_week(rng: np.random.Generator, case: Case, tally: Tally) -> None:
     """One replication: a day of traffic to learn from, then the week."""
     budget = case.budget
+    drawn = draw(rng)
     hours = {s: [0.0] * HOURS for s in SERIES}
-    judged: dict[str, list[tuple[float, float]]] = {s: [] for s in SERIES}
-    totals = {s: [0.0, 0] for s in SERIES}  # sum and count of every event's measure
+    judged: dict[str, list[tuple[np.ndarray, float]]] = {s: [] for s in SERIES}
     moments = {s: [0.0, 0.0, 0.0] for s in SERIES}  # weighted sum of 1, y, y^2 of the judged
+    at = dict.fromkeys(SERIES, 0)  # the next event of each series
     rates = {s: case.rate for s in SERIES}
     spent, day_runout = 0.0, 24.0
     job = JOB * COST
-    for step in range(-STEPS_PER_DAY, DAYS * STEPS_PER_DAY):
-        t = step * STEP_S
-        now_s = t % 86_400
+    for i in range((DAYS + 1) * STEPS_PER_DAY):
+        step = i - STEPS_PER_DAY
+        now_s = (step * STEP_S) % 86_400
         if now_s == 0:
             if step > 0:
                 tally.over_jobs.append((spent - budget) / job)
@@ -132,20 +148,17 @@ def one_week(rng: np.random.Generator, case: Case, tally: Tally) -> None:
         if case.policy is not None and step >= 0 and step % REPLAN == 0:
             traffic = {s: Traffic(hours[s], _sd(moments[s]), COST) for s in SERIES}
             rates = plan(traffic, case.policy, spent, now_s).rates
-        for s, per_week in SERIES.items():
-            lam = per_week / (DAYS * STEPS_PER_DAY) * float(shape(t + STEP_S / 2))
-            n = int(rng.poisson(lam))
+        for s in SERIES:
+            counts, y_all, u_all = drawn[s]
+            n = int(counts[i])
             hours[s][-1] += n
             if step < 0 or n == 0:
                 continue
-            m = quality(s, t + STEP_S / 2)
-            y = rng.beta(m * KAPPA, (1 - m) * KAPPA, n)
-            totals[s][0] += float(y.sum())
-            totals[s][1] += n
+            lo, at[s] = at[s], at[s] + n
             p = rates[s]
             if p <= 0:
                 continue
-            chosen = y[rng.random(n) < p]
+            chosen = y_all[lo : lo + n][u_all[lo : lo + n] < p]
             if not len(chosen):
                 continue
             # drain jobs of JOB events, the budget checked before each one
@@ -154,7 +167,7 @@ def one_week(rng: np.random.Generator, case: Case, tally: Tally) -> None:
             if len(done) < len(chosen) and day_runout == 24.0:
                 day_runout = now_s / 3600
             spent += len(done) * COST
-            judged[s].extend((float(v), p) for v in done)
+            judged[s].append((done, p))
             moments[s][0] += len(done) / p
             moments[s][1] += float(done.sum()) / p
             moments[s][2] += float((done**2).sum()) / p
@@ -162,19 +175,20 @@ def one_week(rng: np.random.Generator, case: Case, tally: Tally) -> None:
     tally.spend.append(spent / budget)
     tally.runout_h.append(day_runout)
     for s in SERIES:
-        truth = totals[s][0] / totals[s][1]
-        pairs = judged[s]
-        tally.add("judged", s, len(pairs))
-        tally.add("events", s, totals[s][1])
-        if len(pairs) < 2:
+        y_all = drawn[s][1]
+        truth = float(y_all.mean())
+        y = np.concatenate([v for v, _ in judged[s]] or [np.zeros(0)])
+        probs = np.concatenate([np.full(len(v), p) for v, p in judged[s]] or [np.zeros(0)])
+        tally.add("judged", s, len(y))
+        tally.add("events", s, len(y_all))
+        if len(y) < 2:
             tally.missing[s] = tally.missing.get(s, 0) + 1
             tally.add("covered", s, False)
             continue
-        y = np.array([v for v, _ in pairs])
         if case.policy is None and case.rate == 1.0:
             iv = clustered_mean(y, np.arange(len(y)))  # today's report: the plain mean
         else:
-            iv = hajek(y, [p for _, p in pairs])
+            iv = hajek(y, probs)
         tally.add("covered", s, iv.low <= truth <= iv.high)
         tally.add("error", s, iv.estimate - truth)
         tally.add("half", s, (iv.high - iv.low) / 2)
