@@ -25,11 +25,14 @@ from ragmon.api import otlp
 from ragmon.api.auth import Principal
 from ragmon.api.batcher import IngestWriter, sampled_in
 from ragmon.api.child import ChildProcess
+from ragmon.api.sampler import Sampler
 from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
 from ragmon.api.spans import Mapped, SpanMap, map_request
+from ragmon.core.sampling import Rates
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
+from ragmon.store.keys import series_name
 from ragmon.store.sealing import Sealer
 
 RETRY_AFTER_S = 5
@@ -83,26 +86,36 @@ def prepare(
     app: str | None,
     events: list[RetrievalEvent],
     where: Callable[[int], str],
+    rates: Rates | None = None,
 ) -> list[IngestItem]:
     """Valid events of any route → items to store: the key's app binding (`app`), ids and
-    times, sealing, sampling. Pure: it runs in the decoding process too."""
+    times, sealing, sampling (each event judged with its series' rate in `rates`, by default
+    RAGMON_SAMPLE_RATE; the rate is kept in the event as its `inclusion_probability`). Pure:
+    it runs in the decoding process too."""
     if app is not None:
         for i, ev in enumerate(events):
             if ev.labels.app != app:
                 raise Refused(
                     403, "forbidden", f"{where(i)}: this API key may only write app={app}"
                 )
+    rates = rates or Rates({}, settings.sample_rate)
     now = datetime.now(UTC)
     items = []
     for ev in events:
         ev.event_id = ev.event_id or uuid.uuid4().hex
         ev.timestamp = ev.timestamp or now
+        series = series_name(ev.labels.model_dump())
+        p = rates.of(series)
+        body = ev.model_dump_json(exclude_none=True)
+        body = f'{body[:-1]},"inclusion_probability":{p!r}}}'
         items.append(
             IngestItem(
                 ev.event_id,
-                sealer.seal(ev.model_dump_json(exclude_none=True)),
-                sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
+                sealer.seal(body),
+                sampled_out=not sampled_in(ev.event_id, p),
                 app=ev.labels.app,
+                series=series,
+                probability=p,
             )
         )
     return items
@@ -114,6 +127,7 @@ def prepare_events(
     model: type[BaseModel],
     app: str | None,
     sealer: Sealer | None = None,
+    rates: Rates | None = None,
 ) -> list[IngestItem]:
     """A `RetrievalEvent` or `RetrievalBatch` body → items to store (`422` or `403` refused)."""
     try:
@@ -122,13 +136,20 @@ def prepare_events(
         raise Refused(422, "invalid", validation_errors(exc)) from None
     sealer = sealer or Sealer(settings)
     if isinstance(parsed, RetrievalBatch):
-        return prepare(settings, sealer, app, parsed.events, lambda i: f"events[{i}].labels.app")
+        return prepare(
+            settings, sealer, app, parsed.events, lambda i: f"events[{i}].labels.app", rates
+        )
     assert isinstance(parsed, RetrievalEvent)
-    return prepare(settings, sealer, app, [parsed], lambda i: "labels.app")
+    return prepare(settings, sealer, app, [parsed], lambda i: "labels.app", rates)
 
 
 def prepare_export(
-    settings: Settings, body: bytes, encoding: str | None, media: str, app: str | None
+    settings: Settings,
+    body: bytes,
+    encoding: str | None,
+    media: str,
+    app: str | None,
+    rates: Rates | None = None,
 ) -> Export:
     """An OTLP export (content type checked) → items of its first `MAX_RETRIEVER_SPANS`
     retriever spans, within every limit of `ragmon.api.otlp` (else `Refused`)."""
@@ -152,6 +173,7 @@ def prepare_export(
         app,
         mapped.events,
         lambda i: f"span {mapped.events[i].event_id}: labels.app (from {app_from})",
+        rates,
     )
     mapped.events = []
     return Export(items, mapped, len(over))
@@ -166,11 +188,13 @@ class IngestService:
         store: Store,
         writer: IngestWriter,
         decoder: ChildProcess | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.writer = writer
         self.decoder = decoder or ChildProcess()
+        self.sampler = sampler or Sampler(settings, store)
 
     def close(self) -> None:
         self.decoder.close()
@@ -181,10 +205,13 @@ class IngestService:
         """A `RetrievalEvent` or `RetrievalBatch` body stored: `(event_id, status, created)`
         per event, in order."""
         app = principal.app if principal is not None else None
+        rates = self.sampler.rates()
         if len(body) <= INLINE_MAX_BYTES:
-            items = prepare_events(self.settings, body, model, app, self.store.sealer)
+            items = prepare_events(self.settings, body, model, app, self.store.sealer, rates)
         else:
-            items = await self.off_loop(prepare_events, self.settings, body, model, app)
+            items = await self.off_loop(
+                prepare_events, self.settings, body, model, app, None, rates
+            )
         await self.backpressure()
         results = await self.write(items)
         return [
@@ -198,7 +225,9 @@ class IngestService:
         """An OTLP trace export (its content type already checked): the retriever spans stored,
         the spans counted by outcome; returns the `ExportTraceServiceResponse` in `media`."""
         app = principal.app if principal is not None else None
-        export = await self.off_loop(prepare_export, self.settings, body, encoding, media, app)
+        export = await self.off_loop(
+            prepare_export, self.settings, body, encoding, media, app, self.sampler.rates()
+        )
         items, mapped = export.items, export.mapped
         await self.backpressure()
         if items:
@@ -239,9 +268,11 @@ class IngestService:
     async def write(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
         """Store items durably: `(status, created)` per item, or a 503 `Refused`."""
         try:
-            return await self.writer.submit(items)
+            written = await self.writer.submit(items)
         except Exception as exc:
             raise self.unavailable(exc) from exc
+        self.sampler.note(items, (created for _, created in written))
+        return written
 
     def unavailable(self, exc: BaseException) -> Refused:
         """The 503 for a store that failed or timed out (logged, a line per kind at most)."""

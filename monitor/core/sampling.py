@@ -185,3 +185,15 @@ def _runout(
             return a + (b - a) * (left - acc) / step
         acc += step
     return None
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The inclusion probability of a new event by its series (`app|index|retriever|segment`),
+    `default` for a series the plan does not know yet (until the next plan, a minute at most)."""
+
+    by_series: Mapping[str, float] = field(default_factory=dict)
+    default: float = 1.0
+
+    def of(self, series: str) -> float:
+        return self.by_series.get(series, self.default)

@@ -23,12 +23,15 @@ QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough
 @dataclass(frozen=True)
 class IngestItem:
     """One validated event ready to store: payload is the normalized event JSON; `app` is its
-    `labels.app`, the scope of its id."""
+    `labels.app`, the scope of its id; `series` its `app|index|retriever|segment`;
+    `probability` the one with which it was chosen for judging (its inclusion probability)."""
 
     event_id: str
     payload: str
     sampled_out: bool = False
     app: str = "default"
+    series: str = ""
+    probability: float = 1.0
 
     @property
     def ref(self) -> str:

@@ -1,0 +1,60 @@
+"""Sampling through the real API and Redis: each event keeps the probability with which it was
+chosen for judging, and in `planned` mode each series gets the plan's rate."""
+
+from __future__ import annotations
+
+import time
+
+from tests.support.events import make_event
+
+
+def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):
+    api = make_api(RAGMON_SAMPLE_RATE="0.5")
+    events = [make_event(seed=i) for i in range(40)]
+    results = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
+    kept = next(r["event_id"] for r in results if r["status"] != "sampled_out")
+    got = api.client.get(f"/v1/retrievals/{kept}", params={"app": "test"}).json()
+    assert got["inclusion_probability"] == 0.5
+
+
+def test_every_event_judged_has_probability_one(api):
+    event = make_event(seed=1)
+    assert api.client.post("/v1/retrievals", json=event).status_code == 202
+    got = api.client.get(f"/v1/retrievals/{event['event_id']}", params={"app": "test"}).json()
+    assert got["inclusion_probability"] == 1.0
+
+
+def test_planned_rates_follow_each_series_traffic(make_api):
+    api = make_api(
+        RAGMON_SAMPLING="planned", RAGMON_TARGET_HALF_WIDTH="0.1", RAGMON_MIN_JUDGED_PER_DAY="0"
+    )
+    sampler = api.app.state.sampler
+
+    def batch(retriever: str, n: int, seed: int) -> list[dict]:
+        out = []
+        for i in range(n):
+            ev = make_event(seed=seed + i)
+            ev["labels"] = {**ev["labels"], "retriever": retriever}
+            out.append(ev)
+        return out
+
+    for start in range(0, 3000, 1000):  # a busy series and a quiet one
+        api.client.post("/v1/retrievals/batch", json={"events": batch("big", 1000, start)})
+    api.client.post("/v1/retrievals/batch", json={"events": batch("small", 5, 10_000)})
+    sampler.flush()
+    traffic = sampler.state.traffic(time.time())
+    (big,) = [k for k in traffic if "|big|" in k]
+    (small,) = [k for k in traffic if "|small|" in k]
+    assert traffic[big][-1] == 3000 and traffic[small][-1] == 5
+    plan = sampler.refresh(time.time(), force=True)
+    assert plan.rates[small] == 1.0
+    assert plan.rates[big] < 0.1  # (1.96 x 0.3 / 0.1)^2 = 35 events a week of ~500k/week
+    assert sampler.rates().of(big) == plan.rates[big]
+    # new events of the busy series are judged at its rate, and say so
+    results = api.client.post(
+        "/v1/retrievals/batch", json={"events": batch("big", 400, 20_000)}
+    ).json()["results"]
+    kept = [r["event_id"] for r in results if r["status"] != "sampled_out"]
+    assert len(kept) < 100
+    got = api.client.get(f"/v1/retrievals/{kept[0]}", params={"app": "test"}).json()
+    assert got["inclusion_probability"] == plan.rates[big]
