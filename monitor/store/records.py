@@ -46,11 +46,13 @@ class IngestItem:
 @dataclass(frozen=True)
 class Histogram:
     """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series, and
-    the sum of squared values where recorded (quality measures; None for older data)."""
+    the sum of squared values where recorded (quality measures; None for older data). With
+    RAGMON_SAMPLING=planned the quality histograms' counts are weighted (1 / the inclusion
+    probability of each event), so they may not be whole numbers."""
 
-    buckets: list[int]
+    buckets: list[float]
     sum: float
-    count: int
+    count: float
     sum_squares: float | None = None
 
 
@@ -83,13 +85,13 @@ def histograms_of(
         if part == total:
             h["s"] = float(v)
         elif part == count:
-            h["c"] = int(v)
+            h["c"] = number_of(v)
         elif part == sumsq:
             h["q"] = float(v)
         else:
             idx = int(part.removeprefix(bucket))
             if idx < len(h["b"]):
-                h["b"][idx] = int(v)
+                h["b"][idx] = number_of(v)
     return {
         name: {
             lbl: Histogram(h["b"], h["s"], max(h["c"], sum(h["b"])), h["q"])

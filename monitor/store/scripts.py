@@ -127,7 +127,9 @@ return out
 # (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
 # n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs` triples (name,
 # bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
-# alerts need) and the count; then the grades (one per graded passage).
+# alerts need) and the count; then the grades (one per graded passage). `weight`: what one
+# observation counts for in the quality histograms, 1 / the event's inclusion probability with
+# RAGMON_SAMPLING=planned (docs/sampling.md), else 1.
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
@@ -136,7 +138,7 @@ FINISH = Script(
      "series_per_app"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
-     "series_counts", "n_obs"),
+     "series_counts", "n_obs", "weight"),
     """
 local st = redis.call('HGET', K.event, F.status)
 if st ~= S.queued and st ~= S.failed then return 0 end
@@ -167,13 +169,22 @@ for _, c in ipairs(cjson.decode(A.series_counts)) do
   redis.call('HINCRBY', K.counters, field, c[3])
 end
 local j = ARGV_REST
+local w = tonumber(A.weight)
 for _ = 1, tonumber(A.n_obs) do
   local field = ARGV[j] .. SEP .. series .. SEP
   for _, h in ipairs({K.hist, K.day_hist}) do
-    redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
-    redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
-    redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
-    redis.call('HINCRBY', h, field .. H.count, 1)
+    if w == 1 then
+      redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
+      redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
+      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
+      redis.call('HINCRBY', h, field .. H.count, 1)
+    else
+      local y = tonumber(ARGV[j + 2])
+      redis.call('HINCRBYFLOAT', h, field .. H.bucket .. ARGV[j + 1], A.weight)
+      redis.call('HINCRBYFLOAT', h, field .. H.sum, string.format('%.17g', w * y))
+      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', w * y * y))
+      redis.call('HINCRBYFLOAT', h, field .. H.count, A.weight)
+    end
   end
   j = j + 3
 end
