@@ -28,7 +28,6 @@ from ragmon.oversight import Oversight, last_days
 from ragmon.store import Histogram, Store
 from ragmon.store.judge_state import Budget
 from ragmon.store.keys import SEP, utc_day
-from ragmon.store.sampling_state import SamplingState
 
 
 def _le(bound: float) -> str:
@@ -149,7 +148,7 @@ class RagmonCollector:
         fams["ragmon_judge_spend_today_usd"].add_metric(
             [], self.store.judge_state().spent(utc_day(now))
         )
-        stored = SamplingState(self.store.client, self.store.keys).load(now)
+        stored = self.store.sampling.load(now)
         if self.store.settings.sampling == "planned" and stored is not None:
             fams["ragmon_sampling_pace"].add_metric([], stored.pace)
             runout = stored.runout if stored.runout is not None else math.inf

@@ -22,17 +22,14 @@ from datetime import UTC, datetime
 from ragmon.core.sampling import DEFAULT_SD, Policy, Rates, Traffic, plan
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
-from ragmon.store.fields import Name
-from ragmon.store.keys import SEP, utc_day
-from ragmon.store.records import histograms_of
-from ragmon.store.sampling_state import SamplingState, StoredPlan
+from ragmon.store.keys import utc_day
+from ragmon.store.sampling_state import StoredPlan
 
 log = logging.getLogger("ragmon.api")
 
 FLUSH_S = 1.0
 READ_S = 5.0
 PLAN_S = 60.0
-MIN_FOR_SD = 30  # judged events a series needs before its own spread replaces DEFAULT_SD
 SD_MEASURE = "ndcg"
 
 
@@ -40,7 +37,7 @@ class Sampler:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
-        self.state = SamplingState(store.client, store.keys)
+        self.state = store.sampling
         self.planned = settings.sampling == "planned"
         self.counts: Counter[str] = Counter()
         self.current = Rates({}, 1.0 if self.planned else settings.sample_rate)
@@ -104,8 +101,8 @@ class Sampler:
         midnight = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0)
         now_s = now - midnight.timestamp()
         spent = self.store.judge_state().spent(utc_day(now))
-        cost = self.cost_per_event()
-        sds = self.spreads()
+        cost = self.state.cost_per_event()
+        sds = self.state.spreads(SD_MEASURE, self.store.bounds[SD_MEASURE])
         biggest = sorted(traffic, key=lambda k: -sum(traffic[k]))[: s.max_series]
         series = {k: Traffic(traffic[k], sds.get(k, DEFAULT_SD), cost) for k in biggest}
         policy = Policy(s.target_half_width, s.min_judged_per_day, s.daily_budget_usd)
@@ -113,28 +110,3 @@ class Sampler:
         default = max(p.rates.values(), default=1.0)
         runout = midnight.timestamp() + p.runout_s if p.runout_s is not None else None
         return StoredPlan(now, p.rates, default, spent, s.daily_budget_usd, p.pace, runout)
-
-    def cost_per_event(self) -> float:
-        """USD spent on the judge per judged event so far (all models), 0 before any."""
-        client, counters = self.store.client, self.store.keys.counters
-        spent = sum(
-            float(v)
-            for _, v in client.hscan_iter(counters, match=f"judge_cost_usd{SEP}*", count=1000)
-        )
-        labeled = client.hget(counters, Name.EVENTS_LABELED.value)
-        n = int(labeled) if labeled is not None else 0
-        return spent / n if n else 0.0
-
-    def spreads(self) -> dict[str, float]:
-        """Each series' standard deviation of nDCG@K, from its histogram's sums."""
-        name = f"retrieval_{SD_MEASURE}"
-        raw = dict(
-            self.store.client.hscan_iter(self.store.keys.hist, match=f"{name}{SEP}*", count=1000)
-        )
-        hists = histograms_of(raw, {name: self.store.bounds[SD_MEASURE]}).get(name, {})
-        out = {}
-        for labels, h in hists.items():
-            if h.count >= MIN_FOR_SD and h.sum_squares is not None:
-                mean = h.sum / h.count
-                out[SEP.join(labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
-        return out

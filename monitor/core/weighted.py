@@ -49,7 +49,7 @@ def horvitz_thompson(values: Sequence[float], probs: Sequence[float], population
     return float(np.sum(y / p) / population)
 
 
-def effective_n(probs: Sequence[float]) -> float:
+def effective_n(probs: Sequence[float] | np.ndarray) -> float:
     """Kish's effective number of events of weights 1 / pi: (sum w)^2 / sum w^2."""
     w = 1.0 / np.asarray(probs, dtype=float)
     return float(w.sum() ** 2 / (w @ w)) if len(w) else 0.0

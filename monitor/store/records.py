@@ -48,11 +48,12 @@ class Histogram:
     """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series, and
     the sum of squared values where recorded (quality measures; None for older data). With
     RAGMON_SAMPLING=planned the quality histograms' counts are weighted (1 / the inclusion
-    probability of each event), so they may not be whole numbers."""
+    probability of each event), so they may not be whole numbers: typed `int` where every
+    reader adds and divides them alike."""
 
-    buckets: list[float]
+    buckets: list[int]
     sum: float
-    count: float
+    count: int
     sum_squares: float | None = None
 
 

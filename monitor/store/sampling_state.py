@@ -4,7 +4,8 @@ forecast's input), the current plan (rates per series, the day's pace), and who 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import cast
@@ -12,10 +13,12 @@ from typing import cast
 import redis
 
 from ragmon.core.sampling import HOURS, Rates
-from ragmon.store.keys import Keys
-from ragmon.store.records import text_of
+from ragmon.store.fields import Name
+from ragmon.store.keys import SEP, Keys
+from ragmon.store.records import histograms_of, text_of
 
 TRAFFIC_TTL_S = (HOURS + 2) * 3600
+MIN_FOR_SD = 30  # judged events a series needs before its own spread is used
 PLAN_STALE_S = 600.0  # an older plan is not used: its planner stopped
 
 
@@ -83,3 +86,27 @@ class SamplingState:
     def lead(self, owner: str, ttl_s: float) -> bool:
         """True for the one process that plans next (the others read its plan)."""
         return bool(self.client.set(self.keys.sampling_lead, owner, nx=True, ex=max(1, int(ttl_s))))
+
+    def cost_per_event(self) -> float:
+        """USD spent on the judge per judged event so far (every model), 0 before any."""
+        counters = self.keys.counters
+        spent = sum(
+            float(v)
+            for _, v in self.client.hscan_iter(counters, match=f"judge_cost_usd{SEP}*", count=1000)
+        )
+        labeled = self.client.hget(counters, Name.EVENTS_LABELED.value)
+        n = int(cast(bytes, labeled)) if labeled is not None else 0
+        return spent / n if n else 0.0
+
+    def spreads(self, measure: str, bounds: Sequence[float]) -> dict[str, float]:
+        """Each series' standard deviation of `measure`, from its histogram's sums (series
+        with fewer than `MIN_FOR_SD` observations are left out)."""
+        name = f"retrieval_{measure}"
+        raw = dict(self.client.hscan_iter(self.keys.hist, match=f"{name}{SEP}*", count=1000))
+        hists = histograms_of(raw, {name: bounds}).get(name, {})
+        out = {}
+        for labels, h in hists.items():
+            if h.count >= MIN_FOR_SD and h.sum_squares is not None:
+                mean = h.sum / h.count
+                out[SEP.join(labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
+        return out
