@@ -373,9 +373,7 @@ SAMPLING: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = (
-    QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
-)
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 
