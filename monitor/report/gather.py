@@ -37,6 +37,7 @@ class Events:
     queries: list[str] = field(default_factory=list)  # query key; the event id when unknown
     lengths: list[float] = field(default_factory=list)  # words in the query; NaN when unknown
     values: dict[str, list[float]] = field(default_factory=dict)  # NaN where not computed
+    probs: list[float] = field(default_factory=list)  # inclusion probability (1.0: all judged)
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -47,6 +48,7 @@ class Events:
         self.queries.append(record.get("q") or record["id"])
         ql = record.get("ql")
         self.lengths.append(float(ql) if ql is not None else math.nan)
+        self.probs.append(float(record.get("ip") or 1.0))
         for measure, v in record["m"].items():
             column = self.values.setdefault(measure, [math.nan] * n)
             column.append(float(v) if v is not None else math.nan)
