@@ -63,19 +63,23 @@ class Sampler:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        await asyncio.to_thread(self.flush)
+        await asyncio.to_thread(self.state.count, self.take(), time.time())
+
+    def take(self) -> Counter[str]:
+        """The counts so far, starting afresh (on the event loop's thread, where `note` runs)."""
+        counts, self.counts = self.counts, Counter()
+        return counts
 
     def flush(self) -> None:
-        counts, self.counts = self.counts, Counter()
-        if counts:
-            self.state.count(counts, time.time())
+        """Write the counts so far (from the event loop's thread: tests, shutdown)."""
+        self.state.count(self.take(), time.time())
 
     async def _run(self) -> None:
         last_read = -math.inf
         while True:
             try:
-                await asyncio.to_thread(self.flush)
                 now = time.time()
+                await asyncio.to_thread(self.state.count, self.take(), now)
                 if now - last_read >= READ_S:
                     last_read = now
                     await asyncio.to_thread(self.refresh, now)
@@ -98,7 +102,9 @@ class Sampler:
     def replan(self, now: float) -> StoredPlan:
         s = self.settings
         traffic = self.state.traffic(now)
-        midnight = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0)
+        midnight = datetime.fromtimestamp(now, UTC).replace(
+            hour=0, minute=0, second=0, microsecond=0
+        )
         now_s = now - midnight.timestamp()
         spent = self.store.judge_state().spent(utc_day(now))
         cost = self.state.cost_per_event()
