@@ -136,6 +136,9 @@ class Settings:
     cache_ttl_days: float = field(
         default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": values.number(0.0, 3650)}
     )
+    shared_cache: bool = field(
+        default=False, metadata={"env": "RAGMON_SHARED_CACHE", "parse": values.boolean}
+    )
     store_text: bool = field(
         default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": values.boolean}
     )

@@ -58,12 +58,15 @@ class InFlight:
 
     Repeated questions arrive together: when two events of a job hold the same passage for
     the same query, the second waits for the first one's grade instead of paying the judge
-    twice (and both get the same grade). A grade the first could not get is asked again."""
+    twice (and both get the same grade). A grade the first could not get is asked again.
+    Like the cache, only within one app unless RAGMON_SHARED_CACHE=true (`app` None)."""
 
-    asked: dict[tuple[str, str], asyncio.Future[int | None]] = field(default_factory=dict)
+    asked: dict[tuple[str | None, str, str], asyncio.Future[int | None]] = field(
+        default_factory=dict
+    )
 
-    def key(self, query: str, text: str) -> tuple[str, str]:
-        return query_hash(query), text_hash(text)
+    def key(self, app: str | None, query: str, text: str) -> tuple[str | None, str, str]:
+        return app, query_hash(query), text_hash(text)
 
 
 async def grade_event(
@@ -100,7 +103,7 @@ async def grade_event(
         await _ask(judge, None, query, passages, todo, out)
         return out
     texts = [passages[i]["text"] for i in todo]
-    cache = JudgmentCache(store, judge.identity)
+    cache = JudgmentCache.of(store, judge.identity, event)
     cached = cache.grades(query, texts)
     misses = []
     for i, g in zip(todo, cached, strict=True):
@@ -116,7 +119,7 @@ async def grade_event(
     if inflight is None:
         await _ask(judge, cache, query, passages, misses, out)
         return out
-    keys = {i: inflight.key(query, passages[i]["text"]) for i in misses}
+    keys = {i: inflight.key(cache.app, query, passages[i]["text"]) for i in misses}
     others = {i: inflight.asked[keys[i]] for i in misses if keys[i] in inflight.asked}
     mine = [i for i in misses if i not in others]
     loop = asyncio.get_running_loop()
@@ -207,7 +210,7 @@ async def probe_event(
         return ps, "no_llm"
     query = event["query"]
     texts = [p["text"] for p in passages[:k]]
-    cache = JudgmentCache(store, judge.identity)
+    cache = JudgmentCache.of(store, judge.identity, event)
     ps[:k] = cache.ps(query, texts)
     misses = [i for i in range(k) if ps[i] is None]
     day = event_day(event)

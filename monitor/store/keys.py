@@ -141,9 +141,15 @@ class Keys:
         events)."""
         return f"{self.prefix}:day:{day}:ev"
 
-    def judgment(self, model: str, prompt_version: str, query_hash: str, text_hash: str) -> str:
-        """A cached grade for (model, prompt version, normalized query, passage text)."""
-        return f"{self.prefix}:jc:{model}:{prompt_version}:{query_hash}:{text_hash}"
+    def judgment(
+        self, model: str, prompt_version: str, query_hash: str, text_hash: str, app: str | None
+    ) -> str:
+        """A cached grade for (model, prompt version, normalized query, passage text), of one
+        app (`jca:{app}|...`: an app never learns from a hit what another app asked), or of
+        the whole fleet when `app` is None (RAGMON_SHARED_CACHE; `jc:...`, the layout before
+        apps had their own, kept so that a shared cache stays valid)."""
+        tail = f"{model}:{prompt_version}:{query_hash}:{text_hash}"
+        return f"{self.prefix}:jc:{tail}" if app is None else f"{self.prefix}:jca:{app}{SEP}{tail}"
 
     def human_grades(self, ref: str) -> str:
         """Hash of people's grades of one event: field `["passage_id", "reviewer"]` (JSON) →

@@ -120,6 +120,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_SERIES_IDLE_DAYS", "0", "series_idle_days", 0.0),
         ("RAGMON_RESULT_TTL_DAYS", "7", "result_ttl_days", 7.0),
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
+        ("RAGMON_SHARED_CACHE", "true", "shared_cache", True),
         ("RAGMON_STORE_TEXT", "false", "store_text", False),
         ("RAGMON_STORE_TEXT", "Yes", "store_text", True),
         ("RAGMON_TEXT_KEYS", " " + "A" * 43 + "= ,", "text_keys", ("A" * 43 + "=",)),
