@@ -104,6 +104,15 @@ class Settings:
     daily_budget_usd: float = field(
         default=0.0, metadata={"env": "RAGMON_DAILY_BUDGET_USD", "parse": values.number(0.0)}
     )
+    # Each app's own daily judge budget (`5`, or `support-bot=10,search=2` with a bare number
+    # for the apps not named; 0: none), within RAGMON_DAILY_BUDGET_USD's for the fleet.
+    app_daily_budget_usd: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "env": "RAGMON_APP_DAILY_BUDGET_USD",
+            "parse": values.per_app("USD (≥ 0)", "support-bot=10,search=2", 0.0),
+        },
+    )
     relevant_grade: int = field(
         default=2, metadata={"env": "RAGMON_RELEVANT_GRADE", "parse": values.number(1, 3, int)}
     )
@@ -306,6 +315,11 @@ class Settings:
             ndcg_gain=self.ndcg_gain,
             harm_grades=self.harm_grades,
         )
+
+    def app_daily_budget(self, app: str) -> float:
+        """`app`'s own daily judge budget in USD (0: none, only the fleet's)."""
+        limits = self.app_daily_budget_usd
+        return limits.get(app, limits.get("*", 0.0))
 
     @property
     def judge_configured(self) -> bool:

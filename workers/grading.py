@@ -10,6 +10,7 @@ from ragmon.core.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from ragmon.store import event_day, query_hash, text_hash
 from ragmon.store.keys import SEP
 from ragmon.workers.judges import utility
+from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError, PartialGrades
 from ragmon.workers.judges.cache import JudgmentCache
 
@@ -72,7 +73,8 @@ class InFlight:
 async def grade_event(
     event: dict, judge: Judge, store: Store, inflight: InFlight | None = None
 ) -> Graded:
-    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only).
+    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only),
+    its calls paid by the event's app (`accounting.paying`: its own budget, then the fleet's).
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
     `on_both_scales` splits them). A passage the judge cannot grade for a lasting reason stays
@@ -81,6 +83,13 @@ async def grade_event(
     has a grade at all (the event then fails). `store` holds the judgment cache, which gets
     every grade the judge gives, even those of an event that then fails.
     """
+    with paying(event["labels"]["app"]):
+        return await _grade_event(event, judge, store, inflight)
+
+
+async def _grade_event(
+    event: dict, judge: Judge, store: Store, inflight: InFlight | None
+) -> Graded:
     passages = event["passages"]
     depth = judged_depth(event)
     dup = duplicates(passages)
@@ -200,8 +209,15 @@ async def probe_event(
     `no_llm` (the lexical judge cannot probe) or a lasting judge failure's reason.
 
     A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
-    the p's it did get, so the job's retry pays only for the rest.
+    the p's it did get, so the job's retry pays only for the rest. The event's app pays.
     """
+    with paying(event["labels"]["app"]):
+        return await _probe_event(event, judge, store)
+
+
+async def _probe_event(
+    event: dict, judge: Judge, store: Store
+) -> tuple[list[float | None], str | None]:
     passages = event["passages"]
     k = min(event["k"], len(passages))
     ps: list[float | None] = [None] * len(passages)

@@ -204,6 +204,10 @@ class Keys:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
 
+    def app_spend(self, day: str) -> str:
+        """Hash app → USD its events spent on the judge on one UTC day (the apps' budgets)."""
+        return f"{self.prefix}:spend:{day}:apps"
+
 
 def utc_day(ts: float) -> str:
     """The UTC day of unix time `ts`, as the per-day keys spell it."""

@@ -688,6 +688,47 @@ def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):
     assert 'ragmon_events_failed_total{reason="refused"} 1.0' in metrics
 
 
+def test_one_apps_spend_never_fails_anothers_events(redis_url, fake):
+    """RAGMON_APP_DAILY_BUDGET_USD: app `a` spends its own budget (real calls, counted per app)
+    and its next event fails naming the app and the limit; app `b`'s events are still judged,
+    and `b` has a larger budget of its own (`b=1`, a bare number for the others)."""
+    s = judge_settings(redis_url, fake, RAGMON_APP_DAILY_BUDGET_USD="0.0004,b=1")
+    store = Store.connect(s)
+    server = ApiServer(s).start()
+    try:
+        failed = None
+        for i in range(20):  # ~$0.0003 an event (4 calls of ~490 tokens at $0.15/M)
+            ev = _event(event_id=f"a-{i}", query=f"fleas {i}", labels={"app": "a"})
+            assert server.client.post("/v1/retrievals", json=ev).status_code == 202
+            make_worker(s).work(burst=True, with_scheduler=False)
+            res = server.client.get(f"/v1/retrievals/a-{i}?app=a").json()
+            if res["status"] == "failed":
+                failed = res
+                break
+            assert res["status"] == "done", res
+        assert failed is not None and failed["error"].startswith("budget_exhausted"), failed
+        assert "app 'a'" in failed["error"] and "RAGMON_APP_DAILY_BUDGET_USD" in failed["error"]
+        assert "0.0004 USD" in failed["error"]
+        state = JudgeState(store.client)
+        assert state.spent_by("a", utc_today()) >= 0.0004
+        assert state.spent_by("b", utc_today()) == 0.0
+        calls = len(fake.chat_requests())
+        for i in range(2):  # b: judged after a's budget is spent, and a's again refused
+            ev = _event(event_id=f"b-{i}", query=f"fleas {i}", labels={"app": "b"})
+            assert server.client.post("/v1/retrievals", json=ev).status_code == 202
+        make_worker(s).work(burst=True, with_scheduler=False)
+        for i in range(2):
+            res = server.client.get(f"/v1/retrievals/b-{i}?app=b").json()
+            assert res["status"] == "done" and res["grade_source"] == ["judge"] * 4, res
+        assert len(fake.chat_requests()) == calls + 8
+        assert 0 < state.spent_by("b", utc_today()) < 1
+        assert state.spent(utc_today()) == pytest.approx(
+            state.spent_by("a", utc_today()) + state.spent_by("b", utc_today())
+        )
+    finally:
+        server.stop()
+
+
 def test_past_the_budget_events_are_stored_failed_and_requeued_later(redis_url, fake):
     s = judge_settings(redis_url, fake, RAGMON_DAILY_BUDGET_USD="0.01")
     store = Store.connect(s)
