@@ -157,6 +157,15 @@ class Settings:
     text_keys_file: str | None = field(
         default=None, metadata={"env": "RAGMON_TEXT_KEYS_FILE", "parse": values.text}
     )
+    # Each app's share of Redis: MB of events it may hold (`500`, or `support-bot=2000,search=500`
+    # with a bare number for the apps not named; 0: none). Past it, 507 naming app and limit.
+    app_storage_mb: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "env": "RAGMON_APP_STORAGE_MB",
+            "parse": values.per_app("MB (≥ 0)", "support-bot=2000,search=500", 0.0),
+        },
+    )
     queue_limit: int = field(
         default=100_000,
         metadata={"env": "RAGMON_QUEUE_LIMIT", "parse": values.number(1, None, int)},

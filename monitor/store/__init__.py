@@ -356,8 +356,16 @@ class Store:
                              bounds)  # fmt: skip
 
     def day_events(self, day: str) -> list[dict]:
-        """The compact per-event results kept for one UTC day (newest last)."""
-        return [json.loads(x) for x in self.client.lrange(self.keys.day_events(day), 0, -1)]
+        """The compact per-event results kept for one UTC day: every app's (each app's newest
+        last), after those of the list all apps shared before."""
+        apps = sorted(
+            x.decode() for x in cast(set[bytes], self.client.smembers(self.keys.day_apps(day)))
+        )
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in [self.keys.day_events(day), *(self.keys.day_events(day, a) for a in apps)]:
+                pipe.lrange(key, 0, -1)
+            lists = pipe.execute()
+        return [json.loads(x) for raw in lists for x in raw]
 
     # ---- judgment cache ---------------------------------------------------------------------
 

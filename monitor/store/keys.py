@@ -136,10 +136,17 @@ class Keys:
         """Per-UTC-day counters: events, k sums and grades per series, judge spend."""
         return f"{self.prefix}:day:{day}:c"
 
-    def day_events(self, day: str) -> str:
-        """Per-UTC-day list of compact per-event records (the drift report's comparisons, worst
-        events)."""
-        return f"{self.prefix}:day:{day}:ev"
+    def day_events(self, day: str, app: str | None = None) -> str:
+        """Per-UTC-day list of one app's compact per-event records (the drift report's
+        comparisons, worst events, clustering), kept per app so that one app's flood of a day
+        never trims another's; `app` None: the list of all apps, written before apps had their
+        own (still read)."""
+        base = f"{self.prefix}:day:{day}:ev"
+        return base if app is None else f"{base}:{app}"
+
+    def day_apps(self, day: str) -> str:
+        """Set of the apps with per-day records of one UTC day (`day_events(day, app)`)."""
+        return f"{self.prefix}:day:{day}:apps"
 
     def judgment(
         self, model: str, prompt_version: str, query_hash: str, text_hash: str, app: str | None
@@ -203,6 +210,10 @@ class Keys:
     def spend(self, day: str) -> str:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
+
+    def app_bytes(self, day: str) -> str:
+        """Hash app → bytes of the events it sent on one UTC day (RAGMON_APP_STORAGE_MB)."""
+        return f"{self.prefix}:bytes:{day}"
 
     def app_spend(self, day: str) -> str:
         """Hash app → USD its events spent on the judge on one UTC day (the apps' budgets)."""

@@ -127,13 +127,14 @@ return out
 # (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
 # n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs` triples (name,
 # bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
-# alerts need) and the count; then the grades (one per graded passage).
+# alerts need) and the count; then the grades (one per graded passage). `day_events` is the
+# app's list of per-day records (trimmed to its newest `day_keep`), `day_apps` the day's apps.
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
-     "series_per_app"),
+     "series_per_app", "day_apps"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
      "series_counts", "n_obs"),
@@ -190,6 +191,7 @@ for g = j, #ARGV do
 end
 redis.call('RPUSH', K.day_events, A.day_record)
 redis.call('LTRIM', K.day_events, -tonumber(A.day_keep), -1)
+redis.call('SADD', K.day_apps, A.app)
 redis.call('ZREM', K.failed, A.ref)
 return 1
 """,
