@@ -28,7 +28,7 @@ from ragmon.store.finish import day_keys, fail_call, finish_call
 from ragmon.store.grouping import Grouping
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, ingest_exact, plan_ingest
-from ragmon.store.keys import SEP, Keys, event_ref
+from ragmon.store.keys import SEP, Keys, event_ref, split_ref
 from ragmon.store.records import (
     QUERY_KEY_CHARS,
     Histogram,
@@ -298,13 +298,18 @@ class Store:
         todo = [ref for ref, st in zip(wanted, statuses, strict=True) if st == Status.FAILED]
         gone = [ref for ref, st in zip(wanted, statuses, strict=True) if st is None]
         if gone:  # their events expired (RAGMON_RESULT_TTL_DAYS): nothing left to requeue
-            self.client.zrem(self.keys.failed, *gone)
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.zrem(self.keys.failed, *gone)
+                for ref in gone:
+                    pipe.zrem(self.keys.app_failed(split_ref(ref)[0]), ref)
+                pipe.execute()
         if not todo:
             return 0
         with self.client.pipeline(transaction=True) as pipe:
             for ref in todo:
                 pipe.hset(self.keys.event(ref), Field.STATUS, Status.QUEUED)
                 pipe.zrem(self.keys.failed, ref)
+                pipe.zrem(self.keys.app_failed(split_ref(ref)[0]), ref)
             self.jobs.enqueue(todo, pipe)
             pipe.execute()
         return len(todo)

@@ -59,7 +59,7 @@ def finish_call(
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
             "counters": k.counters, "day_counters": day_counters, "series": k.series,
             "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
-            "day_apps": day_apps,
+            "day_apps": day_apps, "app_failed": k.app_failed(app),
         },
         args={
             "result": json.dumps(result, separators=(",", ":")),
@@ -100,6 +100,6 @@ def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> 
     result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
     return scripts.FAIL.call(
         keys={"event": store.keys.event(ref), "counters": store.keys.counters,
-              "failed": store.keys.failed},
+              "failed": store.keys.failed, "app_failed": store.keys.app_failed(split_ref(ref)[0])},
         args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
     )  # fmt: skip

@@ -83,6 +83,11 @@ class Keys:
         """Sorted set of failed event refs by failure time (for `ragmon requeue-failed`)."""
         return f"{self.prefix}:failed"
 
+    def app_failed(self, app: str) -> str:
+        """Sorted set of one app's failed event refs by failure time (the explorer's
+        `status=failed` search reads only the searching app's)."""
+        return f"{self.prefix}:failed:{app}"
+
     @property
     def ungrouped(self) -> str:
         """Sorted set of queued event refs waiting in the grouping window for their RQ job, by
@@ -123,6 +128,16 @@ class Keys:
         """Hash of one series' sums over one hour (unix hours) of the overview's measures:
         `<measure>|n`, `|s`, `|q` (count, sum, sum of squares), for the explorer's overview."""
         return f"{self.prefix}:x:hr:{series}:{hour}"
+
+    def explore_app_series(self, app: str) -> str:
+        """Sorted set of one app's indexed series, by the time one of their events was last
+        indexed: a search of one app reads only its own series."""
+        return f"{self.prefix}:x:a:{app}"
+
+    def explore_summary(self, series: str) -> str:
+        """Hash of one series' overview sums over the complete hours of its two windows, made
+        for the hour `h` (`scripts.OVERVIEW`): the overview reads it and this hour's sums."""
+        return f"{self.prefix}:x:ov:{series}"
 
     def explore_expiry(self, series: str) -> str:
         """Sorted set of one series' indexed refs by when their event expires (trimming)."""
