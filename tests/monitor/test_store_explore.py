@@ -8,6 +8,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -315,3 +316,26 @@ def test_a_failed_search_reads_its_apps_failures_only_and_parses_a_bounded_page(
     stats = _commands(store)
     assert stats.get("hstrlen", 0) <= 12 + 4 * pages  # shop's refs, each read once or twice
     assert stats.get("hmget", 0) <= 12 + 4 * pages  # never another app's failed events
+
+
+def test_an_app_folded_past_the_fleets_series_cap_stays_in_the_explorer(
+    settings: Settings,
+) -> None:
+    """Past RAGMON_MAX_SERIES an app without series is counted in the all-`other` series on
+    /metrics; the explorer lists its events under its own `app|other|other|other`, so its
+    searches, overview and links find them (they vanished before: issue 33)."""
+    store = Store.connect(replace(settings, max_series=1))
+    finish(store, "shop", 1, "bm25", [3, 0, 0, 0])
+    for i in range(2, 5):
+        finish(store, "late", i, "dense", [0, 3, 0, 0])
+    assert store.client.hget(store.keys.event(event_ref("late", "e2")), "sr") == (
+        b"other|other|other|other"
+    )
+    late = parse_search({}).with_app("late")
+    found = store.explore.search(late).events
+    assert sorted(e["event_id"] for e in found) == ["e2", "e3", "e4"]
+    (row,) = store.explore.overview(late)
+    assert row["series"] == "late|other|other|other" and row["events"] == 3
+    assert [
+        e["event_id"] for e in store.explore.search(parse_search({}).with_app("shop")).events
+    ] == ["e1"]
