@@ -398,11 +398,11 @@ for m, v in pairs(cjson.decode(A.hourly)) do
 end
 redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
 local skey = key(A.summary_key, series)
-local at = tonumber(redis.call('HGET', skey, 'h') or '-1')
+local at = tonumber(redis.call('HGET', skey, OV.hour)) or -1
 local h = tonumber(hour)
 if at >= 0 and h < at and h > at - 192 then  -- an hour the summary holds: add to it
-  local part = 'b'
-  if h > at - 24 then part = 'r' end
+  local part = OV.before
+  if h > at - 24 then part = OV.recent end
   for m, v in pairs(cjson.decode(A.hourly)) do
     local f = part .. SEP .. m .. SEP
     redis.call('HINCRBYFLOAT', skey, f .. HOUR.count, 1)
@@ -441,7 +441,7 @@ local function hour_sums(series, h)
   local hk = string.gsub(key(A.hour_key, series), SLOT.hour, string.format('%d', h))
   local raw = redis.call('HMGET', hk, unpack(fields))
   local out = {}
-  for i = 1, #fields do out[i] = tonumber(raw[i] or '0') or 0 end
+  for i = 1, #fields do out[i] = tonumber(raw[i]) or 0 end
   return out
 end
 local function add(into, from, sign)
@@ -459,12 +459,12 @@ for j = ARGV_REST, ARGV_REST + tonumber(A.n_series) - 1 do
   local stored = redis.call('HGETALL', skey)
   local have = {}
   for i = 1, #stored, 2 do have[stored[i]] = stored[i + 1] end
-  local at = tonumber(have.h or '-1')
+  local at = tonumber(have[OV.hour]) or -1
   local recent, before = zeros(), zeros()
   if at >= 0 and at <= H then
     for i, f in ipairs(fields) do
-      recent[i] = tonumber(have['r' .. SEP .. f] or '0') or 0
-      before[i] = tonumber(have['b' .. SEP .. f] or '0') or 0
+      recent[i] = tonumber(have[OV.recent .. SEP .. f]) or 0
+      before[i] = tonumber(have[OV.before .. SEP .. f]) or 0
     end
   end
   if at < 0 or at > H or H - at > 2 then  -- none, or older than the hours still kept: make it
@@ -488,11 +488,11 @@ for j = ARGV_REST, ARGV_REST + tonumber(A.n_series) - 1 do
         if w[i] < 0.5 then w[i], w[i + 1], w[i + 2] = 0, 0, 0 end
       end
     end
-    local set = {'h', string.format('%d', H)}
+    local set = {OV.hour, string.format('%d', H)}
     for i, f in ipairs(fields) do
-      set[#set + 1] = 'r' .. SEP .. f
+      set[#set + 1] = OV.recent .. SEP .. f
       set[#set + 1] = string.format('%.17g', recent[i])
-      set[#set + 1] = 'b' .. SEP .. f
+      set[#set + 1] = OV.before .. SEP .. f
       set[#set + 1] = string.format('%.17g', before[i])
     end
     redis.call('HSET', skey, unpack(set))

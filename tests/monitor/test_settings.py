@@ -121,6 +121,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_RESULT_TTL_DAYS", "7", "result_ttl_days", 7.0),
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
         ("RAGMON_SHARED_CACHE", "true", "shared_cache", True),
+        ("RAGMON_APP_STORAGE_MB", "search=0.5,2", "app_storage_mb", {"search": 0.5, "*": 2.0}),
         ("RAGMON_APP_DAILY_BUDGET_USD", "5", "app_daily_budget_usd", {"*": 5.0}),
         (
             "RAGMON_APP_DAILY_BUDGET_USD",
