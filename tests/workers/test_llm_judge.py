@@ -24,7 +24,7 @@ from ragmon.workers.grading import grade_event
 from ragmon.workers.judges import JudgeError, injection, prompt
 from ragmon.workers.judges.accounting import price_of
 from ragmon.workers.judges.lexical import lexical_grades
-from ragmon.workers.judges.llm import OpenAIJudge, retry_after_s, warm_up
+from ragmon.workers.judges.llm import OpenAIJudge, retry_after_s
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM, Reply
@@ -116,10 +116,9 @@ def test_pointwise_structured_output_tokens_cost_latency(redis_url, fake):
     assert int(hist[f"judge_latency_seconds|{MODEL}|count".encode()]) == 3
 
 
-def test_the_worker_warm_up_sends_nothing_and_writes_nothing(redis_url, fake):
-    """`make_worker` builds a client before RQ forks: no request, no counter, no spend."""
+def test_making_a_worker_sends_nothing_and_writes_nothing(redis_url, fake):
+    """`make_worker` sends no request and counts nothing (no counter, no spend)."""
     settings = judge_settings(redis_url, fake)
-    warm_up(settings)
     make_worker(settings)
     assert fake.requests == []
     assert not any(k.startswith("judge_") for k in counters(settings))
