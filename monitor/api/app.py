@@ -52,6 +52,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         yield
         await service.sampler.stop()
         await writer.stop()
+        await service.aclose()
         metrics_text.close()
         service.close()
         gc.set_threshold(*thresholds)
