@@ -77,14 +77,14 @@ def retrieval_clusters(
     node_of_key = [key_ids.setdefault(k, len(key_ids)) for k in keys]
     event_set = []
     for p in passages:
-        s = frozenset(p)
-        event_set.append(sets.setdefault(s, len(sets)) if s else -1)
+        ids = frozenset(p)
+        event_set.append(sets.setdefault(ids, len(sets)) if ids else -1)
     # nodes: one per distinct key, then one per distinct passage set
     forest = _Forest(len(key_ids) + len(sets))
     base = len(key_ids)
-    for k, s in zip(node_of_key, event_set, strict=True):
-        if s >= 0:
-            forest.union(k, base + s)
+    for k, code in zip(node_of_key, event_set, strict=True):
+        if code >= 0:
+            forest.union(k, base + code)
     members = list(sets)
     lists: dict[Hashable, list[int]] = {}
     for i, s in enumerate(members):
