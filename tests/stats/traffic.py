@@ -33,6 +33,7 @@ POOLS: dict[str, tuple[int, ...]] = {
     "howto": (3, 3, 2, 2, 1, 1, 1) + (0,) * 23,
     "billing": (2, 1, 1, 1) + (0,) * 26,
     "sharp": (3, 2, 2, 1, 1, 1) + (0,) * 14,  # a good retriever: nDCG@10 ~0.84, SD ~0.12
+    "distracting": (3, 2, 2) + (1,) * 8 + (0,) * 19,  # many on-topic distractors: Harm@10 >= 0.27
 }
 BANK = 3000  # distinct rankings per (segment, noise): a query picks one by its hash
 PARAMS = MeasureParams()
