@@ -50,6 +50,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         await writer.start()
         yield
         await writer.stop()
+        await service.aclose()
         metrics_text.close()
         service.close()
         gc.set_threshold(*thresholds)
@@ -79,7 +80,9 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     grades = GradeService(settings, store, service.unavailable)
     add_event_routes(app, settings, service, keys, grades)
-    add_operation_routes(app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text)
+    add_operation_routes(
+        app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text, service.unavailable
+    )
     app.include_router(explorer_ui(settings, store, Browser(settings, keys), grades))
 
     def openapi() -> dict:

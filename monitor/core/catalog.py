@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from ragmon.core.measure_table import MEASURES
 from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.core.signals import SIGNALS as SIGNAL_TABLE
 from ragmon.core.wire import LABEL_KEYS
 
 SERIES_LABELS = LABEL_KEYS  # the per-series metrics' labels: an event's labels, in their order
@@ -64,9 +65,9 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden, store_unavailable, timeout: a body not received within "
-        "RAGMON_BODY_TIMEOUT_S); an OTLP retriever span that cannot be an event counts as "
-        "invalid.",
+        "unauthorized, forbidden, store_unavailable, app_storage: an app at "
+        "RAGMON_APP_STORAGE_MB, timeout: a body not received within RAGMON_BODY_TIMEOUT_S); "
+        "an OTLP retriever span that cannot be an event counts as invalid.",
         ("reason",),
     ),
     Metric(
@@ -118,12 +119,16 @@ OPERATIONS: tuple[Metric, ...] = (
         "Events that could not be judged after all retries, by reason.",
         ("reason",),
     ),
-    Metric("ragmon_queue_depth", "gauge", "Jobs waiting in the RQ queue."),
+    Metric(
+        "ragmon_queue_depth",
+        "gauge",
+        "Events waiting to be judged, every app: pending, or held by a drain job.",
+    ),
     Metric(
         "ragmon_jobs_waiting_retry",
         "gauge",
-        "Jobs waiting for a retry after a passing judge failure (timeout, 429, 5xx, connection); "
-        "each holds up to RAGMON_JOB_BATCH_SIZE events, which stay queued meanwhile.",
+        "Events waiting out a retry delay after a passing judge failure (timeout, 429, 5xx, "
+        "connection); they stay queued meanwhile. (The name is from when a job held them.)",
     ),
     Metric(
         "ragmon_labeling_lag_seconds",
@@ -195,6 +200,41 @@ OPERATIONS: tuple[Metric, ...] = (
         "gauge",
         "1 while today's judge spend is at RAGMON_DAILY_BUDGET_USD (events are stored, not "
         "judged).",
+    ),
+)
+
+# Signals of every accepted event, judged or not, written at ingest (`ragmon.core.signals`):
+# per series, under the same series budget as the quality histograms.
+SIGNALS: tuple[Metric, ...] = (
+    *(
+        Metric(f"ragmon_signal_{s.key}", "histogram", s.help, SERIES_LABELS, s.buckets)
+        for s in SIGNAL_TABLE
+    ),
+    *(
+        Metric(
+            f"ragmon_signal_{s.key}_sum_squares",
+            "counter",
+            f"Sum of squared values of ragmon_signal_{s.key}: with its _sum and _count, the "
+            "variance (for the score-drop alert).",
+            SERIES_LABELS,
+            of=f"signal_{s.key}",
+        )
+        for s in SIGNAL_TABLE
+        if s.sum_squares
+    ),
+    Metric(
+        "ragmon_signal_short",
+        "counter",
+        "Accepted events with fewer passages than K (M < K, empty results included), by series.",
+        SERIES_LABELS,
+    ),
+    Metric(
+        "ragmon_signal_queries_distinct",
+        "gauge",
+        "Distinct queries (case and runs of white space ignored) among each series' accepted "
+        "events of the current UTC day by their timestamp: a HyperLogLog estimate (standard "
+        "error 0.81 %).",
+        SERIES_LABELS,
     ),
 )
 
@@ -309,7 +349,7 @@ ANCHOR: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + JUDGING + ANCHOR
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 
