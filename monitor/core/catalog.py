@@ -186,7 +186,8 @@ OPERATIONS: tuple[Metric, ...] = (
     Metric(
         "ragmon_alert_drop_z",
         "gauge",
-        "Quality-drop alerts: how many standard errors the fall must also exceed (RAGMON_ALERT_Z).",
+        "Quality alerts: how many standard errors a fall must also exceed, and a level "
+        "(Harm@K, Hit@K) must be past its line by (RAGMON_ALERT_Z).",
     ),
     Metric(
         "ragmon_alert_min_events",
