@@ -160,6 +160,11 @@ def grafana_alerting(
                     "noDataState": "OK",
                     "execErrState": "Error",
                     "for": rule.get("for", "0m"),
+                    **(
+                        {"keepFiringFor": rule["keep_firing_for"]}
+                        if "keep_firing_for" in rule
+                        else {}
+                    ),
                     "annotations": _annotations(rule),
                     "labels": dict(rule.get("labels", {})),
                     "isPaused": False,

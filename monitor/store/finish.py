@@ -20,13 +20,15 @@ if TYPE_CHECKING:
     from ragmon.settings import Settings
     from ragmon.store import Store
 
-DAY_EVENTS_KEEP = 50_000
+DAY_EVENTS_KEEP = 50_000  # per-day records kept per app and day (the newest)
 
 
-def day_keys(store: Store, event: dict) -> tuple[str, str, str]:
-    """The per-day keys FINISH writes for `event` (its day's histograms, counters, records)."""
-    day = event_day(event)
-    return store.keys.day_hist(day), store.keys.day_counters(day), store.keys.day_events(day)
+def day_keys(store: Store, event: dict) -> tuple[str, str, str, str]:
+    """The per-day keys FINISH writes for `event` (its day's histograms, counters, its app's
+    records, and the day's set of apps with records)."""
+    day, k = event_day(event), store.keys
+    app = event["labels"]["app"]
+    return k.day_hist(day), k.day_counters(day), k.day_events(day, app), k.day_apps(day)
 
 
 def finish_call(
@@ -52,13 +54,14 @@ def finish_call(
     folded, folded_count = fold(app)
     orphan, orphan_count = fold(OTHER)
     counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
-    day_hist, day_counters, day_events = day_keys(store, event)
+    day_hist, day_counters, day_events, day_apps = day_keys(store, event)
     return scripts.FINISH.call(
         keys={
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
             "counters": k.counters, "day_counters": day_counters, "series": k.series,
             "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
             "leased": k.leased, "pending": k.pending(app),
+            "day_apps": day_apps, "app_failed": k.app_failed(app),
         },
         args={
             "result": json.dumps(result, separators=(",", ":")),
@@ -83,9 +86,20 @@ def finish_call(
             "ref": ref_of(event),
             "series_counts": json.dumps(counts),
             "n_obs": len(obs) // 3,
+            "weight": repr(weight(s, event, inclusion)),
         },
         more_args=[*obs, *(g for g in grades if g is not None)],
     )  # fmt: skip
+
+
+def weight(settings: Settings, event: dict, inclusion: float | None = None) -> float:
+    """What the event's observations count for in the quality histograms: 1 / its inclusion
+    probability with RAGMON_SAMPLING=planned (rates move: `rate(_sum) / rate(_count)` is then
+    Hajek's weighted mean), else 1 (one fixed rate: the plain mean is unbiased already)."""
+    if settings.sampling != "planned":
+        return 1.0
+    p = inclusion if inclusion is not None else inclusion_probability(settings, event)
+    return 1.0 / max(1e-9, p)
 
 
 def inclusion_probability(settings: Settings, event: dict) -> float:

@@ -107,6 +107,10 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_SAMPLE_RATE", "0.25", "sample_rate", 0.25),
         ("RAGMON_SAMPLE_RATE", "0", "sample_rate", 0.0),
         ("RAGMON_DAILY_BUDGET_USD", "12.5", "daily_budget_usd", 12.5),
+        ("RAGMON_SAMPLING", "planned", "sampling", "planned"),
+        ("RAGMON_TARGET_HALF_WIDTH", "0.02", "target_half_width", 0.02),
+        ("RAGMON_TARGET_HALF_WIDTH", "0", "target_half_width", 0.0),
+        ("RAGMON_MIN_JUDGED_PER_DAY", "25", "min_judged_per_day", 25),
         ("RAGMON_RELEVANT_GRADE", "1", "relevant_grade", 1),
         ("RAGMON_RELEVANT_GRADE", "3", "relevant_grade", 3),
         ("RAGMON_T_ALPHA", "0.2", "t_alpha", 0.2),
@@ -120,6 +124,15 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_SERIES_IDLE_DAYS", "0", "series_idle_days", 0.0),
         ("RAGMON_RESULT_TTL_DAYS", "7", "result_ttl_days", 7.0),
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
+        ("RAGMON_SHARED_CACHE", "true", "shared_cache", True),
+        ("RAGMON_APP_STORAGE_MB", "search=0.5,2", "app_storage_mb", {"search": 0.5, "*": 2.0}),
+        ("RAGMON_APP_DAILY_BUDGET_USD", "5", "app_daily_budget_usd", {"*": 5.0}),
+        (
+            "RAGMON_APP_DAILY_BUDGET_USD",
+            "a=1.5, 2,b:x=0",
+            "app_daily_budget_usd",
+            {"a": 1.5, "*": 2.0, "b:x": 0.0},
+        ),
         ("RAGMON_STORE_TEXT", "false", "store_text", False),
         ("RAGMON_STORE_TEXT", "Yes", "store_text", True),
         ("RAGMON_TEXT_KEYS", " " + "A" * 43 + "= ,", "text_keys", ("A" * 43 + "=",)),
@@ -191,6 +204,12 @@ def test_every_variable_has_a_parse_case() -> None:
     # RAGMON_PRICES and the *_FILE variables have their own tests.
     own = {"RAGMON_PRICES", "RAGMON_API_KEYS_FILE", "RAGMON_TEXT_KEYS_FILE"}
     assert covered >= set(env_variables()) - own
+
+
+def test_a_fixed_rate_and_planned_sampling_exclude_each_other() -> None:
+    with pytest.raises(SettingsError, match="RAGMON_SAMPLE_RATE.*RAGMON_SAMPLING=planned"):
+        load({"RAGMON_SAMPLING": "planned", "RAGMON_SAMPLE_RATE": "0.5"})
+    assert load({"RAGMON_SAMPLING": "planned"}).sample_rate == 1.0
 
 
 def test_prices_merge_with_the_defaults() -> None:
@@ -280,6 +299,9 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_SAMPLE_RATE", "half", "must be a number"),
         ("RAGMON_DAILY_BUDGET_USD", "-5", r"must be in \[0\.0, inf\]"),
         ("RAGMON_DAILY_BUDGET_USD", "inf", "must be a finite number"),
+        ("RAGMON_SAMPLING", "adaptive", "must be one of fixed, planned"),
+        ("RAGMON_TARGET_HALF_WIDTH", "-0.1", r"must be in \[0\.0, 1\.0\]"),
+        ("RAGMON_MIN_JUDGED_PER_DAY", "2.5", "must be an integer"),
         ("RAGMON_RELEVANT_GRADE", "0", r"must be in \[1, 3\]"),
         ("RAGMON_RELEVANT_GRADE", "4", r"must be in \[1, 3\]"),
         ("RAGMON_RELEVANT_GRADE", "2.0", "must be an integer"),
@@ -293,6 +315,8 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_MAX_SERIES", "0", r"must be in \[1, 100000\]"),
         ("RAGMON_RESULT_TTL_DAYS", "0", r"must be in \[0\.01, 3650\]"),
         ("RAGMON_CACHE_TTL_DAYS", "-1", r"must be in \[0\.0, 3650\]"),
+        ("RAGMON_APP_DAILY_BUDGET_USD", "a=-1", "must be USD"),
+        ("RAGMON_APP_DAILY_BUDGET_USD", "a=1,a=2", "must be USD"),
         ("RAGMON_STORE_TEXT", "maybe", "must be true or false"),
         ("RAGMON_TEXT_KEYS", "short", "must be a Fernet key"),
         ("RAGMON_UTILITY", "sometimes", "must be true or false"),
