@@ -10,6 +10,7 @@ from ragmon.core.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from ragmon.store import event_day, query_hash, text_hash
 from ragmon.store.keys import SEP
 from ragmon.workers.judges import utility
+from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError, PartialGrades
 from ragmon.workers.judges.cache import JudgmentCache
 
@@ -58,18 +59,22 @@ class InFlight:
 
     Repeated questions arrive together: when two events of a job hold the same passage for
     the same query, the second waits for the first one's grade instead of paying the judge
-    twice (and both get the same grade). A grade the first could not get is asked again."""
+    twice (and both get the same grade). A grade the first could not get is asked again.
+    Like the cache, only within one app unless RAGMON_SHARED_CACHE=true (`app` None)."""
 
-    asked: dict[tuple[str, str], asyncio.Future[int | None]] = field(default_factory=dict)
+    asked: dict[tuple[str | None, str, str], asyncio.Future[int | None]] = field(
+        default_factory=dict
+    )
 
-    def key(self, query: str, text: str) -> tuple[str, str]:
-        return query_hash(query), text_hash(text)
+    def key(self, app: str | None, query: str, text: str) -> tuple[str | None, str, str]:
+        return app, query_hash(query), text_hash(text)
 
 
 async def grade_event(
     event: dict, judge: Judge, store: Store, inflight: InFlight | None = None
 ) -> Graded:
-    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only).
+    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only),
+    its calls paid by the event's app (`accounting.paying`: its own budget, then the fleet's).
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
     `on_both_scales` splits them). A passage the judge cannot grade for a lasting reason stays
@@ -78,6 +83,13 @@ async def grade_event(
     has a grade at all (the event then fails). `store` holds the judgment cache, which gets
     every grade the judge gives, even those of an event that then fails.
     """
+    with paying(event["labels"]["app"]):
+        return await _grade_event(event, judge, store, inflight)
+
+
+async def _grade_event(
+    event: dict, judge: Judge, store: Store, inflight: InFlight | None
+) -> Graded:
     passages = event["passages"]
     depth = judged_depth(event)
     dup = duplicates(passages)
@@ -100,7 +112,7 @@ async def grade_event(
         await _ask(judge, None, query, passages, todo, out)
         return out
     texts = [passages[i]["text"] for i in todo]
-    cache = JudgmentCache(store, judge.identity)
+    cache = JudgmentCache.of(store, judge.identity, event)
     cached = cache.grades(query, texts)
     misses = []
     for i, g in zip(todo, cached, strict=True):
@@ -116,7 +128,7 @@ async def grade_event(
     if inflight is None:
         await _ask(judge, cache, query, passages, misses, out)
         return out
-    keys = {i: inflight.key(query, passages[i]["text"]) for i in misses}
+    keys = {i: inflight.key(cache.app, query, passages[i]["text"]) for i in misses}
     others = {i: inflight.asked[keys[i]] for i in misses if keys[i] in inflight.asked}
     mine = [i for i in misses if i not in others]
     loop = asyncio.get_running_loop()
@@ -197,8 +209,15 @@ async def probe_event(
     `no_llm` (the lexical judge cannot probe) or a lasting judge failure's reason.
 
     A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
-    the p's it did get, so the job's retry pays only for the rest.
+    the p's it did get, so the job's retry pays only for the rest. The event's app pays.
     """
+    with paying(event["labels"]["app"]):
+        return await _probe_event(event, judge, store)
+
+
+async def _probe_event(
+    event: dict, judge: Judge, store: Store
+) -> tuple[list[float | None], str | None]:
     passages = event["passages"]
     k = min(event["k"], len(passages))
     ps: list[float | None] = [None] * len(passages)
@@ -207,7 +226,7 @@ async def probe_event(
         return ps, "no_llm"
     query = event["query"]
     texts = [p["text"] for p in passages[:k]]
-    cache = JudgmentCache(store, judge.identity)
+    cache = JudgmentCache.of(store, judge.identity, event)
     ps[:k] = cache.ps(query, texts)
     misses = [i for i in range(k) if ps[i] is None]
     day = event_day(event)

@@ -65,9 +65,10 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden, store_unavailable, timeout: a body not received within "
-        "RAGMON_BODY_TIMEOUT_S, or cut off for room past RAGMON_MAX_CONNECTIONS); an OTLP "
-        "retriever span that cannot be an event counts as invalid.",
+        "unauthorized, forbidden, store_unavailable, app_storage: an app at "
+        "RAGMON_APP_STORAGE_MB, timeout: a body not received within RAGMON_BODY_TIMEOUT_S, or "
+        "cut off for room past RAGMON_MAX_CONNECTIONS); an OTLP retriever span that cannot be "
+        "an event counts as invalid.",
         ("reason",),
     ),
     Metric(
@@ -119,12 +120,16 @@ OPERATIONS: tuple[Metric, ...] = (
         "Events that could not be judged after all retries, by reason.",
         ("reason",),
     ),
-    Metric("ragmon_queue_depth", "gauge", "Jobs waiting in the RQ queue."),
+    Metric(
+        "ragmon_queue_depth",
+        "gauge",
+        "Events waiting to be judged, every app: pending, or held by a drain job.",
+    ),
     Metric(
         "ragmon_jobs_waiting_retry",
         "gauge",
-        "Jobs waiting for a retry after a passing judge failure (timeout, 429, 5xx, connection); "
-        "each holds up to RAGMON_JOB_BATCH_SIZE events, which stay queued meanwhile.",
+        "Events waiting out a retry delay after a passing judge failure (timeout, 429, 5xx, "
+        "connection); they stay queued meanwhile. (The name is from when a job held them.)",
     ),
     Metric(
         "ragmon_labeling_lag_seconds",
@@ -182,7 +187,8 @@ OPERATIONS: tuple[Metric, ...] = (
     Metric(
         "ragmon_alert_drop_z",
         "gauge",
-        "Quality-drop alerts: how many standard errors the fall must also exceed (RAGMON_ALERT_Z).",
+        "Quality alerts: how many standard errors a fall must also exceed, and a level "
+        "(Harm@K, Hit@K) must be past its line by (RAGMON_ALERT_Z).",
     ),
     Metric(
         "ragmon_alert_min_events",

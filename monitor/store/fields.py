@@ -21,6 +21,7 @@ class Field(StrEnum):
     ERROR = "e"  # the last judge error while the event waits for a retry
     SERIES = "sr"  # the series FINISH counted it in (after folding), for EXPLORE_INDEX
     INDEXED = "ix"  # set once EXPLORE_INDEX has indexed it
+    ATTEMPTS = "at"  # how many times a drain job claimed it (CLAIM counts, RETRY reads)
 
 
 class Status(StrEnum):
@@ -64,9 +65,20 @@ class HourPart(StrEnum):
     SUMSQ = "q"
 
 
+class SummaryField(StrEnum):
+    """The fields of a series' overview summary (`Keys.explore_summary`): the hour it was made
+    for, then `<window>|<measure>|<HourPart>` for the recent and the before window."""
+
+    HOUR = "h"
+    RECENT = "r"
+    BEFORE = "b"
+
+
 class Slot(StrEnum):
     """Placeholders in the explorer's key templates, filled by the scripts."""
 
     SERIES = "{S}"
     MEASURE = "{M}"
     HOUR = "{H}"
+    APP = "{A}"
+    REF = "{R}"

@@ -20,13 +20,15 @@ if TYPE_CHECKING:
     from ragmon.settings import Settings
     from ragmon.store import Store
 
-DAY_EVENTS_KEEP = 50_000
+DAY_EVENTS_KEEP = 50_000  # per-day records kept per app and day (the newest)
 
 
-def day_keys(store: Store, event: dict) -> tuple[str, str, str]:
-    """The per-day keys FINISH writes for `event` (its day's histograms, counters, records)."""
-    day = event_day(event)
-    return store.keys.day_hist(day), store.keys.day_counters(day), store.keys.day_events(day)
+def day_keys(store: Store, event: dict) -> tuple[str, str, str, str]:
+    """The per-day keys FINISH writes for `event` (its day's histograms, counters, its app's
+    records, and the day's set of apps with records)."""
+    day, k = event_day(event), store.keys
+    app = event["labels"]["app"]
+    return k.day_hist(day), k.day_counters(day), k.day_events(day, app), k.day_apps(day)
 
 
 def finish_call(
@@ -38,6 +40,7 @@ def finish_call(
     stripped_payload: str | None = None,
     judge: str | None = None,
     series_counts: dict[str, int] | None = None,
+    inclusion: float | None = None,
 ) -> Call:
     """FINISH for one event and its result (arguments as `Store.finish`'s)."""
     s, k = store.settings, store.keys
@@ -51,12 +54,14 @@ def finish_call(
     folded, folded_count = fold(app)
     orphan, orphan_count = fold(OTHER)
     counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
-    day_hist, day_counters, day_events = day_keys(store, event)
+    day_hist, day_counters, day_events, day_apps = day_keys(store, event)
     return scripts.FINISH.call(
         keys={
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
             "counters": k.counters, "day_counters": day_counters, "series": k.series,
             "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
+            "leased": k.leased, "pending": k.pending(app),
+            "day_apps": day_apps, "app_failed": k.app_failed(app),
         },
         args={
             "result": json.dumps(result, separators=(",", ":")),
@@ -69,7 +74,8 @@ def finish_call(
                 {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}
             ),
             "day_record": json.dumps(
-                day_record(event, result, grades, judge, inclusion_probability(s, event)),
+                day_record(event, result, grades, judge,
+                           inclusion if inclusion is not None else inclusion_probability(s, event)),
                 separators=(",", ":"),
             ),
             "day_keep": DAY_EVENTS_KEEP,
@@ -97,6 +103,7 @@ def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> 
     result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
     return scripts.FAIL.call(
         keys={"event": store.keys.event(ref), "counters": store.keys.counters,
-              "failed": store.keys.failed},
+              "failed": store.keys.failed, "leased": store.keys.leased,
+              "pending": store.keys.pending(split_ref(ref)[0])},
         args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
     )  # fmt: skip

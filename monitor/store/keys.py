@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ragmon.core.wire import LABEL_KEYS, SEP
-from ragmon.store.fields import Name
+from ragmon.store.fields import Name, Slot
 
 OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
 
@@ -83,17 +83,56 @@ class Keys:
         """Sorted set of failed event refs by failure time (for `ragmon requeue-failed`)."""
         return f"{self.prefix}:failed"
 
-    @property
-    def ungrouped(self) -> str:
-        """Sorted set of queued event refs waiting in the grouping window for their RQ job, by
-        receipt time (RAGMON_GROUP_WINDOW_S; swept into jobs if their API process died)."""
-        return f"{self.prefix}:ungrouped"
+    def app_failed(self, app: str) -> str:
+        """Sorted set of one app's failed event refs by failure time (the explorer's
+        `status=failed` search reads only the searching app's)."""
+        return f"{self.prefix}:failed:{app}"
+
+    def pending(self, app: str) -> str:
+        """Sorted set of one app's events waiting for a drain job, by when each may be taken
+        (receipt time; a retry's due time): the delivery path's pending state."""
+        return f"{self.prefix}:q:ev:{app}"
 
     @property
-    def claimed(self) -> str:
-        """Sorted set of event refs a running job took from `ungrouped`, by lease end (a dead
-        work horse's claims go back to `ungrouped` once their lease ends)."""
-        return f"{self.prefix}:claimed"
+    def pending_template(self) -> str:
+        """`pending` with `Slot.APP` for the app: the scripts that find apps as they go."""
+        return self.pending(Slot.APP)
+
+    @property
+    def pending_apps(self) -> str:
+        """Sorted set of the apps with pending events, by their pass (stride scheduling: the
+        virtual time of each app's next turn, `ragmon.store.delivery`)."""
+        return f"{self.prefix}:q:apps"
+
+    @property
+    def virtual_time(self) -> str:
+        """The pass of the last turn taken: where an app that starts having pending events
+        joins `pending_apps`."""
+        return f"{self.prefix}:q:vt"
+
+    @property
+    def leased(self) -> str:
+        """Sorted set of the event refs drain jobs hold, by the end of their lease (epoch s);
+        a lease that ends puts its event back into its app's pending set."""
+        return f"{self.prefix}:leased"
+
+    @property
+    def drain_wanted(self) -> str:
+        """Present while a drain job waits in RQ's queue (set by whoever enqueues it, deleted
+        by the job when it starts; expires after `DRAIN_WANTED_TTL_S` in case its enqueuer
+        died in between)."""
+        return f"{self.prefix}:q:wake"
+
+    @property
+    def event_template(self) -> str:
+        """`event` with `Slot.REF` for the ref: the scripts that find events as they go."""
+        return self.event(Slot.REF)
+
+    @property
+    def legacy_waiting(self) -> tuple[str, str]:
+        """The sorted sets where events waited before the delivery path (the grouping window
+        and its claims): a worker moves what they hold to pending (`Delivery.adopt_legacy`)."""
+        return f"{self.prefix}:ungrouped", f"{self.prefix}:claimed"
 
     @property
     def explore_series(self) -> str:
@@ -124,6 +163,16 @@ class Keys:
         `<measure>|n`, `|s`, `|q` (count, sum, sum of squares), for the explorer's overview."""
         return f"{self.prefix}:x:hr:{series}:{hour}"
 
+    def explore_app_series(self, app: str) -> str:
+        """Sorted set of one app's indexed series, by the time one of their events was last
+        indexed: a search of one app reads only its own series."""
+        return f"{self.prefix}:x:a:{app}"
+
+    def explore_summary(self, series: str) -> str:
+        """Hash of one series' overview sums over the complete hours of its two windows, made
+        for the hour `h` (`scripts.OVERVIEW`): the overview reads it and this hour's sums."""
+        return f"{self.prefix}:x:ov:{series}"
+
     def explore_expiry(self, series: str) -> str:
         """Sorted set of one series' indexed refs by when their event expires (trimming)."""
         return f"{self.prefix}:x:e:{series}"
@@ -136,14 +185,27 @@ class Keys:
         """Per-UTC-day counters: events, k sums and grades per series, judge spend."""
         return f"{self.prefix}:day:{day}:c"
 
-    def day_events(self, day: str) -> str:
-        """Per-UTC-day list of compact per-event records (the drift report's comparisons, worst
-        events)."""
-        return f"{self.prefix}:day:{day}:ev"
+    def day_events(self, day: str, app: str | None = None) -> str:
+        """Per-UTC-day list of one app's compact per-event records (the drift report's
+        comparisons, worst events, clustering), kept per app so that one app's flood of a day
+        never trims another's; `app` None: the list of all apps, written before apps had their
+        own (still read)."""
+        base = f"{self.prefix}:day:{day}:ev"
+        return base if app is None else f"{base}:{app}"
 
-    def judgment(self, model: str, prompt_version: str, query_hash: str, text_hash: str) -> str:
-        """A cached grade for (model, prompt version, normalized query, passage text)."""
-        return f"{self.prefix}:jc:{model}:{prompt_version}:{query_hash}:{text_hash}"
+    def day_apps(self, day: str) -> str:
+        """Set of the apps with per-day records of one UTC day (`day_events(day, app)`)."""
+        return f"{self.prefix}:day:{day}:apps"
+
+    def judgment(
+        self, model: str, prompt_version: str, query_hash: str, text_hash: str, app: str | None
+    ) -> str:
+        """A cached grade for (model, prompt version, normalized query, passage text), of one
+        app (`jca:{app}|...`: an app never learns from a hit what another app asked), or of
+        the whole fleet when `app` is None (RAGMON_SHARED_CACHE; `jc:...`, the layout before
+        apps had their own, kept so that a shared cache stays valid)."""
+        tail = f"{model}:{prompt_version}:{query_hash}:{text_hash}"
+        return f"{self.prefix}:jc:{tail}" if app is None else f"{self.prefix}:jca:{app}{SEP}{tail}"
 
     def human_grades(self, ref: str) -> str:
         """Hash of people's grades of one event: field `["passage_id", "reviewer"]` (JSON) →
@@ -197,6 +259,14 @@ class Keys:
     def spend(self, day: str) -> str:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
+
+    def app_bytes(self, day: str) -> str:
+        """Hash app → bytes of the events it sent on one UTC day (RAGMON_APP_STORAGE_MB)."""
+        return f"{self.prefix}:bytes:{day}"
+
+    def app_spend(self, day: str) -> str:
+        """Hash app → USD its events spent on the judge on one UTC day (the apps' budgets)."""
+        return f"{self.prefix}:spend:{day}:apps"
 
 
 def utc_day(ts: float) -> str:

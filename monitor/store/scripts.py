@@ -1,4 +1,4 @@
-"""Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice.
+"""Lua scripts: each makes one multi-key change atomic, so an event judged twice counts once.
 
 Each names its KEYS and ARGV positions here, once, and reads them as `K.<name>` and `A.<name>`;
 stored names come from its header too (`ragmon.store.protocol`).
@@ -8,116 +8,285 @@ from __future__ import annotations
 
 from ragmon.store.protocol import Script
 
-# Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
-# KEYS tail: the event keys. ARGV tail: per event, payload, status, received_at.
-# The deadline (unix seconds, 0: none) is when the API stops waiting and answers 503: a write
-# that reaches Redis later (a stalled Redis catching up) is refused whole, so a client that
-# retries after the 503 is never counted twice.
-_CREATE_KEYS = ("counters",)
-_CREATE_ARGS = ("ttl", "deadline")
-_CREATE = """
-local n = #KEYS - KEYS_REST + 1
-local ttl = tonumber(A.ttl)
-local deadline = tonumber(A.deadline)
-if deadline > 0 then
+# Helpers of the delivery path's scripts (`ragmon.store.delivery`): Redis' clock, the app of an
+# event ref, a key template filled in (`Slot`), and `join`, which gives an app that starts
+# having pending events its place in the turn order: the current virtual time (`Keys.virtual_time`),
+# so it neither waits behind a backlog nor gets credit for its quiet hours.
+_DELIVERY = """
+local function now_s()
   local t = redis.call('TIME')
-  if tonumber(t[1]) + tonumber(t[2]) / 1e6 > deadline then
-    return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+local function app_of(ref) return string.sub(ref, 1, string.find(ref, SEP, 1, true) - 1) end
+local function filled(template, slot, value)
+  return (string.gsub(template, slot, function() return value end))
+end
+local function join(apps, vt, app)
+  if not redis.call('ZSCORE', apps, app) then
+    redis.call('ZADD', apps, redis.call('GET', vt) or '0', app)
   end
 end
-local out = {}
-local function event(i) return KEYS[KEYS_REST + i - 1] end
-local function create(i)
-  local key = event(i)
-  local base = ARGV_REST + (i - 1) * 3
-  local status = ARGV[base + 1]
-  if status == S.sampled_out then
-    redis.call('HSET', key, F.status, status, F.received, ARGV[base + 2])
-    redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
-  else
-    redis.call('HSET', key, F.payload, ARGV[base], F.status, status, F.received, ARGV[base + 2])
-  end
-  redis.call('EXPIRE', key, ttl)
-  redis.call('HINCRBY', K.counters, N.events_received, 1)
+-- an app's failed set (`Keys.app_failed`) beside the fleet's `failed`
+local function app_failed(failed, ref) return failed .. ':' .. app_of(ref) end
+local function mark_failed(key, ref, result, reason, counters, failed, now)
+  redis.call('HSET', key, F.status, S.failed, F.result, result)
+  redis.call('HINCRBY', counters, N.events_failed .. SEP .. reason, 1)
+  redis.call('ZADD', failed, now, ref)
+  redis.call('ZADD', app_failed(failed, ref), now, ref)
 end
 """
 
-# Create events that do not exist yet. Returns 1 per created event, 0 where the id existed.
+# Store the new events of a micro-batch of requests, and put the ones to judge into their
+# apps' pending sets, in the write that answers 202 (`ragmon.store.ingest`).
+# KEYS tail: the `n_events` event keys, then the pending keys of the apps they name. ARGV tail:
+# per event its ref, payload, status, received_at and slot (which of those pending keys, from
+# 1; 0: sampled out, never judged); then the app of each pending key; then per request its
+# event count (requests are consecutive runs of events). A request is refused whole when one
+# of the apps it adds events to already holds `limit` pending events. The deadline (unix
+# seconds, 0: none) is when the API stops waiting and answers 503: a write that reaches Redis
+# later (a stalled Redis catching up) is refused whole, so a client that retries after the
+# 503 is never counted twice. Returns per event 1 (created), its stored status (the id
+# existed) or {-2, app} (its request was refused: that app is at its limit); then 1 when the
+# caller must enqueue a drain job (none waits: `Keys.drain_wanted` was absent), else 0.
 INGEST = Script(
     "INGEST",
-    _CREATE_KEYS,
-    _CREATE_ARGS,
-    _CREATE
+    ("counters", "apps", "vt", "wake"),
+    ("ttl", "deadline", "limit", "n_events", "wake_ttl"),
+    _DELIVERY
     + """
-for i = 1, n do
-  if redis.call('EXISTS', event(i)) == 1 then
-    out[i] = 0
-  else
-    create(i)
-    out[i] = 1
-  end
+local n = tonumber(A.n_events)
+local ttl = tonumber(A.ttl)
+local limit = tonumber(A.limit)
+local now = now_s()
+local deadline = tonumber(A.deadline)
+if deadline > 0 and now > deadline then
+  return redis.error_reply('DEADLINE the API has already answered 503 for this write')
 end
+local function event(i) return KEYS[KEYS_REST + i - 1] end
+local function arg(i, field) return ARGV[ARGV_REST + 5 * (i - 1) + field] end
+local function pending(s) return KEYS[KEYS_REST + n + s - 1] end
+local apps_at = ARGV_REST + 5 * n
+local n_apps = #KEYS - KEYS_REST + 1 - n
+local out = {}
+local added = false
+local i = 1
+for r = apps_at + n_apps, #ARGV do
+  local last = i + tonumber(ARGV[r]) - 1
+  local adding = {}
+  for j = i, last do
+    local stored = redis.call('HGET', event(j), F.status)
+    if stored then
+      out[j] = stored
+    else
+      out[j] = 1
+      local s = tonumber(arg(j, 4))
+      if s > 0 then adding[s] = true end
+    end
+  end
+  local over = nil
+  for s in pairs(adding) do
+    if redis.call('ZCARD', pending(s)) >= limit then over = ARGV[apps_at + s - 1] end
+  end
+  for j = i, last do
+    if over then
+      out[j] = {-2, over}
+    elseif out[j] == 1 then
+      local key, status, s = event(j), arg(j, 2), tonumber(arg(j, 4))
+      if status == S.sampled_out then
+        redis.call('HSET', key, F.status, status, F.received, arg(j, 3))
+        redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
+      else
+        redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))
+      end
+      redis.call('EXPIRE', key, ttl)
+      redis.call('HINCRBY', K.counters, N.events_received, 1)
+      if s > 0 then
+        redis.call('ZADD', pending(s), now, arg(j, 0))
+        join(K.apps, K.vt, ARGV[apps_at + s - 1])
+        added = true
+      end
+    end
+  end
+  i = last + 1
+end
+local wake = 0
+if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then wake = 1 end
+out[n + 1] = wake
 return out
 """,
 )
 
-# Create events and enqueue their RQ jobs in one round trip, only for events that are new.
-# KEYS and ARGV as INGEST's; ARGV's tail then holds groups covering the events in KEYS order,
-# each: event count, command count, then per command its argument count and arguments (the RQ
-# job's writes, recorded by `rq_jobs.Jobs.commands`).
-# A group with commands (a job) is all or nothing: all its events new -> create them and run
-# its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
-# takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
-# creates each new event. Returns per event: 1 created, -1 conflict, else the stored status.
-INGEST_JOBS = Script(
-    "INGEST_JOBS",
-    _CREATE_KEYS,
-    _CREATE_ARGS,
-    _CREATE
+# A drain job takes up to `limit` events (`Delivery.claim`). First, every lease that ended
+# (its work horse died) puts its event back into its app's pending set, or, after
+# `max_attempts` claims, marks it failed (reason `died`, error `died_error`). Then, one event
+# at a time, the app with the lowest pass among those with an event due gives its oldest due
+# event, and its pass grows by 1 / its share (`shares`: JSON {app: share}, 1 when absent):
+# stride scheduling. Each
+# event taken is leased until now + `lease_s` and its attempts counted; an event no longer
+# queued (expired, done) is dropped from pending. Returns {left, lease_end, refs...}: left is
+# 1 when due events remain after this claim.
+CLAIM = Script(
+    "CLAIM",
+    ("leased", "apps", "vt", "counters", "failed"),
+    (
+        "limit",
+        "lease_s",
+        "shares",
+        "max_attempts",
+        "event_key",
+        "pending_key",
+        "died",
+        "died_error",
+    ),
+    _DELIVERY
     + """
-local function stored(i)
-  local st = redis.call('HGET', event(i), F.status)
-  if st then return st end
-  return -1
-end
-local i = 1
-local g = ARGV_REST + 3 * n
-while i <= n do
-  local n_ev = tonumber(ARGV[g])
-  local n_cmds = tonumber(ARGV[g + 1])
-  g = g + 2
-  local first_cmd = g
-  for _ = 1, n_cmds do g = g + 1 + tonumber(ARGV[g]) end
-  local last = i + n_ev - 1
-  local fresh = 0
-  for j = i, last do
-    if redis.call('EXISTS', event(j)) == 0 then
-      fresh = fresh + 1
-      out[j] = 1
+local now = now_s()
+local shares = cjson.decode(A.shares)
+local max_attempts = tonumber(A.max_attempts)
+local function ev(ref) return filled(A.event_key, SLOT.ref, ref) end
+local function pending(app) return filled(A.pending_key, SLOT.app, app) end
+local ended = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', 0, 1000)
+for _, ref in ipairs(ended) do
+  redis.call('ZREM', K.leased, ref)
+  local key = ev(ref)
+  if redis.call('HGET', key, F.status) == S.queued then
+    local attempts = tonumber(redis.call('HGET', key, F.attempts) or '0')
+    if attempts >= max_attempts then
+      local id = string.sub(ref, #app_of(ref) + #SEP + 1)
+      local result = cjson.encode({event_id = id, status = S.failed, error = A.died_error})
+      mark_failed(key, ref, result, A.died, K.counters, K.failed, now)
     else
-      out[j] = 0
+      redis.call('ZADD', pending(app_of(ref)), now, ref)
+      join(K.apps, K.vt, app_of(ref))
     end
   end
-  if n_cmds == 0 or fresh == n_ev then
-    for j = i, last do
-      if out[j] == 1 then create(j) else out[j] = stored(j) end
-    end
-    if n_cmds > 0 then
-      local p = first_cmd
-      for _ = 1, n_cmds do
-        local nargs = tonumber(ARGV[p])
-        redis.call(unpack(ARGV, p + 1, p + nargs))
-        p = p + 1 + nargs
-      end
-    end
-  elseif fresh == 0 then
-    for j = i, last do out[j] = stored(j) end
-  else
-    for j = i, last do out[j] = -1 end
-  end
-  i = last + 1
 end
+local vt = tonumber(redis.call('GET', K.vt) or '0')
+local listed = redis.call('ZRANGE', K.apps, 0, -1, 'WITHSCORES')
+local apps = {}
+for a = 1, #listed, 2 do
+  apps[#apps + 1] = {name = listed[a], pass = tonumber(listed[a + 1]), key = pending(listed[a])}
+end
+local function head(app)
+  local first = redis.call('ZRANGE', app.key, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    app.empty = true
+    app.due = false
+  else
+    app.ref = first[1]
+    app.due = tonumber(first[2]) <= now
+  end
+end
+for _, app in ipairs(apps) do head(app) end
+local lease_end = string.format('%.17g', now + tonumber(A.lease_s))
+local out = {0, lease_end}
+local limit = tonumber(A.limit)
+while #out - 2 < limit do
+  local best = nil
+  for _, app in ipairs(apps) do
+    if app.due and (best == nil or math.max(app.pass, vt) < math.max(best.pass, vt)) then
+      best = app
+    end
+  end
+  if best == nil then break end
+  local ref = best.ref
+  redis.call('ZREM', best.key, ref)
+  local key = ev(ref)
+  if redis.call('HGET', key, F.status) == S.queued then
+    best.pass = math.max(best.pass, vt)
+    vt = best.pass
+    best.pass = best.pass + 1 / tonumber(shares[best.name] or 1)
+    best.moved = true
+    redis.call('HINCRBY', key, F.attempts, 1)
+    redis.call('ZADD', K.leased, lease_end, ref)
+    out[#out + 1] = ref
+  end
+  head(best)
+end
+for _, app in ipairs(apps) do
+  if app.empty then
+    redis.call('ZREM', K.apps, app.name)
+  elseif app.moved then
+    redis.call('ZADD', K.apps, string.format('%.17g', app.pass), app.name)
+  end
+  if app.due then out[1] = 1 end
+end
+redis.call('SET', K.vt, string.format('%.17g', vt))
 return out
+""",
+)
+
+# A passing judge failure (timeout, 429, 5xx, connection) of a leased event (`Delivery.retry`):
+# only while the caller's lease (`lease_end`) still holds it, the event goes back to its app's
+# pending set, due after `delays[attempts]` seconds (JSON list), with the error kept for GET;
+# past the last delay it is marked failed with `result` and `reason`.
+# Returns 1 (back in pending), 2 (failed), 0 (not this caller's any more).
+RETRY = Script(
+    "RETRY",
+    ("event", "leased", "pending", "apps", "vt", "counters", "failed"),
+    ("ref", "app", "lease_end", "error", "delays", "result", "reason"),
+    _DELIVERY
+    + """
+local held = redis.call('ZSCORE', K.leased, A.ref)
+if not held or tonumber(held) ~= tonumber(A.lease_end) then return 0 end
+redis.call('ZREM', K.leased, A.ref)
+if redis.call('HGET', K.event, F.status) ~= S.queued then return 0 end
+local now = now_s()
+local attempts = tonumber(redis.call('HGET', K.event, F.attempts) or '0')
+local delays = cjson.decode(A.delays)
+redis.call('HSET', K.event, F.error, A.error)
+if attempts > #delays then
+  mark_failed(K.event, A.ref, A.result, A.reason, K.counters, K.failed, now)
+  return 2
+end
+redis.call('ZADD', K.pending, now + delays[attempts], A.ref)
+join(K.apps, K.vt, A.app)
+return 1
+""",
+)
+
+# Put events into their apps' pending sets, due now (`Delivery.requeue`, `Delivery.adopt`):
+# the refs of ARGV's tail, and with `legacy` 1 also every ref of the two sets where events
+# waited before the delivery path (`Keys.legacy_waiting`), which are then deleted. A `failed`
+# event becomes queued again (its attempts start over) when `requeue` is 1; a queued one is
+# added unless a drain job leases it; a gone one (expired) leaves the failed set. Returns how
+# many were added.
+PENDING = Script(
+    "PENDING",
+    ("apps", "vt", "leased", "failed", "old_ungrouped", "old_claimed"),
+    ("requeue", "legacy", "event_key", "pending_key"),
+    _DELIVERY
+    + """
+local now = now_s()
+local refs = {}
+for i = ARGV_REST, #ARGV do refs[#refs + 1] = ARGV[i] end
+if tonumber(A.legacy) == 1 then
+  for _, old in ipairs({K.old_ungrouped, K.old_claimed}) do
+    for _, ref in ipairs(redis.call('ZRANGE', old, 0, -1)) do refs[#refs + 1] = ref end
+    redis.call('DEL', old)
+  end
+end
+local added = 0
+for _, ref in ipairs(refs) do
+  local key = filled(A.event_key, SLOT.ref, ref)
+  local st = redis.call('HGET', key, F.status)
+  if not st then
+    redis.call('ZREM', K.failed, ref)
+    redis.call('ZREM', app_failed(K.failed, ref), ref)
+  elseif st == S.failed and tonumber(A.requeue) == 1 then
+    redis.call('HSET', key, F.status, S.queued)
+    redis.call('HDEL', key, F.attempts)
+    redis.call('ZREM', K.failed, ref)
+    redis.call('ZREM', app_failed(K.failed, ref), ref)
+    st = S.queued
+  end
+  if st == S.queued and not redis.call('ZSCORE', K.leased, ref) then
+    local app = app_of(ref)
+    added = added + redis.call('ZADD', filled(A.pending_key, SLOT.app, app), 'NX', now, ref)
+    join(K.apps, K.vt, app)
+  end
+end
+return added
 """,
 )
 
@@ -127,17 +296,20 @@ return out
 # (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
 # n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs` triples (name,
 # bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
-# alerts need) and the count; then the grades (one per graded passage).
+# alerts need) and the count; then the grades (one per graded passage). `day_events` is the
+# app's list of per-day records (trimmed to its newest `day_keep`), `day_apps` the day's apps.
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
-     "series_per_app"),
+     "leased", "pending", "day_apps", "app_failed", "series_per_app"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
      "series_counts", "n_obs"),
     """
+redis.call('ZREM', K.leased, A.ref)
+redis.call('ZREM', K.pending, A.ref)
 local st = redis.call('HGET', K.event, F.status)
 if st ~= S.queued and st ~= S.failed then return 0 end
 local series = A.series
@@ -190,22 +362,24 @@ for g = j, #ARGV do
 end
 redis.call('RPUSH', K.day_events, A.day_record)
 redis.call('LTRIM', K.day_events, -tonumber(A.day_keep), -1)
+redis.call('SADD', K.day_apps, A.app)
 redis.call('ZREM', K.failed, A.ref)
+redis.call('ZREM', K.app_failed, A.ref)
 return 1
 """,
 )  # fmt: skip
 
-# Mark one queued event failed, once.
+# Mark one queued event failed, once (a lasting judge failure); it leaves leased and pending.
 FAIL = Script(
     "FAIL",
-    ("event", "counters", "failed"),
+    ("event", "counters", "failed", "leased", "pending"),
     ("result", "reason", "now", "ref"),
-    """
-local st = redis.call('HGET', K.event, F.status)
-if st ~= S.queued then return 0 end
-redis.call('HSET', K.event, F.status, S.failed, F.result, A.result)
-redis.call('HINCRBY', K.counters, N.events_failed .. SEP .. A.reason, 1)
-redis.call('ZADD', K.failed, tonumber(A.now), A.ref)
+    _DELIVERY
+    + """
+redis.call('ZREM', K.leased, A.ref)
+redis.call('ZREM', K.pending, A.ref)
+if redis.call('HGET', K.event, F.status) ~= S.queued then return 0 end
+mark_failed(K.event, A.ref, A.result, A.reason, K.counters, K.failed, tonumber(A.now))
 return 1
 """,
 )
@@ -236,79 +410,21 @@ return freed
 """,
 )
 
-# Turn events waiting in the grouping window into one RQ job, once (`Store.grouping.group`).
-# ARGV tail: the `n_refs` event refs, then the job's commands (argument count, arguments;
-# recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them and run
-# the commands, return 1. Otherwise do nothing and return the refs still waiting (a sweep or
-# another API process grouped the others): the caller records a job for those.
-GROUP = Script(
-    "GROUP",
-    ("ungrouped",),
-    ("n_refs",),
-    """
-local n = tonumber(A.n_refs)
-local last = ARGV_REST + n - 1
-local present = {}
-for i = ARGV_REST, last do
-  if redis.call('ZSCORE', K.ungrouped, ARGV[i]) then present[#present + 1] = ARGV[i] end
-end
-if #present < n then return present end
-redis.call('ZREM', K.ungrouped, unpack(ARGV, ARGV_REST, last))
-local p = last + 1
-while p <= #ARGV do
-  local nargs = tonumber(ARGV[p])
-  redis.call(unpack(ARGV, p + 1, p + nargs))
-  p = p + 1 + nargs
-end
-return 1
-""",
-)
-
-# A running job takes up to `limit` events waiting in the grouping window
-# (`Store.grouping.claim`): they leave the ungrouped zset for the claimed one, scored by the
-# lease's end (epoch s). Returns the claimed refs, oldest first.
-CLAIM = Script(
-    "CLAIM",
-    ("ungrouped", "claimed"),
-    ("limit", "lease_end"),
-    """
-local refs = redis.call('ZRANGE', K.ungrouped, 0, tonumber(A.limit) - 1)
-for _, ref in ipairs(refs) do
-  redis.call('ZREM', K.ungrouped, ref)
-  redis.call('ZADD', K.claimed, A.lease_end, ref)
-end
-return refs
-""",
-)
-
-# Claims whose lease ended by `now` (their work horse died, or gave them back with score 0) go
-# back to the ungrouped zset with score 0, so the next sweep groups them into an RQ job at once.
-# Returns how many.
-EXPIRED_CLAIMS = Script(
-    "EXPIRED_CLAIMS",
-    ("claimed", "ungrouped"),
-    ("now",),
-    """
-local refs = redis.call('ZRANGEBYSCORE', K.claimed, '-inf', A.now)
-for _, ref in ipairs(refs) do
-  redis.call('ZREM', K.claimed, ref)
-  redis.call('ZADD', K.ungrouped, 0, ref)
-end
-return #refs
-""",
-)
-
 # The event explorer's index (`ragmon.store.event_index`). Both scripts: `indexed` the indexed
 # series zset, `traces` the trace hash; key templates by time, by measure, of records and by
 # expiry, where `SLOT.series` stands for the series and `SLOT.measure` for the measure; `now`;
 # `trim_max` how many expired events to drop per series at most.
 _EXPLORE_KEYS = ("indexed", "traces")
-_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "now", "trim_max")
+_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "app_key", "now",
+                 "trim_max")  # fmt: skip
 _EXPLORE = """
 local function key(template, series, measure)
   local k = string.gsub(template, SLOT.series, function() return series end)
   if measure then k = string.gsub(k, SLOT.measure, function() return measure end) end
   return k
+end
+local function app_of(series)
+  return string.sub(series, 1, string.find(series, SEP, 1, true) - 1)
 end
 local now = tonumber(A.now)
 local function trim(series)
@@ -332,7 +448,10 @@ local function trim(series)
     end
     redis.call('ZREM', expiry, ref)
   end
-  if redis.call('ZCARD', expiry) == 0 then redis.call('ZREM', K.indexed, series) end
+  if redis.call('ZCARD', expiry) == 0 then
+    redis.call('ZREM', K.indexed, series)
+    redis.call('ZREM', key(A.app_key, app_of(series)), series)
+  end
   return #old
 end
 """
@@ -341,19 +460,34 @@ end
 # for an event FINISH has just made done (its series set, not yet indexed), then trims its
 # series. `record`: the record JSON (`explorer.record`); `hour_key`: the hour key template
 # (`SLOT.series`, and `SLOT.hour` the unix hour of the event) and `hour_ttl` its TTL;
-# `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares.
+# `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares, and to
+# the series' overview summary (`summary_key`, see OVERVIEW) when that hour is already in it.
+# An event of an app folded into the all-`other` series (`orphan`: past the fleet's series
+# cap) is indexed under its app's own folded series (its app, then `fold_tail`), so the app
+# stays in the explorer. The series is listed in `indexed` and in its app's `app_key` set.
 # Members are `<time>|<ref>` and `<value>|<time>|<ref>`, all scored 0 (read by lex order).
 # Returns 1 when indexed, 0 when not (already, or FINISH did not record it).
 EXPLORE_INDEX = Script(
     "EXPLORE_INDEX",
     (*_EXPLORE_KEYS, "event"),
-    (*_EXPLORE_ARGS, "record", "ref", "hour_key", "hour_ttl", "hourly"),
+    (
+        *_EXPLORE_ARGS,
+        "record",
+        "ref",
+        "hour_key",
+        "hour_ttl",
+        "hourly",
+        "summary_key",
+        "orphan",
+        "fold_tail",
+    ),
     _EXPLORE
     + """
 local series = redis.call('HGET', K.event, F.series)
 if not series or redis.call('HSETNX', K.event, F.indexed, 1) == 0 then return 0 end
 local ref = A.ref
 local r = cjson.decode(A.record)
+if series == A.orphan and r.app ~= app_of(A.orphan) then series = r.app .. SEP .. A.fold_tail end
 redis.call('HSET', key(A.records_key, series), ref, A.record)
 redis.call('ZADD', key(A.time_key, series), 0, r.t .. SEP .. ref)
 for m, v in pairs(r.x) do
@@ -361,6 +495,7 @@ for m, v in pairs(r.x) do
 end
 redis.call('ZADD', key(A.expiry_key, series), r.e, ref)
 redis.call('ZADD', K.indexed, now, series)
+redis.call('ZADD', key(A.app_key, app_of(series)), now, series)
 if r.tid then redis.call('HSET', K.traces, r.app .. SEP .. r.tid, cjson.encode({series, ref})) end
 local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
 local hkey = string.gsub(key(A.hour_key, series), SLOT.hour, hour)
@@ -370,8 +505,113 @@ for m, v in pairs(cjson.decode(A.hourly)) do
   redis.call('HINCRBYFLOAT', hkey, m .. SEP .. HOUR.sumsq, string.format('%.17g', v * v))
 end
 redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
+local skey = key(A.summary_key, series)
+local at = tonumber(redis.call('HGET', skey, OV.hour)) or -1
+local h = tonumber(hour)
+if at >= 0 and h < at and h > at - 192 then  -- an hour the summary holds: add to it
+  local part = OV.before
+  if h > at - 24 then part = OV.recent end
+  for m, v in pairs(cjson.decode(A.hourly)) do
+    local f = part .. SEP .. m .. SEP
+    redis.call('HINCRBYFLOAT', skey, f .. HOUR.count, 1)
+    redis.call('HINCRBYFLOAT', skey, f .. HOUR.sum, string.format('%.17g', v))
+    redis.call('HINCRBYFLOAT', skey, f .. HOUR.sumsq, string.format('%.17g', v * v))
+  end
+end
 trim(series)
 return 1
+""",
+)
+
+# The explorer's overview of `n_series` series (ARGV tail): per series, how many events its
+# index holds and the sums (count, sum, sum of squares per measure of `fields`, JSON list of
+# `<measure>|<part>`) of its last 24 hours (this one included) and of the 7 days before.
+# Read from a summary per series (`summary_key`, a hash: `h` the unix hour it was made for,
+# `r|<field>` the 23 complete hours before it, `b|<field>` the 168 before those) plus this
+# hour's live sums: two reads a series. A summary made for one or two hours before is moved
+# forward an hour at a time (each step adds one hour and moves or drops two: three reads; the
+# hourly sums keep 2 hours past the windows for this), an older one is made again from the
+# hourly sums (191 reads, once an hour at most); EXPLORE_INDEX adds a
+# finished event to the summary when its hour is already in it. Returns per series: the event
+# count, then the recent and the before sums in `fields` order (as strings).
+OVERVIEW = Script(
+    "OVERVIEW",
+    (),
+    ("time_key", "hour_key", "summary_key", "hour", "fields", "ttl", "n_series"),
+    """
+local function key(template, series)
+  return (string.gsub(template, SLOT.series, function() return series end))
+end
+local fields = cjson.decode(A.fields)
+local H = tonumber(A.hour)
+local ttl = tonumber(A.ttl)
+local function hour_sums(series, h)
+  local hk = string.gsub(key(A.hour_key, series), SLOT.hour, string.format('%d', h))
+  local raw = redis.call('HMGET', hk, unpack(fields))
+  local out = {}
+  for i = 1, #fields do out[i] = tonumber(raw[i]) or 0 end
+  return out
+end
+local function add(into, from, sign)
+  for i = 1, #fields do into[i] = into[i] + sign * from[i] end
+end
+local function zeros()
+  local z = {}
+  for i = 1, #fields do z[i] = 0 end
+  return z
+end
+local out = {}
+for j = ARGV_REST, ARGV_REST + tonumber(A.n_series) - 1 do
+  local series = ARGV[j]
+  local skey = key(A.summary_key, series)
+  local stored = redis.call('HGETALL', skey)
+  local have = {}
+  for i = 1, #stored, 2 do have[stored[i]] = stored[i + 1] end
+  local at = tonumber(have[OV.hour]) or -1
+  local recent, before = zeros(), zeros()
+  if at >= 0 and at <= H then
+    for i, f in ipairs(fields) do
+      recent[i] = tonumber(have[OV.recent .. SEP .. f]) or 0
+      before[i] = tonumber(have[OV.before .. SEP .. f]) or 0
+    end
+  end
+  if at < 0 or at > H or H - at > 2 then  -- none, or older than the hours still kept: make it
+    recent, before = zeros(), zeros()
+    for h = H - 191, H - 1 do
+      if h > H - 24 then add(recent, hour_sums(series, h), 1)
+      else add(before, hour_sums(series, h), 1) end
+    end
+  else  -- move it forward to this hour
+    for g = at, H - 1 do
+      local leaving = hour_sums(series, g - 23)
+      add(recent, hour_sums(series, g), 1)
+      add(recent, leaving, -1)
+      add(before, leaving, 1)
+      add(before, hour_sums(series, g - 191), -1)
+    end
+  end
+  if at ~= H then
+    for i = 1, #fields, 3 do  -- counts are whole: no rounding left where nothing is
+      for _, w in ipairs({recent, before}) do
+        if w[i] < 0.5 then w[i], w[i + 1], w[i + 2] = 0, 0, 0 end
+      end
+    end
+    local set = {OV.hour, string.format('%d', H)}
+    for i, f in ipairs(fields) do
+      set[#set + 1] = OV.recent .. SEP .. f
+      set[#set + 1] = string.format('%.17g', recent[i])
+      set[#set + 1] = OV.before .. SEP .. f
+      set[#set + 1] = string.format('%.17g', before[i])
+    end
+    redis.call('HSET', skey, unpack(set))
+    redis.call('EXPIRE', skey, ttl)
+  end
+  add(recent, hour_sums(series, H), 1)
+  out[#out + 1] = redis.call('ZCARD', key(A.time_key, series))
+  for i = 1, #fields do out[#out + 1] = string.format('%.17g', recent[i]) end
+  for i = 1, #fields do out[#out + 1] = string.format('%.17g', before[i]) end
+end
+return out
 """,
 )
 
@@ -388,8 +628,8 @@ return trim(A.series)
 """,
 )
 
-ALL = (INGEST, INGEST_JOBS, FINISH, FAIL, FREE_SERIES, GROUP, CLAIM, EXPIRED_CLAIMS,
-       EXPLORE_INDEX, EXPLORE_TRIM)  # fmt: skip
+ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
+       EXPLORE_TRIM, OVERVIEW)  # fmt: skip
 
 # Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
 # KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:
