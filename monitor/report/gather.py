@@ -38,6 +38,7 @@ class Events:
     lengths: list[float] = field(default_factory=list)  # words in the query; NaN when unknown
     passages: list[Sequence[Hashable]] = field(default_factory=list)  # top-K ids; () if unknown
     values: dict[str, list[float]] = field(default_factory=dict)  # NaN where not computed
+    probs: list[float] = field(default_factory=list)  # inclusion probability (1.0: all judged)
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -49,6 +50,7 @@ class Events:
         self.passages.append(tuple(record.get("pids") or ()))
         ql = record.get("ql")
         self.lengths.append(float(ql) if ql is not None else math.nan)
+        self.probs.append(float(record.get("ip") or 1.0))
         for measure, v in record["m"].items():
             column = self.values.setdefault(measure, [math.nan] * n)
             column.append(float(v) if v is not None else math.nan)
