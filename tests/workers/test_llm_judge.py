@@ -345,6 +345,78 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
     assert grades[0] == 3 and grades[2] == 1 and grades[1] is not None
 
 
+def _passage_fails(text: str, status: int = 500):
+    """A rule of the fake server: `status` whenever the prompt holds this passage, forever."""
+    return lambda rec: Reply.error(status) if text in rec.prompt else None
+
+
+@pytest.mark.parametrize("status", [500, 429, 408])
+def test_a_passage_failing_for_now_stays_unjudged_on_the_last_try_only(redis_url, status):
+    """A passing failure (5xx, 429, timeout) of one passage asks for the event to be tried
+    again; on its last try the passage stays unjudged under that reason and the others count."""
+    with FakeLLM(rule=_passage_fails(PASSAGES[1][1], status)) as fake:
+        s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
+        store = Store.connect(s)
+        event = {"query": QUERY, "k": 2, "timestamp": "2030-01-01T00:00:00+00:00",
+                 "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
+
+        async def grade(last_try: bool):
+            judge = OpenAIJudge(s, store)
+            try:
+                return await grade_event(event, judge, store, last_try=last_try)
+            finally:
+                await judge.aclose()
+
+        with pytest.raises(JudgeError) as info:
+            asyncio.run(grade(last_try=False))
+        assert info.value.retryable
+        last = asyncio.run(grade(last_try=True))
+    reason = {500: "server_error", 429: "rate_limited", 408: "timeout"}[status]
+    assert last.unjudged == {reason: 1}
+    assert last.grades[1] is None and last.sources == ["cache", None, "cache"]
+    assert last.grades[0] is not None and last.grades[2] is not None
+
+
+def test_on_the_last_try_every_passage_keeps_its_own_reason(redis_url, fake):
+    """One call refused (lasting), one a 500 (passing): each unjudged passage is counted under
+    its own reason."""
+    s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
+    store = Store.connect(s)
+    fake.script(Reply.text('{"grade": 3}'), Reply.refusal(), Reply.error(500))
+    event = {"query": QUERY, "k": 2, "timestamp": "2030-01-01T00:00:00+00:00",
+             "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
+
+    async def grade():
+        judge = OpenAIJudge(s, store)
+        try:
+            return await grade_event(event, judge, store, last_try=True)
+        finally:
+            await judge.aclose()
+
+    got = asyncio.run(grade())
+    assert got.grades == [3, None, None] and got.unjudged == {"refused": 1, "server_error": 1}
+
+
+def test_on_the_last_try_an_event_with_nothing_graded_still_fails(redis_url):
+    """Nothing could be graded: the passing failure is raised (the event then fails)."""
+    with FakeLLM(rule=lambda rec: Reply.error(503)) as fake:
+        s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
+        store = Store.connect(s)
+        event = {"query": QUERY, "k": 2, "timestamp": "2030-01-01T00:00:00+00:00",
+             "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
+
+        async def grade():
+            judge = OpenAIJudge(s, store)
+            try:
+                return await grade_event(event, judge, store, last_try=True)
+            finally:
+                await judge.aclose()
+
+        with pytest.raises(JudgeError) as info:
+            asyncio.run(grade())
+    assert info.value.retryable and info.value.reason == "server_error"
+
+
 def test_the_judge_itself_writes_no_judgment_cache(redis_url, fake):
     """The job caches what the judge got (`workers/judges/cache.py`): the judge only reports it."""
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
