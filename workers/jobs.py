@@ -14,7 +14,7 @@ from typing import Any
 from ragmon.core.measures import MeasureParams, compute
 from ragmon.store import Store, event_day, ref_of, text_hash
 from ragmon.store.keys import SEP
-from ragmon.store.rq_jobs import abandoned
+from ragmon.store.rq_jobs import abandoned, last_attempt
 from ragmon.workers.context import WorkerContext, current_context
 from ragmon.workers.grading import InFlight, grade_event, on_both_scales, probe_event
 from ragmon.workers.judges.base import Judge, JudgeError
@@ -58,13 +58,17 @@ async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
     outcomes: list[tuple[dict, object]] = []
     claims = Claims(store)
     inflight = InFlight()  # a passage repeated across the job's events is judged once
+    # The job's own events are on their last try when RQ has no retry left for it; claimed
+    # events never are (a passing failure gives them back for an RQ job of their own).
+    last = last_attempt()
 
-    def start(event: dict) -> None:
-        tasks[asyncio.ensure_future(_one(ctx, store, judge, params, event, inflight))] = event
+    def start(event: dict, last_try: bool = False) -> None:
+        work = _one(ctx, store, judge, params, event, inflight, last_try)
+        tasks[asyncio.ensure_future(work)] = event
 
     try:
         for e in events:
-            start(e)
+            start(e, last)
         until = time.monotonic() + GREEDY_MAX_S
         busy_at = time.monotonic()
         while True:
@@ -185,14 +189,18 @@ async def _one(
     params: MeasureParams,
     event: dict,
     inflight: InFlight,
+    last_try: bool = False,
 ) -> str:
-    graded = await grade_event(event, judge, store, inflight)
+    """Judge one event, measure it and record it. On its last try (`last_try`: the delivery
+    gives it no further attempt) a passing judge failure leaves the passages it hit unjudged
+    and the event is measured; it fails only when nothing could be graded."""
+    graded = await grade_event(event, judge, store, inflight, last_try)
     grades, utility = on_both_scales(graded.grades, judge)
     k = event["k"]
     ps: list[float | None] | None = None
     missing = None
     if ctx.settings.utility and event["passages"]:
-        ps, missing = await probe_event(event, judge, store)
+        ps, missing = await probe_event(event, judge, store, last_try)
     p_no = None if missing else ps
     measures = compute(
         grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats()

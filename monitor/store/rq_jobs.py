@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from rq import Callback, Queue, Retry, Worker
+from rq import Callback, Queue, Retry, Worker, get_current_job
 from rq.exceptions import AbandonedJobError
 from rq.worker import BaseWorker
 
@@ -23,6 +23,12 @@ JOB_FUNC = "ragmon.workers.jobs.process_events"
 ON_FAILURE = "ragmon.workers.jobs.on_job_failure"
 JOB_TIMEOUT_S = 3600  # a job may wait out an LLM outage (the judge backs off inside)
 JOB_RETRY = Retry(max=5, interval=[10, 30, 120, 600, 1800])
+
+
+def last_attempt() -> bool:
+    """True inside the run of a ragmon job that has no retry left (its events' last try)."""
+    job = get_current_job()
+    return job is not None and not job.retries_left
 
 
 def abandoned(exc_type: type[BaseException] | None) -> bool:

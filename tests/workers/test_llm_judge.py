@@ -716,6 +716,62 @@ def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
     assert "ragmon_events_failed_total{" not in metrics  # no event failed
 
 
+def _retries_now(api: ApiServer) -> None:
+    """Make every waiting retry due now and run a worker (the delivery's own retry path, its
+    delays skipped): RQ's scheduled registry moved to the past, then a burst worker whose
+    scheduler enqueues what is due."""
+    store = Store.connect(api.settings)
+    registry = store.queue.scheduled_job_registry
+    due = dict.fromkeys(registry.get_job_ids(), 0)
+    if due:
+        store.client.zadd(registry.key, due, xx=True)
+    make_worker(api.settings).work(burst=True, with_scheduler=True)
+
+
+def _through_every_try(api: ApiServer, event: dict) -> tuple[dict, int]:
+    """Post `event`, then run the worker until it is no longer queued; the result and the tries."""
+    res, tries = _post_and_work(api, event), 1
+    while res["status"] == "queued":
+        assert res["error"], res  # waiting for a retry, with the judge's last error
+        _retries_now(api)
+        tries += 1
+        assert tries <= 10, res
+        res = api.client.get(f"/v1/retrievals/{res['event_id']}?app=test").json()
+    return res, tries
+
+
+def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_event_measured(
+    api, fake
+):
+    """One passage's judge call answers 500 forever: the event is tried again each time (its
+    other grades cached), and after the last try it is measured with that passage unjudged
+    (`server_error`), judged@K below 1, and not failed."""
+    failing = _event()["passages"][1]["text"]  # in the top K
+    fake.rule = _passage_fails(failing)
+    res, tries = _through_every_try(api, _event())
+    assert tries == 6  # the first try and RQ's five retries
+    assert res["status"] == "done", res
+    assert res["unjudged"] == {"server_error": 1}
+    assert [p["grade"] is None for p in res["passages"]] == [False, True, False, False]
+    assert res["judged_at_k"] == 0.5 and res["measures"]["ndcg"] is not None
+    asked = [r for r in fake.chat_requests() if failing in r.prompt]
+    assert len(asked) == tries * 3  # each try: one call and RAGMON_JUDGE_MAX_RETRIES=2
+    assert len(fake.chat_requests()) - len(asked) == 3  # the others once: then the cache
+    metrics = api.client.get("/metrics").text
+    labels = 'app="test",index="default",reason="server_error",retriever="bm25",segment="default"'
+    assert f"ragmon_passages_unjudged_total{{{labels}}} 1.0" in metrics
+    assert "ragmon_events_failed_total{" not in metrics
+
+
+def test_an_event_nothing_of_which_could_be_graded_fails_after_every_retry(api, fake):
+    fake.rule = lambda rec: Reply.error(503)
+    res, tries = _through_every_try(api, _event())
+    assert tries == 6
+    assert res["status"] == "failed" and res["error"].startswith("judge_unavailable"), res
+    metrics = api.client.get("/metrics").text
+    assert 'ragmon_events_failed_total{reason="judge_unavailable"} 1.0' in metrics
+
+
 def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):
     fake.script(*[Reply.refusal()] * len(_event()["passages"]))
     res = _post_and_work(api, _event())
