@@ -178,7 +178,7 @@ async def _ask(
     if failure is not None and failure.retryable and not last:
         raise failure  # waiting may get every grade: the event is tried again
     reasons = [None] * len(idx) if failure is None else failure.passage_reasons(len(idx))
-    for i, g, reason in zip(idx, got, reasons, strict=True):
+    for i, g in zip(idx, got, strict=True):
         out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
     if failure is not None and all(g is None for g in out.grades):
         raise failure  # nothing could be graded: the event fails (or waits, if passing)

@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 that speaks OpenAI's chat-completions protocol.
 
 Tests script its answers (`FakeLLM.script(Reply...)`) or choose them per request
-(`FakeLLM(rule=...)`); otherwise it grades by a deterministic rule: the offline lexical judge's grade of each delimited passage. It records
-every request (arrival time, headers, JSON body) and its answer for assertions.
+(`FakeLLM(rule=...)`); otherwise it grades by a deterministic rule: the offline lexical judge's
+grade of each delimited passage. It records every request (arrival time, headers, JSON body)
+and its answer for assertions.
 
 Logprobs: a request with `logprobs` gets them (`FakeLLM(logprobs=False)` plays a server that
 ignores the option). `Reply.top({...})` scripts the first position's top logprobs; the utility

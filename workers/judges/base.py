@@ -38,8 +38,7 @@ class JudgeError(Exception):
         grades = self.grades or [None] * n
         own = self.reasons or [None] * n
         return [
-            None if g is not None else (r or self.reason)
-            for g, r in zip(grades, own, strict=True)
+            None if g is not None else (r or self.reason) for g, r in zip(grades, own, strict=True)
         ]
 
 
