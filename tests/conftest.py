@@ -14,7 +14,11 @@ from tests.reliability.support import FIGURE
 from tests.support.api_server import ApiServer
 from tests.support.stack import RedisServer, Stack
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-dl"
+# ../shared/data/trec-dl beside the checkout; TREC_DL_DIR names another place (a worktree's).
+SHARED_DATA = Path(
+    os.environ.get("TREC_DL_DIR")
+    or Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-dl"
+)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from ragmon.core.measure_table import MEASURES
 from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.core.signals import SIGNALS as SIGNAL_TABLE
 from ragmon.core.wire import LABEL_KEYS
 
 SERIES_LABELS = LABEL_KEYS  # the per-series metrics' labels: an event's labels, in their order
@@ -198,6 +199,41 @@ OPERATIONS: tuple[Metric, ...] = (
     ),
 )
 
+# Signals of every accepted event, judged or not, written at ingest (`ragmon.core.signals`):
+# per series, under the same series budget as the quality histograms.
+SIGNALS: tuple[Metric, ...] = (
+    *(
+        Metric(f"ragmon_signal_{s.key}", "histogram", s.help, SERIES_LABELS, s.buckets)
+        for s in SIGNAL_TABLE
+    ),
+    *(
+        Metric(
+            f"ragmon_signal_{s.key}_sum_squares",
+            "counter",
+            f"Sum of squared values of ragmon_signal_{s.key}: with its _sum and _count, the "
+            "variance (for the score-drop alert).",
+            SERIES_LABELS,
+            of=f"signal_{s.key}",
+        )
+        for s in SIGNAL_TABLE
+        if s.sum_squares
+    ),
+    Metric(
+        "ragmon_signal_short",
+        "counter",
+        "Accepted events with fewer passages than K (M < K, empty results included), by series.",
+        SERIES_LABELS,
+    ),
+    Metric(
+        "ragmon_signal_queries_distinct",
+        "gauge",
+        "Distinct queries (case and runs of white space ignored) among each series' accepted "
+        "events of the current UTC day by their timestamp: a HyperLogLog estimate (standard "
+        "error 0.81 %).",
+        SERIES_LABELS,
+    ),
+)
+
 # People's grades against the judge's (docs/agreement.md). `reference` is `human` for people's
 # grades, or the first judge's identity for the second judge (RAGMON_SECOND_JUDGE_MODEL);
 # `bound` is `estimate`, `low` or `high` (the 95 % interval), so a dashboard draws a band.
@@ -309,7 +345,7 @@ ANCHOR: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + JUDGING + ANCHOR
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -274,6 +274,16 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
     models_changed = bool(jb.models and jc.models and set(jb.models) != set(jc.models))
     mixes = {g: segment_mix(g, c) for g, c in compared.coded.items()}
     pops = {g: query_population(g, c) for g, c in compared.coded.items()}
+    for g, (vb, vc) in compared.volumes.items():
+        if vb.enough and vc.enough:
+            continue
+        # too few events to tell: their shares are shown, but no shift of the traffic is named
+        # (a handful of events moves a share by chance, and nothing is compared to explain)
+        mix = mixes.get(g)
+        if mix is not None:
+            mixes[g] = replace(mix, moved=False)
+        if g in pops:
+            pops[g] = replace(pops[g], moved=[])
     regressions = []
     for g in groups:
         bad = [r for r in rows if r.group == g and r.status == "regression"]

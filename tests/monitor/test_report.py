@@ -502,6 +502,30 @@ def test_query_population_shift_is_said_without_segments() -> None:
     assert not report.mix  # one segment: no mix table
 
 
+def test_no_mix_shift_is_named_for_too_few_events() -> None:
+    """A retriever with too few events to tell gets no verdict, and no mix-shift line either:
+    its segment shares are shown, but 20 events moving from `howto` to `billing` are not
+    called a shift of the traffic."""
+    rng = random.Random(14)
+    cur, base = windows(end="2026-11-22", days=7)
+
+    def week(window: Window, billing: int) -> WindowData:
+        return window_data(
+            window,
+            [("bm25", ranked_grades(rng, GOOD), "billing" if i < billing else "howto")
+             for i in range(20)],
+        )  # fmt: skip
+
+    report = analyze(Dataset(week(cur, 18), week(base, 2), [], True, 35.0))
+    assert report.too_few == [(APP, INDEX, "bm25")]
+    (mix,) = report.mix
+    assert [round(c - b, 1) for _, b, c in mix.shares] == [0.8, -0.8]  # shares still shown
+    assert not report.mix_shifts and not mix.moved
+    from ragmon.report.analyze import summary_line
+
+    assert "segment mix moved" not in summary_line(report)
+
+
 def store_records(data: WindowData) -> list[dict]:
     """The per-event records a `window_data` was built from, rebuilt from its columns."""
     out = []
