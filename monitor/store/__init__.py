@@ -187,9 +187,8 @@ class Store:
         `event_ref` (None when unknown or expired)."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hmget(
-                    self.keys.event(ref), Field.PAYLOAD, Field.STATUS, Field.RECEIVED, Field.ATTEMPTS
-                )
+                fields = (Field.PAYLOAD, Field.STATUS, Field.RECEIVED, Field.ATTEMPTS)
+                pipe.hmget(self.keys.event(ref), *fields)
             rows = pipe.execute()
         out: list[dict | None] = []
         for payload, status, rt, attempts in rows:
