@@ -173,6 +173,30 @@ def k_per_app(raw: str) -> dict[str, int]:
     return out
 
 
+def per_app(what: str, example: str, lo: float, hi: float | None = None) -> Callable:
+    """`5` (every app) or `support-bot=10,search=2` (a bare number, or `*=`, for any app not
+    named): a limit per app, each in [lo, hi]. `what` and `example` word the error."""
+
+    def parse(raw: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for part in raw.split(","):
+            app, sep, amount = part.strip().rpartition("=")
+            app = app.strip() if sep else "*"
+            try:
+                value = float(amount.strip())
+            except ValueError:
+                value = math.nan
+            ok = math.isfinite(value) and value >= lo and (hi is None or value <= hi)
+            if not ok or not (app == "*" or _APP_LABEL.match(app)) or app in out:
+                raise ValueError(
+                    f"must be {what} for every app, or app={what.split()[0]} pairs, e.g. {example}"
+                )
+            out[app] = value
+        return out
+
+    return parse
+
+
 def app_shares(raw: str) -> dict[str, float]:
     """`support-bot=3,search=1`: each app's share of the drain's turns (others: 1)."""
     out: dict[str, float] = {}

@@ -104,6 +104,15 @@ class Settings:
     daily_budget_usd: float = field(
         default=0.0, metadata={"env": "RAGMON_DAILY_BUDGET_USD", "parse": values.number(0.0)}
     )
+    # Each app's own daily judge budget (`5`, or `support-bot=10,search=2` with a bare number
+    # for the apps not named; 0: none), within RAGMON_DAILY_BUDGET_USD's for the fleet.
+    app_daily_budget_usd: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "env": "RAGMON_APP_DAILY_BUDGET_USD",
+            "parse": values.per_app("USD (≥ 0)", "support-bot=10,search=2", 0.0),
+        },
+    )
     relevant_grade: int = field(
         default=2, metadata={"env": "RAGMON_RELEVANT_GRADE", "parse": values.number(1, 3, int)}
     )
@@ -136,6 +145,9 @@ class Settings:
     cache_ttl_days: float = field(
         default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": values.number(0.0, 3650)}
     )
+    shared_cache: bool = field(
+        default=False, metadata={"env": "RAGMON_SHARED_CACHE", "parse": values.boolean}
+    )
     store_text: bool = field(
         default=True, metadata={"env": "RAGMON_STORE_TEXT", "parse": values.boolean}
     )
@@ -144,6 +156,15 @@ class Settings:
     )
     text_keys_file: str | None = field(
         default=None, metadata={"env": "RAGMON_TEXT_KEYS_FILE", "parse": values.text}
+    )
+    # Each app's share of Redis: MB of events it may hold (`500`, or `support-bot=2000,search=500`
+    # with a bare number for the apps not named; 0: none). Past it, 507 naming app and limit.
+    app_storage_mb: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "env": "RAGMON_APP_STORAGE_MB",
+            "parse": values.per_app("MB (≥ 0)", "support-bot=2000,search=500", 0.0),
+        },
     )
     queue_limit: int = field(
         default=100_000,
@@ -303,6 +324,11 @@ class Settings:
             ndcg_gain=self.ndcg_gain,
             harm_grades=self.harm_grades,
         )
+
+    def app_daily_budget(self, app: str) -> float:
+        """`app`'s own daily judge budget in USD (0: none, only the fleet's)."""
+        limits = self.app_daily_budget_usd
+        return limits.get(app, limits.get("*", 0.0))
 
     @property
     def judge_configured(self) -> bool:

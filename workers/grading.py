@@ -11,6 +11,7 @@ from ragmon.core.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from ragmon.store import event_day, query_hash, text_hash
 from ragmon.store.keys import SEP
 from ragmon.workers.judges import utility
+from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError
 from ragmon.workers.judges.cache import JudgmentCache
 
@@ -60,12 +61,15 @@ class InFlight:
 
     Repeated questions arrive together: when two events of a job hold the same passage for
     the same query, the second waits for the first one's grade instead of paying the judge
-    twice (and both get the same grade). A grade the first could not get is asked again."""
+    twice (and both get the same grade). A grade the first could not get is asked again.
+    Like the cache, only within one app unless RAGMON_SHARED_CACHE=true (`app` None)."""
 
-    asked: dict[tuple[str, str], asyncio.Future[int | None]] = field(default_factory=dict)
+    asked: dict[tuple[str | None, str, str], asyncio.Future[int | None]] = field(
+        default_factory=dict
+    )
 
-    def key(self, query: str, text: str) -> tuple[str, str]:
-        return query_hash(query), text_hash(text)
+    def key(self, app: str | None, query: str, text: str) -> tuple[str | None, str, str]:
+        return app, query_hash(query), text_hash(text)
 
 
 async def grade_event(
@@ -75,7 +79,8 @@ async def grade_event(
     inflight: InFlight | None = None,
     last_try: bool = False,
 ) -> Graded:
-    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only).
+    """Known grades (at every depth), then the judgment cache, then the judge (top 2K only),
+    its calls paid by the event's app (`accounting.paying`: its own budget, then the fleet's).
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
     `on_both_scales` splits them). Each passage has its own outcome: one the judge cannot
@@ -87,6 +92,13 @@ async def grade_event(
     the judgment cache, which gets every grade the judge gives, even those of an event that
     then fails.
     """
+    with paying(event["labels"]["app"]):
+        return await _grade_event(event, judge, store, inflight, last_try)
+
+
+async def _grade_event(
+    event: dict, judge: Judge, store: Store, inflight: InFlight | None, last_try: bool
+) -> Graded:
     passages = event["passages"]
     depth = judged_depth(event)
     dup = duplicates(passages)
@@ -110,7 +122,7 @@ async def grade_event(
         await ask(None, todo)
         return out
     texts = [passages[i]["text"] for i in todo]
-    cache = JudgmentCache(store, judge.identity)
+    cache = JudgmentCache.of(store, judge.identity, event)
     cached = cache.grades(query, texts)
     misses = []
     for i, g in zip(todo, cached, strict=True):
@@ -126,7 +138,7 @@ async def grade_event(
     if inflight is None:
         await ask(cache, misses)
         return out
-    keys = {i: inflight.key(query, passages[i]["text"]) for i in misses}
+    keys = {i: inflight.key(cache.app, query, passages[i]["text"]) for i in misses}
     others = {i: inflight.asked[keys[i]] for i in misses if keys[i] in inflight.asked}
     mine = [i for i in misses if i not in others]
     loop = asyncio.get_running_loop()
@@ -211,8 +223,15 @@ async def probe_event(
 
     A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
     the p's it did get, so the event's next attempt pays only for the rest; on its last attempt
-    (`last_try`) UDCG stays null with that failure's reason instead.
+    (`last_try`) UDCG stays null with that failure's reason instead. The event's app pays.
     """
+    with paying(event["labels"]["app"]):
+        return await _probe_event(event, judge, store, last_try)
+
+
+async def _probe_event(
+    event: dict, judge: Judge, store: Store, last_try: bool
+) -> tuple[list[float | None], str | None]:
     passages = event["passages"]
     k = min(event["k"], len(passages))
     ps: list[float | None] = [None] * len(passages)
@@ -221,7 +240,7 @@ async def probe_event(
         return ps, "no_llm"
     query = event["query"]
     texts = [p["text"] for p in passages[:k]]
-    cache = JudgmentCache(store, judge.identity)
+    cache = JudgmentCache.of(store, judge.identity, event)
     ps[:k] = cache.ps(query, texts)
     misses = [i for i in range(k) if ps[i] is None]
     day = event_day(event)

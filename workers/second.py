@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ragmon.store import text_hash
 from ragmon.workers.grading import CACHE, JUDGE, Graded, on_both_scales
+from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError
 
 if TYPE_CHECKING:
@@ -49,8 +50,9 @@ async def second_opinion(
     second = OpenAIJudge(replace(settings, judge_model=model), store)
     passages = event["passages"]
     try:
-        got = await second.grade(event["query"], [(passages[i]["id"], passages[i]["text"])
-                                                  for i in idx])  # fmt: skip
+        with paying(event["labels"]["app"]):  # the event's app pays, as for the first judge
+            got = await second.grade(event["query"], [(passages[i]["id"], passages[i]["text"])
+                                                      for i in idx])  # fmt: skip
     except JudgeError as exc:
         log.info("second judge skipped event %s: %s", event["event_id"], exc.reason)
         return

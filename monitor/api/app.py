@@ -50,6 +50,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         await writer.start()
         yield
         await writer.stop()
+        await service.aclose()
         metrics_text.close()
         service.close()
         gc.set_threshold(*thresholds)

@@ -250,7 +250,7 @@ def encode_response(media: str, rejected: int, message: str) -> bytes:
 
 def encode_status(media: str, http_status: int, message: str) -> bytes:
     """The `google.rpc.Status` body OTLP/HTTP expects with a 4xx or 5xx answer."""
-    code = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3, 503: 14}.get(http_status, 2)
+    code = {400: 3, 401: 16, 403: 7, 413: 8, 415: 3, 503: 14, 507: 8}.get(http_status, 2)
     return _encode(Status(code=code, message=message), media)
 
 

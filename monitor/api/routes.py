@@ -47,6 +47,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
     403: {"model": ErrorResponse, "description": "The key may not write this app label."},
     503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
+    507: {"model": ErrorResponse, "description": "The app holds RAGMON_APP_STORAGE_MB."},
 }
 
 READ_RESPONSES: dict[int | str, dict[str, Any]] = {  # a search's or a summary's

@@ -27,6 +27,8 @@ from ragmon.api.batcher import IngestWriter, sampled_in
 from ragmon.api.child import ChildProcess
 from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
 from ragmon.api.spans import Mapped, SpanMap, map_request
+from ragmon.api.storage import RETRY_AFTER_S as STORAGE_RETRY_AFTER_S
+from ragmon.api.storage import AppOverStorage, AppStorage
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
@@ -173,9 +175,13 @@ class IngestService:
         self.store = store
         self.writer = writer
         self.decoder = decoder or ChildProcess()
+        self.storage = AppStorage(settings, store)
 
     def close(self) -> None:
         self.decoder.close()
+
+    async def aclose(self) -> None:
+        await self.storage.aclose()
 
     async def events(
         self, principal: Principal | None, body: bytes, model: type[BaseModel]
@@ -187,7 +193,9 @@ class IngestService:
             items = prepare_events(self.settings, body, model, app, self.store.sealer)
         else:
             items = await self.off_loop(prepare_events, self.settings, body, model, app)
+        await self.check_storage(items)
         results = await self.write(items)
+        self.storage.count(items, [created for _, created in results])
         return [
             (it.event_id, status, created)
             for it, (status, created) in zip(items, results, strict=True)
@@ -202,7 +210,9 @@ class IngestService:
         export = await self.off_loop(prepare_export, self.settings, body, encoding, media, app)
         items, mapped = export.items, export.mapped
         if items:
-            await self.write(items)
+            await self.check_storage(items)
+            results = await self.write(items)
+            self.storage.count(items, [created for _, created in results])
         outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
                     "rejected": len(mapped.rejected)}  # fmt: skip
         self.writer.count_spans(outcomes, mapped.repairs)
@@ -220,6 +230,18 @@ class IngestService:
             raise Refused(
                 500, None, "the decoding process stopped while reading this body; retry once"
             ) from None
+
+    async def check_storage(self, items: list[IngestItem]) -> None:
+        """A `507` naming the app and RAGMON_APP_STORAGE_MB when an app of the request holds
+        its share of Redis (nothing of the request stored)."""
+        try:
+            await self.storage.check(items)
+        except AppOverStorage as exc:
+            raise Refused(
+                507, "app_storage", str(exc), {"Retry-After": str(STORAGE_RETRY_AFTER_S)}
+            ) from None
+        except Exception as exc:
+            raise self.unavailable(exc) from exc
 
     async def write(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
         """Store items durably: `(status, created)` per item, or a 503 `Refused` (the store

@@ -65,9 +65,9 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_events_rejected",
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
-        "unauthorized, forbidden, store_unavailable, timeout: a body not received within "
-        "RAGMON_BODY_TIMEOUT_S); an OTLP retriever span that cannot be an event counts as "
-        "invalid.",
+        "unauthorized, forbidden, store_unavailable, app_storage: an app at "
+        "RAGMON_APP_STORAGE_MB, timeout: a body not received within RAGMON_BODY_TIMEOUT_S); "
+        "an OTLP retriever span that cannot be an event counts as invalid.",
         ("reason",),
     ),
     Metric(

@@ -333,39 +333,53 @@ class Store:
                              bounds)  # fmt: skip
 
     def day_events(self, day: str) -> list[dict]:
-        """The compact per-event results kept for one UTC day (newest last)."""
-        return [json.loads(x) for x in self.client.lrange(self.keys.day_events(day), 0, -1)]
+        """The compact per-event results kept for one UTC day: every app's (each app's newest
+        last), after those of the list all apps shared before."""
+        apps = sorted(
+            x.decode() for x in cast(set[bytes], self.client.smembers(self.keys.day_apps(day)))
+        )
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in [self.keys.day_events(day), *(self.keys.day_events(day, a) for a in apps)]:
+                pipe.lrange(key, 0, -1)
+            lists = pipe.execute()
+        return [json.loads(x) for raw in lists for x in raw]
 
     # ---- judgment cache ---------------------------------------------------------------------
 
     def cached_grades(
-        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str], app: str | None
     ) -> list[int | None]:
-        """Grades cached for (model, prompt version, query, text); None where not cached."""
-        raw = self._cached(model, prompt_version, query, texts)
+        """Grades cached for (model, prompt version, query, text) of `app` (None: the shared
+        cache); None where not cached."""
+        raw = self._cached(model, prompt_version, query, texts, app)
         return [int(v) if v is not None else None for v in raw]
 
     def cached_p(
-        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str], app: str | None
     ) -> list[float | None]:
         """Cached p(NO-RESPONSE) of the utility probe, like `cached_grades`."""
-        raw = self._cached(model, prompt_version, query, texts)
+        raw = self._cached(model, prompt_version, query, texts, app)
         return [float(v) if v is not None else None for v in raw]
 
     def _cached(
-        self, model: str, prompt_version: str, query: str, texts: Sequence[str]
+        self, model: str, prompt_version: str, query: str, texts: Sequence[str], app: str | None
     ) -> list[bytes | None]:
         if not texts:
             return []
         qh = query_hash(query)
-        keys = [self.keys.judgment(model, prompt_version, qh, text_hash(t)) for t in texts]
+        keys = [self.keys.judgment(model, prompt_version, qh, text_hash(t), app) for t in texts]
         return list(self.client.mget(keys))  # type: ignore[arg-type]
 
     def cache_grades(
-        self, model: str, prompt_version: str, query: str, graded: Sequence[tuple[str, float]]
+        self,
+        model: str,
+        prompt_version: str,
+        query: str,
+        graded: Sequence[tuple[str, float]],
+        app: str | None,
     ) -> None:
-        """Remember grades (or probe p's) of (text, value) pairs for the cache TTL (0 days: no
-        caching); the prompt version keeps the two apart."""
+        """Remember grades (or probe p's) of (text, value) pairs of `app` (None: the shared
+        cache) for the cache TTL (0 days: no caching); the prompt version keeps the two apart."""
         ttl = int(self.settings.cache_ttl_days * 86400)
         if ttl <= 0 or not graded:
             return
@@ -373,7 +387,9 @@ class Store:
         with self.client.pipeline(transaction=False) as pipe:
             for text, grade in graded:
                 pipe.set(
-                    self.keys.judgment(model, prompt_version, qh, text_hash(text)), grade, ex=ttl
+                    self.keys.judgment(model, prompt_version, qh, text_hash(text), app),
+                    grade,
+                    ex=ttl,
                 )
             pipe.execute()
 

@@ -30,10 +30,11 @@ from ragmon.core.search import (
     row,
     within,
 )
+from ragmon.core.wire import LABEL_KEYS
 from ragmon.store import scripts
-from ragmon.store.fields import HourPart, Slot
+from ragmon.store.fields import Field, HourPart, Slot, Status
 from ragmon.store.index_walk import Page, Walk
-from ragmon.store.keys import SEP, event_ref, series_name, split_ref
+from ragmon.store.keys import OTHER, SEP, event_ref, fold, series_name, split_ref
 
 if TYPE_CHECKING:
     from ragmon.store import Store
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
 CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
+OVERVIEW_CHUNK = 50  # series per OVERVIEW call
+FAILED_CHUNK = 50  # failed refs read at a time
+FAILED_PARSE_BYTES = 4 << 20  # payload bytes a page of failed events parses at most
 
 
 class ExploreIndex:
@@ -52,10 +56,12 @@ class ExploreIndex:
         self.store = store
         self._index = store.client.register_script(scripts.EXPLORE_INDEX.source)
         self._trim = store.client.register_script(scripts.EXPLORE_TRIM.source)
+        self._overview = store.client.register_script(scripts.OVERVIEW.source)
         k, s = self.keys, Slot.SERIES
         self._templates = {
             "time_key": k.explore_time(s), "measure_key": k.explore_measure(Slot.MEASURE, s),
             "records_key": k.explore_records(s), "expiry_key": k.explore_expiry(s),
+            "app_key": k.explore_app_series(s),
         }  # fmt: skip
         self._keys = {"indexed": k.explore_series, "traces": k.explore_traces}
 
@@ -81,6 +87,9 @@ class ExploreIndex:
                 "hour_key": self.keys.explore_hour(Slot.SERIES, Slot.HOUR),
                 "hour_ttl": HOUR_KEEP_S,
                 "hourly": json.dumps(hourly),
+                "summary_key": self.keys.explore_summary(Slot.SERIES),
+                "orphan": fold(OTHER)[0],
+                "fold_tail": SEP.join([OTHER] * (len(LABEL_KEYS) - 1)),
             },
         )
         self._index(keys=call.keys, args=call.args, client=pipe)
@@ -90,6 +99,17 @@ class ExploreIndex:
         so that no call holds Redis for long; returns how many."""
         now = now or time.time()
         dropped = 0
+        held = cast(
+            list[tuple[bytes, float]],
+            self.client.zrange(self.keys.explore_series, 0, -1, withscores=True),
+        )
+        with self.client.pipeline(transaction=False) as pipe:  # each app's set of its series
+            for raw, when in held:
+                name = raw.decode()
+                pipe.zadd(
+                    self.keys.explore_app_series(name.split(SEP, 1)[0]), {name: when}, gt=True
+                )
+            pipe.execute()
         for series in self.series():
             while True:
                 call = scripts.EXPLORE_TRIM.call(
@@ -106,10 +126,28 @@ class ExploreIndex:
     # ---- reading (API) ------------------------------------------------------------------------
 
     def series(self, search: Search | None = None) -> list[str]:
-        """Indexed series matching the search's labels, most recently indexed first."""
-        raw = self.client.zrevrange(self.keys.explore_series, 0, -1)
-        names = [x.decode() for x in raw]  # type: ignore[union-attr]
+        """Indexed series matching the search's labels, most recently indexed first. A search
+        of one app reads only that app's series (`Keys.explore_app_series`)."""
+        names = (
+            self._app_series(search.labels["app"]) if search and "app" in search.labels else None
+        )
+        if names is None:
+            raw = self.client.zrevrange(self.keys.explore_series, 0, -1)
+            names = [x.decode() for x in raw]  # type: ignore[union-attr]
         return [s for s in names if search is None or search.series_matches(s)]
+
+    def _app_series(self, apps: str) -> list[str] | None:
+        """The series of the apps `a|b...`, most recently indexed first; None when an app has
+        no set of its own yet (indexed before apps had them: the hourly sweep makes it)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for app in apps.split(SEP):
+                pipe.exists(self.keys.explore_app_series(app))
+                pipe.zrevrange(self.keys.explore_app_series(app), 0, -1, withscores=True)
+            replies = pipe.execute()
+        if not all(replies[::2]):
+            return None
+        held = sorted(((-t, x.decode()) for got in replies[1::2] for x, t in got))
+        return [name for _, name in held]
 
     def draw(self, series: str, n: int, now: float | None = None) -> list[str]:
         """Up to `n` distinct refs of the series' indexed (judged, unexpired) events, drawn
@@ -137,25 +175,35 @@ class ExploreIndex:
         series = sorted(self.series(search))
         if not series:
             return []
-        recent, before = overview_hours(now or time.time())
+        recent, _ = overview_hours(now or time.time())
         fields = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]
-        with self.client.pipeline(transaction=False) as pipe:
-            for s in series:
-                pipe.zcard(self.keys.explore_time(s))
-                for hour in (*recent, *before):
-                    pipe.hmget(self.keys.explore_hour(s, str(hour)), fields)
-            replies = iter(pipe.execute())
+        n = len(fields)
         out = []
-        for s in series:
-            row: dict[str, Any] = {"series": s, "events": int(next(replies))}
-            for window, hours in (("recent", recent), ("before", before)):
-                sums = [0.0] * len(fields)
-                for _ in hours:
-                    for i, raw in enumerate(next(replies)):
-                        if raw is not None:
-                            sums[i] += float(raw)
-                row[window] = {m: moments(*sums[3 * j : 3 * j + 3]) for j, m in enumerate(OVERVIEW)}
-            out.append(row)
+        for i in range(0, len(series), OVERVIEW_CHUNK):  # no call holds Redis for long
+            chunk = series[i : i + OVERVIEW_CHUNK]
+            call = scripts.OVERVIEW.call(
+                keys={},
+                args={
+                    "time_key": self.keys.explore_time(Slot.SERIES),
+                    "hour_key": self.keys.explore_hour(Slot.SERIES, Slot.HOUR),
+                    "summary_key": self.keys.explore_summary(Slot.SERIES),
+                    "hour": recent[-1],
+                    "fields": json.dumps(fields),
+                    "ttl": HOUR_KEEP_S,
+                    "n_series": len(chunk),
+                },
+                more_args=chunk,
+            )
+            replies = cast(list[Any], self._overview(keys=call.keys, args=call.args))
+            for j, s in enumerate(chunk):
+                got = replies[j * (1 + 2 * n) : (j + 1) * (1 + 2 * n)]
+                row: dict[str, Any] = {"series": s, "events": int(got[0])}
+                for w, window in enumerate(("recent", "before")):
+                    sums = [float(x) for x in got[1 + w * n : 1 + (w + 1) * n]]
+                    row[window] = {
+                        m: moments(*sums[3 * k : 3 * k + 3]) for k, m in enumerate(OVERVIEW)
+                    }
+                out.append(row)
         return out
 
     def search(self, search: Search, now: float | None = None, budget: int = SCAN_BUDGET) -> Page:
@@ -261,45 +309,72 @@ class ExploreIndex:
         return page
 
     def _failed(self, search: Search, now: float, budget: int) -> Page:
-        """Failed events, newest failure first: the failed set, their payloads for labels."""
+        """Failed events, newest failure first: a search of one app reads that app's failed
+        set only (`Keys.app_failed`). A page parses at most `FAILED_PARSE_BYTES` of payloads
+        (for their labels and time; at least one event), then stops with a cursor; an event
+        whose payload alone is larger is listed with its app label only."""
+        apps = search.labels["app"].split(SEP) if "app" in search.labels else None
+        key = self.keys.app_failed(apps[0]) if apps and len(apps) == 1 else self.keys.failed
         hi = f"({search.after}" if search.after else "+inf"
         page = Page()
+        parsed = 0
         while len(page.events) < search.limit and page.scanned < budget:
             chunk = cast(
                 list[tuple[bytes, float]],
                 self.client.zrevrangebyscore(
-                    self.keys.failed, hi, "-inf", start=0, num=200, withscores=True
+                    key, hi, "-inf", start=0, num=FAILED_CHUNK, withscores=True
                 ),
             )
             if not chunk:
                 return page
             refs = [r.decode() for r, _ in chunk]
-            events = self.store.load_events(refs)
-            for ref, (_, score), ev in zip(refs, chunk, events, strict=True):
+            if apps is not None:  # several apps from the fleet's set: only theirs are read
+                wanted = [split_ref(r)[0] in apps for r in refs]
+            else:
+                wanted = [True] * len(refs)
+            with self.client.pipeline(transaction=False) as pipe:
+                for ref in refs:
+                    pipe.hmget(self.keys.event(ref), Field.STATUS, Field.RECEIVED)
+                    pipe.hstrlen(self.keys.event(ref), Field.PAYLOAD)
+                heads = pipe.execute()
+            for i, (ref, (_, score)) in enumerate(zip(refs, chunk, strict=True)):
+                (status, received), size = heads[2 * i], int(heads[2 * i + 1])
+                if size and parsed and parsed + size > FAILED_PARSE_BYTES:  # next page
+                    page.partial = True
+                    page.cursor = encode_cursor(search, hi[1:]) if hi != "+inf" else None
+                    return page
                 page.scanned += 1
                 hi = f"({score!r}"
-                if ev is None:
+                if not wanted[i] or status is None or status.decode() != Status.FAILED:
                     continue
-                labels = ev["labels"]
-                s = series_name(labels)
-                ts = ev["_received_at"]
-                if not search.series_matches(s) or not (
+                ts = float(received or 0)
+                if not (
                     (search.since is None or ts >= search.since)
                     and (search.until is None or ts < search.until)
                 ):
                     continue
+                app, event_id = split_ref(ref)
+                labels: dict[str, str] = {"app": app}
+                timestamp = None
+                if size <= FAILED_PARSE_BYTES:
+                    raw = self.client.hget(self.keys.event(ref), Field.PAYLOAD)
+                    parsed += size
+                    if raw is not None:
+                        ev = json.loads(self.store.sealer.open(cast(bytes, raw)))
+                        labels, timestamp = ev["labels"], ev.get("timestamp")
+                if len(labels) < len(LABEL_KEYS):
+                    if set(search.labels) - {"app"}:
+                        continue  # its other labels were not read: no match to claim
+                elif not search.series_matches(series_name(labels)):
+                    continue
                 page.events.append(
-                    {
-                        "event_id": split_ref(ref)[1],
-                        "status": "failed",
-                        "labels": labels,
-                        "timestamp": ev.get("timestamp"),
-                    }
-                )
+                    {"event_id": event_id, "status": "failed", "labels": labels,
+                     "timestamp": timestamp}
+                )  # fmt: skip
                 if len(page.events) == search.limit:
                     page.cursor = encode_cursor(search, repr(score))
                     return page
-            if len(chunk) < 200:
+            if len(chunk) < FAILED_CHUNK:
                 return page
         page.partial = True
         page.cursor = encode_cursor(search, hi[1:])

@@ -65,6 +65,15 @@ class HourPart(StrEnum):
     SUMSQ = "q"
 
 
+class SummaryField(StrEnum):
+    """The fields of a series' overview summary (`Keys.explore_summary`): the hour it was made
+    for, then `<window>|<measure>|<HourPart>` for the recent and the before window."""
+
+    HOUR = "h"
+    RECENT = "r"
+    BEFORE = "b"
+
+
 class Slot(StrEnum):
     """Placeholders in the explorer's key templates, filled by the scripts."""
 

@@ -20,13 +20,15 @@ if TYPE_CHECKING:
     from ragmon.settings import Settings
     from ragmon.store import Store
 
-DAY_EVENTS_KEEP = 50_000
+DAY_EVENTS_KEEP = 50_000  # per-day records kept per app and day (the newest)
 
 
-def day_keys(store: Store, event: dict) -> tuple[str, str, str]:
-    """The per-day keys FINISH writes for `event` (its day's histograms, counters, records)."""
-    day = event_day(event)
-    return store.keys.day_hist(day), store.keys.day_counters(day), store.keys.day_events(day)
+def day_keys(store: Store, event: dict) -> tuple[str, str, str, str]:
+    """The per-day keys FINISH writes for `event` (its day's histograms, counters, its app's
+    records, and the day's set of apps with records)."""
+    day, k = event_day(event), store.keys
+    app = event["labels"]["app"]
+    return k.day_hist(day), k.day_counters(day), k.day_events(day, app), k.day_apps(day)
 
 
 def finish_call(
@@ -52,13 +54,14 @@ def finish_call(
     folded, folded_count = fold(app)
     orphan, orphan_count = fold(OTHER)
     counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
-    day_hist, day_counters, day_events = day_keys(store, event)
+    day_hist, day_counters, day_events, day_apps = day_keys(store, event)
     return scripts.FINISH.call(
         keys={
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
             "counters": k.counters, "day_counters": day_counters, "series": k.series,
             "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
             "leased": k.leased, "pending": k.pending(app),
+            "day_apps": day_apps, "app_failed": k.app_failed(app),
         },
         args={
             "result": json.dumps(result, separators=(",", ":")),

@@ -10,13 +10,14 @@ Every worker on every host talks to the same Redis, so limits hold for the whole
   The window is 60 s plus `MARGIN_S` for calls still in flight, which reach the provider a
   little after their admission. So the provider sees at most RPM calls in any 60 s, as long
   as no call stays in flight longer than the window (RAGMON_JUDGE_TIMEOUT < 60 s).
-- Spend: USD per UTC day in one float (`INCRBYFLOAT`) that expires after `SPEND_TTL_S`.
+- Spend: USD per UTC day in one float (`INCRBYFLOAT`) that expires after `SPEND_TTL_S`, and
+  per app in a hash beside it (the app whose event the call graded), for the apps' own budgets.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -182,6 +183,11 @@ class JudgeState:
         raw = self.client.get(self.keys.spend(day))
         return float(raw) if raw is not None else 0.0
 
+    def spent_by(self, app: str, day: str) -> float:
+        """USD one app's events spent on the judge on a UTC day (all workers)."""
+        raw = self.client.hget(self.keys.app_spend(day), app)
+        return float(raw) if raw is not None else 0.0
+
     def record_call(
         self,
         model: str,
@@ -206,6 +212,7 @@ class JudgeState:
         ints: dict[tuple[str, str], int] = {}
         floats: dict[tuple[str, str], float] = {}
         spend: dict[str, float] = {}
+        app_spend: dict[tuple[str, str], float] = {}
         day_keys: set[str] = set()
 
         def add(into: dict, key: str, field: str, n: float) -> None:
@@ -230,6 +237,8 @@ class JudgeState:
                 add(floats, counters, field, c.cost_usd)
                 add(floats, day_counters, field, c.cost_usd)
                 spend[c.day] = spend.get(c.day, 0.0) + c.cost_usd
+                if c.app is not None:
+                    app_spend[c.day, c.app] = app_spend.get((c.day, c.app), 0.0) + c.cost_usd
             if c.input_tokens or c.output_tokens or c.cost_usd > 0:
                 day_keys.add(day_counters)
         with self.client.pipeline(transaction=False) as pipe:
@@ -240,6 +249,9 @@ class JudgeState:
             for day, usd in spend.items():
                 pipe.incrbyfloat(self.keys.spend(day), usd)
                 pipe.expire(self.keys.spend(day), SPEND_TTL_S)
+            for (day, app), usd in app_spend.items():
+                pipe.hincrbyfloat(self.keys.app_spend(day), app, usd)
+                pipe.expire(self.keys.app_spend(day), SPEND_TTL_S)
             for key in day_keys:
                 pipe.expire(key, DAY_TTL_S)
             pipe.execute()
@@ -248,7 +260,8 @@ class JudgeState:
 @dataclass(frozen=True)
 class JudgeCall:
     """One judge call to count (`JudgeState.record_calls`): its outcome, latency (None when it
-    got no answer), UTC day, tokens and cost."""
+    got no answer), UTC day, tokens and cost, and the app whose event it graded (None: no
+    event's, e.g. the anchor set's re-judging)."""
 
     model: str
     outcome: str
@@ -257,17 +270,30 @@ class JudgeCall:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    app: str | None = None
 
 
 class Budget:
     """The daily judge budget (`RAGMON_DAILY_BUDGET_USD`, 0 = none), shared by all workers and
-    read by the API's `ragmon_judge_budget_exhausted` gauge."""
+    read by the API's `ragmon_judge_budget_exhausted` gauge; and each app's own
+    (`RAGMON_APP_DAILY_BUDGET_USD`, `app_usd(app)`, 0 = none), which only that app's events
+    spend, so one app's spend never stops another's events short of the fleet's budget."""
 
-    def __init__(self, state: JudgeState, daily_usd: float) -> None:
+    def __init__(
+        self, state: JudgeState, daily_usd: float, app_usd: Callable[[str], float] | None = None
+    ) -> None:
         self.state = state
         self.daily_usd = daily_usd
+        self.app_usd = app_usd or (lambda app: 0.0)
 
     def exhausted(self, day: str | None = None) -> bool:
         if self.daily_usd <= 0:
             return False
         return self.state.spent(day or utc_today()) >= self.daily_usd
+
+    def app_exhausted(self, app: str, day: str | None = None) -> float | None:
+        """`app`'s own budget when its events spent it today, else None."""
+        limit = self.app_usd(app)
+        if limit <= 0 or self.state.spent_by(app, day or utc_today()) < limit:
+            return None
+        return limit

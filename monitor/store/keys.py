@@ -83,6 +83,11 @@ class Keys:
         """Sorted set of failed event refs by failure time (for `ragmon requeue-failed`)."""
         return f"{self.prefix}:failed"
 
+    def app_failed(self, app: str) -> str:
+        """Sorted set of one app's failed event refs by failure time (the explorer's
+        `status=failed` search reads only the searching app's)."""
+        return f"{self.prefix}:failed:{app}"
+
     def pending(self, app: str) -> str:
         """Sorted set of one app's events waiting for a drain job, by when each may be taken
         (receipt time; a retry's due time): the delivery path's pending state."""
@@ -158,6 +163,16 @@ class Keys:
         `<measure>|n`, `|s`, `|q` (count, sum, sum of squares), for the explorer's overview."""
         return f"{self.prefix}:x:hr:{series}:{hour}"
 
+    def explore_app_series(self, app: str) -> str:
+        """Sorted set of one app's indexed series, by the time one of their events was last
+        indexed: a search of one app reads only its own series."""
+        return f"{self.prefix}:x:a:{app}"
+
+    def explore_summary(self, series: str) -> str:
+        """Hash of one series' overview sums over the complete hours of its two windows, made
+        for the hour `h` (`scripts.OVERVIEW`): the overview reads it and this hour's sums."""
+        return f"{self.prefix}:x:ov:{series}"
+
     def explore_expiry(self, series: str) -> str:
         """Sorted set of one series' indexed refs by when their event expires (trimming)."""
         return f"{self.prefix}:x:e:{series}"
@@ -170,14 +185,27 @@ class Keys:
         """Per-UTC-day counters: events, k sums and grades per series, judge spend."""
         return f"{self.prefix}:day:{day}:c"
 
-    def day_events(self, day: str) -> str:
-        """Per-UTC-day list of compact per-event records (the drift report's comparisons, worst
-        events)."""
-        return f"{self.prefix}:day:{day}:ev"
+    def day_events(self, day: str, app: str | None = None) -> str:
+        """Per-UTC-day list of one app's compact per-event records (the drift report's
+        comparisons, worst events, clustering), kept per app so that one app's flood of a day
+        never trims another's; `app` None: the list of all apps, written before apps had their
+        own (still read)."""
+        base = f"{self.prefix}:day:{day}:ev"
+        return base if app is None else f"{base}:{app}"
 
-    def judgment(self, model: str, prompt_version: str, query_hash: str, text_hash: str) -> str:
-        """A cached grade for (model, prompt version, normalized query, passage text)."""
-        return f"{self.prefix}:jc:{model}:{prompt_version}:{query_hash}:{text_hash}"
+    def day_apps(self, day: str) -> str:
+        """Set of the apps with per-day records of one UTC day (`day_events(day, app)`)."""
+        return f"{self.prefix}:day:{day}:apps"
+
+    def judgment(
+        self, model: str, prompt_version: str, query_hash: str, text_hash: str, app: str | None
+    ) -> str:
+        """A cached grade for (model, prompt version, normalized query, passage text), of one
+        app (`jca:{app}|...`: an app never learns from a hit what another app asked), or of
+        the whole fleet when `app` is None (RAGMON_SHARED_CACHE; `jc:...`, the layout before
+        apps had their own, kept so that a shared cache stays valid)."""
+        tail = f"{model}:{prompt_version}:{query_hash}:{text_hash}"
+        return f"{self.prefix}:jc:{tail}" if app is None else f"{self.prefix}:jca:{app}{SEP}{tail}"
 
     def human_grades(self, ref: str) -> str:
         """Hash of people's grades of one event: field `["passage_id", "reviewer"]` (JSON) →
@@ -231,6 +259,14 @@ class Keys:
     def spend(self, day: str) -> str:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
+
+    def app_bytes(self, day: str) -> str:
+        """Hash app → bytes of the events it sent on one UTC day (RAGMON_APP_STORAGE_MB)."""
+        return f"{self.prefix}:bytes:{day}"
+
+    def app_spend(self, day: str) -> str:
+        """Hash app → USD its events spent on the judge on one UTC day (the apps' budgets)."""
+        return f"{self.prefix}:spend:{day}:apps"
 
 
 def utc_day(ts: float) -> str:

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from ragmon.store.fields import Field, HourPart, Name, Part, Slot, Status
+from ragmon.store.fields import Field, HourPart, Name, Part, Slot, Status, SummaryField
 from ragmon.store.keys import SEP
 
 # The tables of stored names in every script's header: Lua name -> enum of `fields`.
 SHARED: dict[str, type[StrEnum]] = {
     "F": Field, "S": Status, "N": Name, "H": Part, "HOUR": HourPart, "SLOT": Slot,
+    "OV": SummaryField,
 }  # fmt: skip
 _PLAIN = re.compile(r"[\w|{}.-]*")  # what a stored name may hold: quoted as is in Lua
 

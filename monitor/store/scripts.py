@@ -26,10 +26,13 @@ local function join(apps, vt, app)
     redis.call('ZADD', apps, redis.call('GET', vt) or '0', app)
   end
 end
+-- an app's failed set (`Keys.app_failed`) beside the fleet's `failed`
+local function app_failed(failed, ref) return failed .. ':' .. app_of(ref) end
 local function mark_failed(key, ref, result, reason, counters, failed, now)
   redis.call('HSET', key, F.status, S.failed, F.result, result)
   redis.call('HINCRBY', counters, N.events_failed .. SEP .. reason, 1)
   redis.call('ZADD', failed, now, ref)
+  redis.call('ZADD', app_failed(failed, ref), now, ref)
 end
 """
 
@@ -269,10 +272,12 @@ for _, ref in ipairs(refs) do
   local st = redis.call('HGET', key, F.status)
   if not st then
     redis.call('ZREM', K.failed, ref)
+    redis.call('ZREM', app_failed(K.failed, ref), ref)
   elseif st == S.failed and tonumber(A.requeue) == 1 then
     redis.call('HSET', key, F.status, S.queued)
     redis.call('HDEL', key, F.attempts)
     redis.call('ZREM', K.failed, ref)
+    redis.call('ZREM', app_failed(K.failed, ref), ref)
     st = S.queued
   end
   if st == S.queued and not redis.call('ZSCORE', K.leased, ref) then
@@ -291,13 +296,14 @@ return added
 # (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
 # n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs` triples (name,
 # bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
-# alerts need) and the count; then the grades (one per graded passage).
+# alerts need) and the count; then the grades (one per graded passage). `day_events` is the
+# app's list of per-day records (trimmed to its newest `day_keep`), `day_apps` the day's apps.
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
-     "leased", "pending", "series_per_app"),
+     "leased", "pending", "day_apps", "app_failed", "series_per_app"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
      "series_counts", "n_obs"),
@@ -356,7 +362,9 @@ for g = j, #ARGV do
 end
 redis.call('RPUSH', K.day_events, A.day_record)
 redis.call('LTRIM', K.day_events, -tonumber(A.day_keep), -1)
+redis.call('SADD', K.day_apps, A.app)
 redis.call('ZREM', K.failed, A.ref)
+redis.call('ZREM', K.app_failed, A.ref)
 return 1
 """,
 )  # fmt: skip
@@ -407,12 +415,16 @@ return freed
 # expiry, where `SLOT.series` stands for the series and `SLOT.measure` for the measure; `now`;
 # `trim_max` how many expired events to drop per series at most.
 _EXPLORE_KEYS = ("indexed", "traces")
-_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "now", "trim_max")
+_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "app_key", "now",
+                 "trim_max")  # fmt: skip
 _EXPLORE = """
 local function key(template, series, measure)
   local k = string.gsub(template, SLOT.series, function() return series end)
   if measure then k = string.gsub(k, SLOT.measure, function() return measure end) end
   return k
+end
+local function app_of(series)
+  return string.sub(series, 1, string.find(series, SEP, 1, true) - 1)
 end
 local now = tonumber(A.now)
 local function trim(series)
@@ -436,7 +448,10 @@ local function trim(series)
     end
     redis.call('ZREM', expiry, ref)
   end
-  if redis.call('ZCARD', expiry) == 0 then redis.call('ZREM', K.indexed, series) end
+  if redis.call('ZCARD', expiry) == 0 then
+    redis.call('ZREM', K.indexed, series)
+    redis.call('ZREM', key(A.app_key, app_of(series)), series)
+  end
   return #old
 end
 """
@@ -445,19 +460,34 @@ end
 # for an event FINISH has just made done (its series set, not yet indexed), then trims its
 # series. `record`: the record JSON (`explorer.record`); `hour_key`: the hour key template
 # (`SLOT.series`, and `SLOT.hour` the unix hour of the event) and `hour_ttl` its TTL;
-# `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares.
+# `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares, and to
+# the series' overview summary (`summary_key`, see OVERVIEW) when that hour is already in it.
+# An event of an app folded into the all-`other` series (`orphan`: past the fleet's series
+# cap) is indexed under its app's own folded series (its app, then `fold_tail`), so the app
+# stays in the explorer. The series is listed in `indexed` and in its app's `app_key` set.
 # Members are `<time>|<ref>` and `<value>|<time>|<ref>`, all scored 0 (read by lex order).
 # Returns 1 when indexed, 0 when not (already, or FINISH did not record it).
 EXPLORE_INDEX = Script(
     "EXPLORE_INDEX",
     (*_EXPLORE_KEYS, "event"),
-    (*_EXPLORE_ARGS, "record", "ref", "hour_key", "hour_ttl", "hourly"),
+    (
+        *_EXPLORE_ARGS,
+        "record",
+        "ref",
+        "hour_key",
+        "hour_ttl",
+        "hourly",
+        "summary_key",
+        "orphan",
+        "fold_tail",
+    ),
     _EXPLORE
     + """
 local series = redis.call('HGET', K.event, F.series)
 if not series or redis.call('HSETNX', K.event, F.indexed, 1) == 0 then return 0 end
 local ref = A.ref
 local r = cjson.decode(A.record)
+if series == A.orphan and r.app ~= app_of(A.orphan) then series = r.app .. SEP .. A.fold_tail end
 redis.call('HSET', key(A.records_key, series), ref, A.record)
 redis.call('ZADD', key(A.time_key, series), 0, r.t .. SEP .. ref)
 for m, v in pairs(r.x) do
@@ -465,6 +495,7 @@ for m, v in pairs(r.x) do
 end
 redis.call('ZADD', key(A.expiry_key, series), r.e, ref)
 redis.call('ZADD', K.indexed, now, series)
+redis.call('ZADD', key(A.app_key, app_of(series)), now, series)
 if r.tid then redis.call('HSET', K.traces, r.app .. SEP .. r.tid, cjson.encode({series, ref})) end
 local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
 local hkey = string.gsub(key(A.hour_key, series), SLOT.hour, hour)
@@ -474,8 +505,113 @@ for m, v in pairs(cjson.decode(A.hourly)) do
   redis.call('HINCRBYFLOAT', hkey, m .. SEP .. HOUR.sumsq, string.format('%.17g', v * v))
 end
 redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
+local skey = key(A.summary_key, series)
+local at = tonumber(redis.call('HGET', skey, OV.hour)) or -1
+local h = tonumber(hour)
+if at >= 0 and h < at and h > at - 192 then  -- an hour the summary holds: add to it
+  local part = OV.before
+  if h > at - 24 then part = OV.recent end
+  for m, v in pairs(cjson.decode(A.hourly)) do
+    local f = part .. SEP .. m .. SEP
+    redis.call('HINCRBYFLOAT', skey, f .. HOUR.count, 1)
+    redis.call('HINCRBYFLOAT', skey, f .. HOUR.sum, string.format('%.17g', v))
+    redis.call('HINCRBYFLOAT', skey, f .. HOUR.sumsq, string.format('%.17g', v * v))
+  end
+end
 trim(series)
 return 1
+""",
+)
+
+# The explorer's overview of `n_series` series (ARGV tail): per series, how many events its
+# index holds and the sums (count, sum, sum of squares per measure of `fields`, JSON list of
+# `<measure>|<part>`) of its last 24 hours (this one included) and of the 7 days before.
+# Read from a summary per series (`summary_key`, a hash: `h` the unix hour it was made for,
+# `r|<field>` the 23 complete hours before it, `b|<field>` the 168 before those) plus this
+# hour's live sums: two reads a series. A summary made for one or two hours before is moved
+# forward an hour at a time (each step adds one hour and moves or drops two: three reads; the
+# hourly sums keep 2 hours past the windows for this), an older one is made again from the
+# hourly sums (191 reads, once an hour at most); EXPLORE_INDEX adds a
+# finished event to the summary when its hour is already in it. Returns per series: the event
+# count, then the recent and the before sums in `fields` order (as strings).
+OVERVIEW = Script(
+    "OVERVIEW",
+    (),
+    ("time_key", "hour_key", "summary_key", "hour", "fields", "ttl", "n_series"),
+    """
+local function key(template, series)
+  return (string.gsub(template, SLOT.series, function() return series end))
+end
+local fields = cjson.decode(A.fields)
+local H = tonumber(A.hour)
+local ttl = tonumber(A.ttl)
+local function hour_sums(series, h)
+  local hk = string.gsub(key(A.hour_key, series), SLOT.hour, string.format('%d', h))
+  local raw = redis.call('HMGET', hk, unpack(fields))
+  local out = {}
+  for i = 1, #fields do out[i] = tonumber(raw[i]) or 0 end
+  return out
+end
+local function add(into, from, sign)
+  for i = 1, #fields do into[i] = into[i] + sign * from[i] end
+end
+local function zeros()
+  local z = {}
+  for i = 1, #fields do z[i] = 0 end
+  return z
+end
+local out = {}
+for j = ARGV_REST, ARGV_REST + tonumber(A.n_series) - 1 do
+  local series = ARGV[j]
+  local skey = key(A.summary_key, series)
+  local stored = redis.call('HGETALL', skey)
+  local have = {}
+  for i = 1, #stored, 2 do have[stored[i]] = stored[i + 1] end
+  local at = tonumber(have[OV.hour]) or -1
+  local recent, before = zeros(), zeros()
+  if at >= 0 and at <= H then
+    for i, f in ipairs(fields) do
+      recent[i] = tonumber(have[OV.recent .. SEP .. f]) or 0
+      before[i] = tonumber(have[OV.before .. SEP .. f]) or 0
+    end
+  end
+  if at < 0 or at > H or H - at > 2 then  -- none, or older than the hours still kept: make it
+    recent, before = zeros(), zeros()
+    for h = H - 191, H - 1 do
+      if h > H - 24 then add(recent, hour_sums(series, h), 1)
+      else add(before, hour_sums(series, h), 1) end
+    end
+  else  -- move it forward to this hour
+    for g = at, H - 1 do
+      local leaving = hour_sums(series, g - 23)
+      add(recent, hour_sums(series, g), 1)
+      add(recent, leaving, -1)
+      add(before, leaving, 1)
+      add(before, hour_sums(series, g - 191), -1)
+    end
+  end
+  if at ~= H then
+    for i = 1, #fields, 3 do  -- counts are whole: no rounding left where nothing is
+      for _, w in ipairs({recent, before}) do
+        if w[i] < 0.5 then w[i], w[i + 1], w[i + 2] = 0, 0, 0 end
+      end
+    end
+    local set = {OV.hour, string.format('%d', H)}
+    for i, f in ipairs(fields) do
+      set[#set + 1] = OV.recent .. SEP .. f
+      set[#set + 1] = string.format('%.17g', recent[i])
+      set[#set + 1] = OV.before .. SEP .. f
+      set[#set + 1] = string.format('%.17g', before[i])
+    end
+    redis.call('HSET', skey, unpack(set))
+    redis.call('EXPIRE', skey, ttl)
+  end
+  add(recent, hour_sums(series, H), 1)
+  out[#out + 1] = redis.call('ZCARD', key(A.time_key, series))
+  for i = 1, #fields do out[#out + 1] = string.format('%.17g', recent[i]) end
+  for i = 1, #fields do out[#out + 1] = string.format('%.17g', before[i]) end
+end
+return out
 """,
 )
 
@@ -493,7 +629,7 @@ return trim(A.series)
 )
 
 ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
-       EXPLORE_TRIM)  # fmt: skip
+       EXPLORE_TRIM, OVERVIEW)  # fmt: skip
 
 # Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
 # KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:

@@ -141,3 +141,14 @@ def test_explorer_benchmark_prints_each_search_against_the_baseline() -> None:
         assert 0 < float(p50) <= float(p95), name
         assert float(ratio) > 0
     assert base > 0
+
+
+def test_tenants_benchmark_prints_the_ingest_ratio_while_another_app_explores() -> None:
+    out = run("bench_tenants", 300)
+    phases = re.findall(rf"^  round 1 (quiet|loaded) +p99 {NUM} ms", out, re.M)
+    assert sorted(p[0] for p in phases) == ["loaded", "quiet"], out
+    row = re.search(rf"ingest p99 \(median of 1\) {NUM} ms quiet -> {NUM} ms .* = {NUM}x;", out)
+    assert row, out
+    quiet, loaded, ratio = (float(g) for g in row.groups())
+    assert ratio == pytest.approx(loaded / quiet, rel=0.05, abs=0.01)
+    assert re.search(r"^target: ratio <= 1.5: (met|NOT met)$", out, re.M), out

@@ -4,15 +4,17 @@ with the result retention, and scoped to one app."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ragmon.core.measures import compute
-from ragmon.core.search import parse_search
+from ragmon.core.search import moments, overview_hours, parse_search
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store import event_index as explore
@@ -204,3 +206,136 @@ def test_the_overview_compares_the_last_24_hours_with_the_7_days_before(store: S
         assert var == pytest.approx(sum((x - m) ** 2 for x in got) / (len(got) - 1))
     hours = store.client.keys(f"{store.keys.prefix}:x:hr:*")
     assert hours and all(0 < store.client.ttl(k) <= 194 * 3600 for k in hours)
+
+
+def _reference(store: Store, series: str, now: float) -> dict[str, tuple[float, float, float]]:
+    """The overview's ndcg sums read from every hourly hash of both windows (the old way)."""
+    recent, before = overview_hours(now)
+    out = {}
+    for window, hours in (("recent", recent), ("before", before)):
+        sums = [0.0, 0.0, 0.0]
+        for h in hours:
+            raw = store.client.hmget(
+                store.keys.explore_hour(series, str(h)), ["ndcg|n", "ndcg|s", "ndcg|q"]
+            )
+            sums = [a + float(b or 0) for a, b in zip(sums, raw, strict=True)]
+        out[window] = moments(*sums)
+    return out
+
+
+def test_the_overview_summary_follows_the_hours_and_late_events(store: Store) -> None:
+    """The overview reads a summary per series (moved forward an hour at a time, made again
+    when older, and added to by events finished late into hours it holds): at every hour it
+    gives what all 192 hourly sums give, while events keep arriving, some backdated."""
+    rng = random.Random(3)
+    labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "all"}
+    series = "shop|kb|bm25|all"
+    start = int(time.time() // 3600) * 3600 - 40 * 3600
+    n = 0
+    for step in range(0, 40, 1):
+        now = start + step * 3600 + 1800
+        if step % 9 == 5:
+            continue  # an hour without a read: the next read moves the summary two hours
+        for _ in range(3):  # events of now, and late ones from up to 9 days back
+            age_h = rng.choice([0, 0.2, 3, 20, 23.9, 24.1, 50, 150, 191, 193, 215])
+            grades = [rng.choice((0, 1, 2, 3)) for _ in range(4)]
+            ts = datetime.fromtimestamp(min(now, time.time()) - age_h * 3600, UTC)
+            event = {"event_id": f"s{n}", "timestamp": ts.isoformat(), "query": "q", "k": 4,
+                     "passages": [], "labels": labels, "_received_at": now}  # fmt: skip
+            store.client.hset(store.keys.event(event_ref("shop", f"s{n}")), "s", "queued")
+            assert store.finish(event, {"measures": compute(grades, 4), "labels": labels}, grades)
+            n += 1
+        if step % 13 == 7:  # a gap of days: the summary is made again
+            store.client.hset(store.keys.explore_summary(series), "h", str(int(now // 3600) - 30))
+        (row,) = store.explore.overview(parse_search({}), now=now)
+        want = _reference(store, series, now)
+        for window in ("recent", "before"):
+            got, exp = row[window]["ndcg"], want[window]
+            assert (got is None) == (exp is None), (step, window)
+            if got is not None and exp is not None:
+                assert got[0] == exp[0], (step, window)
+                assert got[1] == pytest.approx(exp[1]) and got[2] == pytest.approx(exp[2], abs=1e-9)
+
+
+def _commands(store: Store) -> dict[str, int]:
+    stats = store.client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+def test_the_overview_reads_two_keys_a_series_and_one_apps_series_only(store: Store) -> None:
+    """Per request, Redis reads a summary and this hour's sums per series of the searched app,
+    not 192 hourly hashes, nor another app's series (issue 33: one app's explorer stalled
+    every app's ingest)."""
+    for i in range(40):
+        finish(store, "shop", i, f"r{i % 20}", [3, 0, 1, 0])
+        finish(store, "blog", i, f"r{i % 20}", [3, 0, 1, 0])
+    now = time.time()
+    shop = parse_search({}).with_app("shop")
+    assert len(store.explore.overview(shop, now=now)) == 20  # makes the summaries (once)
+    store.client.config_resetstat()
+    rows = store.explore.overview(shop, now=now)
+    assert len(rows) == 20 and {r["series"].split("|")[0] for r in rows} == {"shop"}
+    used = _commands(store)
+    assert used.get("hmget", 0) <= 20  # this hour's sums, one per series
+    assert used.get("hgetall", 0) <= 20  # its summary
+    assert used.get("zrevrange", 0) + used.get("zrange", 0) <= 2  # shop's series only
+
+
+def _failed_event(store: Store, app: str, i: int, text_bytes: int) -> None:
+    labels = {"app": app, "index": "kb", "retriever": "bm25", "segment": "all"}
+    payload = {"event_id": f"f{i}", "timestamp": START.isoformat(), "query": "q", "k": 1,
+               "passages": [{"id": "p", "text": "x" * text_bytes}], "labels": labels}  # fmt: skip
+    ref = event_ref(app, f"f{i}")
+    store.client.hset(store.keys.event(ref), mapping={"p": json.dumps(payload), "s": "queued",
+                                                      "rt": time.time()})  # fmt: skip
+    assert store.fail(ref, "refused", "no grade")
+
+
+def test_a_failed_search_reads_its_apps_failures_only_and_parses_a_bounded_page(
+    store: Store,
+) -> None:
+    for i in range(30):
+        _failed_event(store, "noisy", i, 50_000)  # another app's large failures
+    for i in range(12):
+        _failed_event(store, "shop", i, 1_000_000)  # 1 MB each: 4 a page at most
+    store.client.config_resetstat()
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params = {"status": "failed", **({"cursor": cursor} if cursor else {})}
+        page = store.explore.search(parse_search(params).with_app("shop"))
+        assert len(page.events) <= 4
+        assert {e["labels"]["app"] for e in page.events} <= {"shop"}
+        seen += [e["event_id"] for e in page.events]
+        pages += 1
+        cursor = page.cursor
+        if not cursor:
+            break
+    assert sorted(seen) == sorted(f"f{i}" for i in range(12)) and pages >= 3
+    stats = _commands(store)
+    assert stats.get("hstrlen", 0) <= 12 + 4 * pages  # shop's refs, each read once or twice
+    assert stats.get("hmget", 0) <= 12 + 4 * pages  # never another app's failed events
+
+
+def test_an_app_folded_past_the_fleets_series_cap_stays_in_the_explorer(
+    settings: Settings,
+) -> None:
+    """Past RAGMON_MAX_SERIES an app without series is counted in the all-`other` series on
+    /metrics; the explorer lists its events under its own `app|other|other|other`, so its
+    searches, overview and links find them (they vanished before: issue 33)."""
+    store = Store.connect(replace(settings, max_series=1))
+    finish(store, "shop", 1, "bm25", [3, 0, 0, 0])
+    for i in range(2, 5):
+        finish(store, "late", i, "dense", [0, 3, 0, 0])
+    assert store.client.hget(store.keys.event(event_ref("late", "e2")), "sr") == (
+        b"other|other|other|other"
+    )
+    late = parse_search({}).with_app("late")
+    found = store.explore.search(late).events
+    assert sorted(e["event_id"] for e in found) == ["e2", "e3", "e4"]
+    (row,) = store.explore.overview(late)
+    assert row["series"] == "late|other|other|other" and row["events"] == 3
+    assert [
+        e["event_id"] for e in store.explore.search(parse_search({}).with_app("shop")).events
+    ] == ["e1"]

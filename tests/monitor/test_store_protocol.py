@@ -50,7 +50,7 @@ def test_the_header_binds_each_name_to_its_position() -> None:
     assert "local K = {event = KEYS[1], hist = KEYS[2]," in source
     assert f"series_per_app = KEYS[{len(scripts.FINISH.keys)}]}}" in source
     assert "n_obs = ARGV[18]}" in source and len(scripts.FINISH.args) == 18
-    assert "local KEYS_REST, ARGV_REST = 12, 19\n" in source
+    assert "local KEYS_REST, ARGV_REST = 14, 19\n" in source
     assert "local F = {payload = 'p', status = 's'," in source
 
 
@@ -94,7 +94,8 @@ def test_the_finish_builder_fills_finish_s_positions() -> None:
     call = finish_call(store, event, result, [3, None], 160.0, series_counts={"x|why": 2})  # type: ignore[arg-type]
     named = dict(zip(scripts.FINISH.keys, call.keys, strict=True))
     assert named["event"] == keys.event("shop|e1") and named["failed"] == keys.failed
-    assert named["day_events"] == keys.day_events("2026-11-20")
+    assert named["day_events"] == keys.day_events("2026-11-20", "shop")
+    assert named["day_apps"] == keys.day_apps("2026-11-20")
     args = dict(zip(scripts.FINISH.args, call.args, strict=False))
     assert (args["series"], args["folded"], args["orphan"]) == (
         "shop|kb|bm25|faq", "shop|other|other|other", "other|other|other|other",

@@ -140,7 +140,7 @@ def test_store_text_false_keeps_only_hashes_and_the_cache_hits(redis_url, fake_l
         # retention: results for RAGMON_RESULT_TTL_DAYS, grades for RAGMON_CACHE_TTL_DAYS
         for key in ("ragmon:ev:privacy|first", "ragmon:ev:privacy|second"):
             assert 2 * DAY - 120 <= client.ttl(key) <= 2 * DAY, key
-        cache_keys = list(client.scan_iter("ragmon:jc:*"))
+        cache_keys = list(client.scan_iter("ragmon:jca:privacy|*"))
         assert len(cache_keys) == 6
         assert all(DAY - 120 <= client.ttl(k) <= DAY for k in cache_keys)
         client.close()

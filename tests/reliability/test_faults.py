@@ -43,7 +43,7 @@ def _observed_once(redis_url: str, n: int) -> None:
             for k, v in hist.items()
             if k.startswith(b"retrieval_ndcg|") and k.endswith(b"|count")
         )
-        day_lists = sum(client.llen(k) for k in client.scan_iter("ragmon:day:*:ev"))
+        day_lists = sum(client.llen(k) for k in client.scan_iter("ragmon:day:*:ev*"))
     finally:
         client.close()
     assert ndcg == n, f"nDCG observed {ndcg} times for {n} events"

@@ -323,6 +323,7 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
         "k": 2,
         "timestamp": "2030-01-01T00:00:00+00:00",
         "passages": [{"id": i, "text": t} for i, t in PASSAGES],
+        "labels": {"app": "a"},
     }
 
     async def grade() -> list[int | None]:
@@ -338,7 +339,7 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
     err = info.value
     assert err.reason == "server_error" and err.retryable and err.grades == [3, None, 1]
     version = OpenAIJudge(s).identity.cache_version
-    assert store.cached_grades(MODEL, version, QUERY, texts) == [3, None, 1]
+    assert store.cached_grades(MODEL, version, QUERY, texts, "a") == [3, None, 1]
     assert len(fake.chat_requests()) == 3
     grades = asyncio.run(grade())  # the job's retry: only the passage that failed is asked
     assert len(fake.chat_requests()) == 4
@@ -425,7 +426,8 @@ def test_the_judge_itself_writes_no_judgment_cache(redis_url, fake):
     assert err.retryable and err.grades == [3, None, 1]
     version = OpenAIJudge(s).identity.cache_version
     texts = [t for _, t in PASSAGES]
-    assert Store.connect(s).cached_grades(MODEL, version, QUERY, texts) == [None] * 3
+    store = Store.connect(s)
+    assert store.cached_grades(MODEL, version, QUERY, texts, None) == [None] * 3
 
 
 def test_429_out_of_quota_is_not_retried(redis_url, fake):
@@ -688,6 +690,40 @@ def test_a_passage_repeated_across_a_jobs_events_is_judged_once(api, fake):
     assert all(x["grade_source"] == ["judge"] * 4 for x in results)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_one_apps_judgment_is_no_cache_hit_for_another_unless_shared(redis_url, fake, shared):
+    """A cache hit would tell app B that app A asked the same question about the same passage:
+    by default each app has its own cache (and its own in-flight questions within a job), so
+    B's event costs its own calls; RAGMON_SHARED_CACHE=true shares them across apps."""
+    env = {"RAGMON_SHARED_CACHE": "true"} if shared else {}
+    server = ApiServer(judge_settings(redis_url, fake, **env)).start()
+    try:
+        results = {}
+        for app in ("a", "b"):  # one after the other: B finds A's grades cached, or not
+            ev = _event(event_id="same-id", labels={"app": app, "retriever": "bm25"})
+            assert server.client.post("/v1/retrievals", json=ev).status_code == 202
+            make_worker(server.settings).work(burst=True, with_scheduler=False)
+            results[app] = server.client.get(f"/v1/retrievals/same-id?app={app}").json()
+        together = [  # one job, both apps: the in-flight sharing follows the cache's scope
+            _event(event_id=f"job-{n}", query=f"fleas {n}", labels={"app": app})
+            for n in range(2) for app in ("a", "b")
+        ]  # fmt: skip
+        r = server.client.post("/v1/retrievals/batch", json={"events": together})
+        assert r.status_code == 202, r.text
+        fake.script(*[Reply.slow(0.2)] * 16)
+        make_worker(server.settings).work(burst=True, with_scheduler=False)
+    finally:
+        server.stop()
+    assert results["a"]["status"] == results["b"]["status"] == "done", results
+    assert results["a"]["grade_source"] == ["judge"] * 4
+    if shared:
+        assert results["b"]["grade_source"] == ["cache"] * 4
+        assert len(fake.chat_requests()) == 4 + 8  # the job: 2 queries x 4 passages
+    else:
+        assert results["b"]["grade_source"] == ["judge"] * 4
+        assert len(fake.chat_requests()) == 8 + 16  # the job: 2 apps x 2 queries x 4 passages
+
+
 def test_a_grade_the_first_asker_could_not_get_is_asked_again(api, fake):
     """When the event that asked first gets no grade (refused), the events waiting for it ask
     themselves rather than inherit the gap."""
@@ -774,6 +810,47 @@ def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):
     assert res["status"] == "failed" and res["error"].startswith("refused")
     metrics = api.client.get("/metrics").text
     assert 'ragmon_events_failed_total{reason="refused"} 1.0' in metrics
+
+
+def test_one_apps_spend_never_fails_anothers_events(redis_url, fake):
+    """RAGMON_APP_DAILY_BUDGET_USD: app `a` spends its own budget (real calls, counted per app)
+    and its next event fails naming the app and the limit; app `b`'s events are still judged,
+    and `b` has a larger budget of its own (`b=1`, a bare number for the others)."""
+    s = judge_settings(redis_url, fake, RAGMON_APP_DAILY_BUDGET_USD="0.0004,b=1")
+    store = Store.connect(s)
+    server = ApiServer(s).start()
+    try:
+        failed = None
+        for i in range(20):  # ~$0.0003 an event (4 calls of ~490 tokens at $0.15/M)
+            ev = _event(event_id=f"a-{i}", query=f"fleas {i}", labels={"app": "a"})
+            assert server.client.post("/v1/retrievals", json=ev).status_code == 202
+            make_worker(s).work(burst=True, with_scheduler=False)
+            res = server.client.get(f"/v1/retrievals/a-{i}?app=a").json()
+            if res["status"] == "failed":
+                failed = res
+                break
+            assert res["status"] == "done", res
+        assert failed is not None and failed["error"].startswith("budget_exhausted"), failed
+        assert "app 'a'" in failed["error"] and "RAGMON_APP_DAILY_BUDGET_USD" in failed["error"]
+        assert "0.0004 USD" in failed["error"]
+        state = JudgeState(store.client)
+        assert state.spent_by("a", utc_today()) >= 0.0004
+        assert state.spent_by("b", utc_today()) == 0.0
+        calls = len(fake.chat_requests())
+        for i in range(2):  # b: judged after a's budget is spent, and a's again refused
+            ev = _event(event_id=f"b-{i}", query=f"fleas {i}", labels={"app": "b"})
+            assert server.client.post("/v1/retrievals", json=ev).status_code == 202
+        make_worker(s).work(burst=True, with_scheduler=False)
+        for i in range(2):
+            res = server.client.get(f"/v1/retrievals/b-{i}?app=b").json()
+            assert res["status"] == "done" and res["grade_source"] == ["judge"] * 4, res
+        assert len(fake.chat_requests()) == calls + 8
+        assert 0 < state.spent_by("b", utc_today()) < 1
+        assert state.spent(utc_today()) == pytest.approx(
+            state.spent_by("a", utc_today()) + state.spent_by("b", utc_today())
+        )
+    finally:
+        server.stop()
 
 
 def test_past_the_budget_events_are_stored_failed_and_requeued_later(redis_url, fake):

@@ -287,7 +287,7 @@ def test_a_passing_probe_failure_retries_the_event_not_a_null(redis_url: str, st
     store = Store.connect(s)
     assert store.retrying_jobs() == 1
     texts = [p["text"] for p in ev["passages"][:2]]
-    cached = store.cached_p(MODEL, utility.PROMPT_VERSION, ev["query"], texts)
+    cached = store.cached_p(MODEL, utility.PROMPT_VERSION, ev["query"], texts, "test")
     assert sorted(p is None for p in cached) == [False, True]  # the retry pays for one only
 
 

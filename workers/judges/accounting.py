@@ -8,11 +8,19 @@ the day's budget is spent. Without a store it only keeps this judge's totals.
 Calls are counted in Redis in batches: `record` keeps a call, `flush` writes every call kept in
 one round trip. The judge flushes once per graded event (its passages' calls together) and
 before each budget check, so the budget always sees this judge's own spend.
+
+A call is paid by the app whose event it grades (`paying`, set around an event's grading):
+its spend counts against that app's own daily budget (RAGMON_APP_DAILY_BUDGET_USD) as well as
+the fleet's (RAGMON_DAILY_BUDGET_USD). One judge serves the events of several apps at once,
+each in its own asyncio task, so the app travels in a context variable, not on the judge.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ragmon.store.judge_state import Budget, JudgeCall
@@ -20,10 +28,24 @@ from ragmon.store.keys import utc_today
 from ragmon.workers.judges.base import JudgeError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ragmon.store.judge_state import JudgeState
 
 log = logging.getLogger("ragmon.judge")
 _warned_unpriced: set[str] = set()
+#: The app whose event the judge is grading in this task (None: no event's).
+_payer: ContextVar[str | None] = ContextVar("ragmon_judge_payer", default=None)
+
+
+@contextmanager
+def paying(app: str) -> Iterator[None]:
+    """The judge calls made inside (and in the tasks started inside) are `app`'s to pay."""
+    token = _payer.set(app)
+    try:
+        yield
+    finally:
+        _payer.reset(token)
 
 
 def price_of(prices: dict[str, tuple[float, float]], model: str) -> tuple[float, float] | None:
@@ -44,10 +66,11 @@ class Accounting:
         prices: dict[str, tuple[float, float]],
         daily_budget_usd: float,
         state: JudgeState | None = None,
+        app_budget: Callable[[str], float] | None = None,
     ) -> None:
         self.model = model
         self._state = state
-        self._budget = Budget(state, daily_budget_usd) if state is not None else None
+        self._budget = Budget(state, daily_budget_usd, app_budget) if state is not None else None
         #: Totals of this judge's calls (calibrate's summary, the token-saving measurement).
         self.usage_in = self.usage_out = self.calls = 0
         self._pending: list[JudgeCall] = []
@@ -62,13 +85,27 @@ class Accounting:
             )
 
     def check_budget(self) -> None:
-        """Raise `budget_exhausted` (lasting) once today's fleet-wide spend reached the budget."""
+        """Raise `budget_exhausted` (lasting) once today's fleet-wide spend reached the fleet's
+        budget, or the paying app's spend its own; the message names the app and the limit."""
         self.flush()
-        if self._budget is not None and self._budget.exhausted():
+        budget = self._budget
+        if budget is None:
+            return
+        app = _payer.get()
+        whose = f"app {app!r}: " if app is not None else ""
+        later = "the event is stored, re-judge it later with `ragmon requeue-failed`"
+        if budget.exhausted():
             raise JudgeError(
                 "budget_exhausted",
-                f"today's judge spend reached RAGMON_DAILY_BUDGET_USD={self._budget.daily_usd}; "
-                "the event is stored, re-judge it later with `ragmon requeue-failed`",
+                f"{whose}today's judge spend of the whole fleet reached "
+                f"RAGMON_DAILY_BUDGET_USD={budget.daily_usd:g}; {later}",
+            )
+        limit = budget.app_exhausted(app) if app is not None else None
+        if limit is not None:
+            raise JudgeError(
+                "budget_exhausted",
+                f"app {app!r} spent its own judge budget of today, "
+                f"{limit:g} USD (RAGMON_APP_DAILY_BUDGET_USD); {later}",
             )
 
     def record(self, outcome: str, latency: float, usage: Any = None) -> None:
@@ -85,7 +122,16 @@ class Accounting:
         self.calls += 1
         if self._state is not None:
             self._pending.append(
-                JudgeCall(self.model, outcome, latency, utc_today(), tokens_in, tokens_out, cost)
+                JudgeCall(
+                    self.model,
+                    outcome,
+                    latency,
+                    utc_today(),
+                    tokens_in,
+                    tokens_out,
+                    cost,
+                    _payer.get(),
+                )
             )
 
     def flush(self) -> None:

@@ -6,6 +6,10 @@ that failed half-way, so a retried job pays only for the rest. `keep` is the one
 writes it. Entries are keyed by the judge's identity (model, prompt version, mode): a new
 model, prompt or mode never reuses another's grades. The utility probe's p's live beside the
 grades under the model and `utility.PROMPT_VERSION`.
+
+Entries are also keyed by the event's app unless RAGMON_SHARED_CACHE=true: a hit would
+otherwise tell one app that another asked the same question about the same passage (and a
+grade would be reused across tenants). Shared, the fleet pays once per (query, passage).
 """
 
 from __future__ import annotations
@@ -27,15 +31,23 @@ class JudgmentCache:
 
     store: Store
     identity: JudgeIdentity
+    #: Whose answers these are: the event's app, or None for the fleet's shared cache.
+    app: str | None
+
+    @classmethod
+    def of(cls, store: Store, identity: JudgeIdentity, event: dict) -> JudgmentCache:
+        """The cache an event reads and writes: its app's, or the shared one."""
+        return cls(store, identity, scope(store, event))
 
     def grades(self, query: str, texts: Sequence[str]) -> list[int | None]:
         """The cached grade of each text (None where this identity was never asked)."""
         who = self.identity
-        return self.store.cached_grades(who.model, who.cache_version, query, texts)
+        return self.store.cached_grades(who.model, who.cache_version, query, texts, self.app)
 
     def ps(self, query: str, texts: Sequence[str]) -> list[float | None]:
         """The utility probe's cached p(NO-RESPONSE) of each text (None where not probed)."""
-        return self.store.cached_p(self.identity.model, utility.PROMPT_VERSION, query, texts)
+        model = self.identity.model
+        return self.store.cached_p(model, utility.PROMPT_VERSION, query, texts, self.app)
 
     def keep(self, query: str, answers: Sequence[tuple[str, float | None]]) -> None:
         """Remember the judge's grades, `(text, grade)`; None (not answered) is skipped."""
@@ -48,4 +60,9 @@ class JudgmentCache:
 
     def _keep(self, version: str, query: str, answers: Sequence[tuple[str, float | None]]) -> None:
         known = [(text, value) for text, value in answers if value is not None]
-        self.store.cache_grades(self.identity.model, version, query, known)
+        self.store.cache_grades(self.identity.model, version, query, known, self.app)
+
+
+def scope(store: Store, event: dict) -> str | None:
+    """The app whose cache an event uses; None when RAGMON_SHARED_CACHE shares one cache."""
+    return None if store.settings.shared_cache else event["labels"]["app"]

@@ -86,7 +86,9 @@ class OpenAIJudge:
             else None
         )
         #: Tokens, cost and outcome of every call (fleet counters with a store), and the budget.
-        self.accounting = Accounting(self.model, settings.prices, settings.daily_budget_usd, state)
+        self.accounting = Accounting(
+            self.model, settings.prices, settings.daily_budget_usd, state, settings.app_daily_budget
+        )
         self._client: openai.AsyncOpenAI | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._probes: dict[tuple[str, str], asyncio.Future[utility.Reading | None]] = {}
