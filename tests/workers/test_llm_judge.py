@@ -346,6 +346,9 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
     assert grades[0] == 3 and grades[2] == 1 and grades[1] is not None
 
 
+_DAY_APP = {"timestamp": "2030-01-01T00:00:00+00:00", "labels": {"app": "a"}}
+
+
 def _passage_fails(text: str, status: int = 500):
     """A rule of the fake server: `status` whenever the prompt holds this passage, forever."""
     return lambda rec: Reply.error(status) if text in rec.prompt else None
@@ -358,7 +361,7 @@ def test_a_passage_failing_for_now_stays_unjudged_on_the_last_try_only(redis_url
     with FakeLLM(rule=_passage_fails(PASSAGES[1][1], status)) as fake:
         s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
         store = Store.connect(s)
-        event = {"query": QUERY, "k": 2, "timestamp": "2030-01-01T00:00:00+00:00",
+        event = {"query": QUERY, "k": 2, **_DAY_APP,
                  "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
 
         async def grade(last_try: bool):
@@ -384,7 +387,7 @@ def test_on_the_last_try_every_passage_keeps_its_own_reason(redis_url, fake):
     s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
     store = Store.connect(s)
     fake.script(Reply.text('{"grade": 3}'), Reply.refusal(), Reply.error(500))
-    event = {"query": QUERY, "k": 2, "timestamp": "2030-01-01T00:00:00+00:00",
+    event = {"query": QUERY, "k": 2, **_DAY_APP,
              "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
 
     async def grade():
@@ -403,7 +406,7 @@ def test_on_the_last_try_an_event_with_nothing_graded_still_fails(redis_url):
     with FakeLLM(rule=lambda rec: Reply.error(503)) as fake:
         s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
         store = Store.connect(s)
-        event = {"query": QUERY, "k": 2, "timestamp": "2030-01-01T00:00:00+00:00",
+        event = {"query": QUERY, "k": 2, **_DAY_APP,
              "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
 
         async def grade():
