@@ -6,6 +6,8 @@ lost); this collector turns them into metric families named as in `ragmon.core.c
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
@@ -25,7 +27,7 @@ from ragmon.core.drift import Interval
 from ragmon.oversight import Oversight, last_days
 from ragmon.store import Histogram, Store
 from ragmon.store.judge_state import Budget
-from ragmon.store.keys import SEP
+from ragmon.store.keys import SEP, utc_day
 
 
 def _le(bound: float) -> str:
@@ -135,6 +137,27 @@ class RagmonCollector:
             value=1.0 if self.budget_exhausted() else 0.0,
         )
         yield from self.judging()
+        yield from self.sampling()
+
+    def sampling(self) -> Iterator[Metric]:
+        """The day's spend and, with RAGMON_SAMPLING=planned, the current plan: its pace, when
+        the budget would run out, and each series' rate."""
+        fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                for m in catalog.SAMPLING}  # fmt: skip
+        now = time.time()
+        fams["ragmon_judge_spend_today_usd"].add_metric(
+            [], self.store.judge_state().spent(utc_day(now))
+        )
+        stored = self.store.sampling.load(now)
+        if self.store.settings.sampling == "planned" and stored is not None:
+            fams["ragmon_sampling_pace"].add_metric([], stored.pace)
+            runout = stored.runout if stored.runout is not None else math.inf
+            fams["ragmon_sampling_budget_runout_timestamp_seconds"].add_metric([], runout)
+            for series, rate in sorted(stored.rates.items()):
+                labels = series.split(SEP)
+                if len(labels) == len(catalog.SERIES_LABELS):
+                    fams["ragmon_sampling_rate"].add_metric(labels, rate)
+        yield from fams.values()
 
     def alert_settings(self) -> Iterator[Metric]:
         """The quality alerts' tunables, from ragmon's settings: the rules read them here, so

@@ -142,6 +142,11 @@ def grafana_alerting(
                     "noDataState": "OK",
                     "execErrState": "Error",
                     "for": rule.get("for", "0m"),
+                    **(
+                        {"keepFiringFor": rule["keep_firing_for"]}
+                        if "keep_firing_for" in rule
+                        else {}
+                    ),
                     "annotations": {
                         k: _grafana_template(v) for k, v in rule.get("annotations", {}).items()
                     },

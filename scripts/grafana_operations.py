@@ -43,6 +43,40 @@ def judging_panels() -> list[dict[str, Any]]:
     return p
 
 
+def sampling_panels() -> list[dict[str, Any]]:
+    """How much is judged and what it costs (docs/sampling.md): the day's spend, the pace of
+    the budget and each series' rate (RAGMON_SAMPLING=planned)."""
+    p: list[dict[str, Any]] = [row("Sampling (docs/sampling.md)")]
+    p.append(
+        timeseries("Judge spend today", "USD spent on the judge since midnight UTC, every "
+                   "model; with RAGMON_SAMPLING=planned the rates keep it within "
+                   "RAGMON_DAILY_BUDGET_USD until midnight.",
+                   [target("max(ragmon_judge_spend_today_usd)", "spent today")], w=6,
+                   unit="currencyUSD")
+    )  # fmt: skip
+    p.append(
+        timeseries("Budget pace", "The day's forecast spend at the current rates over the "
+                   "budget: 1 lasts to midnight UTC, above 1 runs out sooner (the plan then "
+                   "lowers the rates).",
+                   [target("max(ragmon_sampling_pace)", "pace")], w=6, unit="none")
+    )  # fmt: skip
+    p.append(
+        stat("Budget runs out at", "When the day's budget would run out at the current rates "
+             "(empty or +Inf: it lasts the day).",
+             "min(ragmon_sampling_budget_runout_timestamp_seconds) * 1000",
+             unit="dateTimeAsIso")
+    )  # fmt: skip
+    p.append(
+        timeseries("Judged share by series", "The probability with which a new event of each "
+                   "series is judged: higher for small series (a daily minimum) and for "
+                   "precision targets, lower for busy ones.",
+                   [target("max by (app, index, retriever, segment) (ragmon_sampling_rate)",
+                           "{{app}} {{index}} {{retriever}} {{segment}}")],
+                   w=8, unit="percentunit", defaults={"min": 0, "max": 1})
+    )  # fmt: skip
+    return p
+
+
 def operations() -> dict[str, Any]:
     """The "Operations" dashboard."""
     rate = "$__rate_interval"
@@ -193,6 +227,7 @@ def operations() -> dict[str, Any]:
                                "{{model}}")], w=6, unit="currencyUSD")
         )  # fmt: skip
 
+    p.extend(sampling_panels())
     p.extend(judging_panels())
 
     p.append(row("Grades"))

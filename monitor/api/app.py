@@ -48,7 +48,9 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
         await writer.start()
+        service.sampler.start()
         yield
+        await service.sampler.stop()
         await writer.stop()
         await service.aclose()
         metrics_text.close()
@@ -67,6 +69,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     )
     app.state.store = store
     app.state.writer = writer
+    app.state.sampler = service.sampler
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:

@@ -5,15 +5,24 @@ Uvicorn waits forever for a request that never completes (no timer runs before t
 byte, nor while headers or a body trickle in), so 1,100 such connections exhausted the file
 descriptors and `/healthz` timed out. Here a connection must send its headers within
 RAGMON_HEADER_TIMEOUT_S (answered `408` and closed otherwise) and its body within
-RAGMON_BODY_TIMEOUT_S of them; past RAGMON_MAX_CONNECTIONS a new connection evicts the one
-that has waited longest for its headers, so a flood of idle connections delays nobody who
-sends a request, and a health check always gets through.
+RAGMON_BODY_TIMEOUT_S of them. Past RAGMON_MAX_CONNECTIONS a new connection evicts the one
+that has waited longest for its headers, else the one whose body started longest ago, so
+neither a flood of idle connections nor one of slow bodies delays a request that arrives
+whole, and a health check always gets through.
+
+The cap is applied before the descriptors run out: each turn of the event loop accepts at most
+`ACCEPT_BATCH` connections (asyncio accepts up to uvicorn's `backlog` at once, 2,048, before
+any of them reaches the cap), while the kernel's queue of connections waiting to be accepted
+stays `LISTEN_BACKLOG` long; `ragmon serve` keeps the cap `FD_RESERVE` below the open-files
+limit (`ragmon.api.serve`). Should an accept fail anyway, out of descriptors, the log says so
+once every 10 s, never with a traceback per connection (asyncio's default).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import OrderedDict
 from typing import Any
 
@@ -21,10 +30,15 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ragmon.api.logs import KindFilter
+from ragmon.api.logs import KindFilter, KindLimiter
 from ragmon.settings import Settings
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+ACCEPT_BATCH = 64  # connections accepted per turn of the event loop (uvicorn's `backlog`)
+LISTEN_BACKLOG = 2048  # connections the kernel holds until they are accepted
+OUT_OF_RESOURCES = "socket.accept() out of system resource"  # asyncio's message
+
+log = logging.getLogger("ragmon.api")
 
 
 class Gate:
@@ -36,7 +50,8 @@ class Gate:
         self.body_timeout_s = settings.body_timeout_s
         self.max_connections = settings.max_connections
         self.open = 0
-        self.waiting: OrderedDict[int, GuardedH11Protocol] = OrderedDict()
+        self.waiting: OrderedDict[int, GuardedH11Protocol] = OrderedDict()  # for headers
+        self.bodies: OrderedDict[int, GuardedH11Protocol] = OrderedDict()  # receiving a body
         self.evicted = 0
         self.timed_out = 0
 
@@ -56,12 +71,13 @@ class GuardedH11Protocol(H11Protocol):
         gate = self.gate
         gate.open += 1
         if gate.open > gate.max_connections:
-            if gate.waiting:  # the longest idle connection makes room
-                _, oldest = gate.waiting.popitem(last=False)
-                gate.evicted += 1
+            gate.evicted += 1
+            # the longest idle connection makes room, else the oldest body still arriving
+            queue = gate.waiting or gate.bodies
+            if queue:
+                _, oldest = queue.popitem(last=False)
                 oldest._close()
             else:  # every connection is busy with a request: refuse this one
-                gate.evicted += 1
                 transport.abort()
                 return
         self._await_headers()
@@ -75,7 +91,7 @@ class GuardedH11Protocol(H11Protocol):
         super().data_received(data)
         state = self.conn.their_state
         if state is h11.SEND_BODY and self._phase == "headers":
-            self._arm("body", self.gate.body_timeout_s)
+            self._await_body()
         elif state is h11.DONE or state is h11.MUST_CLOSE or state is h11.CLOSED:
             self._disarm()
 
@@ -87,11 +103,15 @@ class GuardedH11Protocol(H11Protocol):
         if state is h11.IDLE:  # keep-alive: the next request's headers are due in time
             self._await_headers()
         elif state is h11.SEND_BODY:  # a pipelined request, its body on the way
-            self._arm("body", self.gate.body_timeout_s)
+            self._await_body()
 
     def _await_headers(self) -> None:
         self._arm("headers", self.gate.header_timeout_s)
         self.gate.waiting[id(self)] = self
+
+    def _await_body(self) -> None:
+        self._arm("body", self.gate.body_timeout_s)
+        self.gate.bodies[id(self)] = self
 
     def _arm(self, phase: str, seconds: float) -> None:
         self._disarm()
@@ -104,6 +124,7 @@ class GuardedH11Protocol(H11Protocol):
             self._timer = None
         self._phase = ""
         self.gate.waiting.pop(id(self), None)
+        self.gate.bodies.pop(id(self), None)
 
     def _expired(self) -> None:
         self._timer = None
@@ -124,9 +145,46 @@ def guarded_protocol(settings: Settings) -> type[GuardedH11Protocol]:
     return type("RagmonH11Protocol", (GuardedH11Protocol,), {"gate": Gate(settings)})
 
 
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server with the kernel's queue `LISTEN_BACKLOG` long while the loop accepts
+    `ACCEPT_BATCH` connections a turn (uvicorn's `backlog` sets both), and a failed accept
+    logged a line per kind."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_loop_problem)
+        await super().startup(sockets=sockets)
+        for server in self.servers:
+            for listening in server.sockets:
+                sock = socket.socket(fileno=listening.fileno())  # the same socket, not closed
+                try:
+                    sock.listen(LISTEN_BACKLOG)
+                finally:
+                    sock.detach()
+
+
+_accept_log = KindLimiter(log)
+
+
+def _loop_problem(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Out of file descriptors on accept: a line every 10 s, not a traceback per connection
+    (asyncio tries again in a second); anything else as asyncio says it."""
+    if context.get("message") != OUT_OF_RESOURCES:
+        loop.default_exception_handler(context)
+        return
+    _accept_log.warning(
+        "accept",
+        "cannot accept connections (%s): raise the open-files limit or lower "
+        "RAGMON_MAX_CONNECTIONS",
+        context.get("exception"),
+    )
+
+
 def uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
-    """The API's uvicorn configuration: the guarded protocol, no access log (a line per
-    request), uvicorn's own warnings limited per kind (`KindFilter`)."""
+    """The API's uvicorn configuration (for `GuardedServer`): the guarded protocol, at most
+    `ACCEPT_BATCH` accepts a turn, no access log (a line per request), uvicorn's own warnings
+    limited per kind (`KindFilter`)."""
+    options.setdefault("backlog", ACCEPT_BATCH)
     config = uvicorn.Config(app, http=guarded_protocol(settings), access_log=False, **options)
     server_log = logging.getLogger("uvicorn.error")  # configured by Config: filter it after
     if not any(isinstance(f, KindFilter) for f in server_log.filters):

@@ -87,6 +87,7 @@ class MetricsText:
         self._pending: asyncio.Future[bytes] | None = None
         self._ahead: asyncio.Task[None] | None = None
         self._scraped_at = float("-inf")
+        self._plain: tuple[bytes, asyncio.Future[bytes]] | None = None  # gzipped, plain
 
     async def body(self) -> bytes:
         """The gzipped text: the latest rendering while it is fresh enough, else a new one
@@ -99,6 +100,15 @@ class MetricsText:
             if now - self._at <= self.stale_s:
                 return self._body
         return await self._rendering()
+
+    async def plain(self) -> bytes:
+        """The text uncompressed, for a scraper that does not take gzip: decompressed once per
+        rendering, in a thread, whoever asks (before: once per scrape, 14.7 MB each at 500
+        series, so four scrapers back to back raised the ingest p99 22x)."""
+        body = await self.body()
+        if self._plain is None or self._plain[0] is not body:
+            self._plain = (body, asyncio.ensure_future(asyncio.to_thread(gzip.decompress, body)))
+        return await asyncio.shield(self._plain[1])
 
     def _rendering(self) -> asyncio.Future[bytes]:
         if self._pending is None:

@@ -7,7 +7,6 @@ whose inclusion puts one more routing layer in front of every ingest request.
 from __future__ import annotations
 
 import asyncio
-import gzip
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -328,11 +327,12 @@ def add_operation_routes(
                 401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        gzipped = "gzip" in request.headers.get("accept-encoding", "")
         try:
-            body = await metrics_text.body()
+            body = await (metrics_text.body() if gzipped else metrics_text.plain())
         except Exception as exc:
             return JSONResponse({"detail": problem(exc)}, 503)
-        if "gzip" in request.headers.get("accept-encoding", ""):
+        if gzipped:
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
             return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
-        return Response(await asyncio.to_thread(gzip.decompress, body), media_type=PROMETHEUS_TEXT)
+        return Response(body, media_type=PROMETHEUS_TEXT)

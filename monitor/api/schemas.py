@@ -222,6 +222,11 @@ class RetrievalResult(BaseModel):
     timestamp: str | None = Field(default=None, description="When the retrieval happened.")
     trace_id: str | None = None
     metadata: dict[str, str | int | float | bool] | None = None
+    inclusion_probability: float | None = Field(
+        default=None,
+        description="The probability with which the event was chosen for judging (1.0: every "
+        "event is); every mean that pools events weighs it by 1 / this.",
+    )
     passages: list[PassageResult] | None = None
     judged_at_k: float | None = Field(
         default=None, description="Share of the top K's distinct passages that have a grade."

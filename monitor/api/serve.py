@@ -14,8 +14,10 @@ from ragmon.settings import Settings
 
 log = logging.getLogger("ragmon")
 
-BACKLOG = 2048  # uvicorn's default
-FD_RESERVE = 100  # open files kept for Redis connections, logs, the listening socket
+BACKLOG = 2048  # the kernel's queue while the app starts (`guard.LISTEN_BACKLOG` after)
+# open files kept for Redis connections, logs, the listening socket (100), and for the
+# connections accepted past the cap before they are closed (3 turns of the loop)
+FD_RESERVE = 300
 
 
 class ServeError(Exception):
@@ -37,11 +39,9 @@ def check_exposure(settings: Settings, host: str, insecure: bool) -> None:
 
 def run_api(settings: Settings, sock: socket.socket, host: str, port: int, log_level: str) -> None:
     """Serve on the bound `sock` until uvicorn exits; the socket is closed on the way out."""
-    import uvicorn
-
     from ragmon.api import create_app
     from ragmon.api.child import release_large_frees
-    from ragmon.api.guard import uvicorn_config
+    from ragmon.api.guard import GuardedServer, uvicorn_config
     from ragmon.preflight import RedisWatch
 
     release_large_frees()
@@ -50,7 +50,7 @@ def run_api(settings: Settings, sock: socket.socket, host: str, port: int, log_l
     settings = _fit_connections(settings)
     config = uvicorn_config(app, settings, host=host, port=port, log_level=log_level)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        GuardedServer(config).run(sockets=[sock])
     finally:
         watch.stop()
         sock.close()

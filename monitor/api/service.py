@@ -25,15 +25,18 @@ from ragmon.api import otlp
 from ragmon.api.auth import Principal
 from ragmon.api.batcher import IngestWriter, sampled_in
 from ragmon.api.child import ChildProcess
+from ragmon.api.sampler import Sampler
 from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
 from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.api.storage import RETRY_AFTER_S as STORAGE_RETRY_AFTER_S
 from ragmon.api.storage import AppOverStorage, AppStorage
+from ragmon.core.sampling import Rates
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.failures import is_store_failure, what_failed
 from ragmon.store.ingest import AppAtLimit
+from ragmon.store.keys import series_name
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
@@ -87,26 +90,36 @@ def prepare(
     app: str | None,
     events: list[RetrievalEvent],
     where: Callable[[int], str],
+    rates: Rates | None = None,
 ) -> list[IngestItem]:
     """Valid events of any route → items to store: the key's app binding (`app`), ids and
-    times, sealing, sampling. Pure: it runs in the decoding process too."""
+    times, sealing, sampling (each event judged with its series' rate in `rates`, by default
+    RAGMON_SAMPLE_RATE; the rate is kept in the event as its `inclusion_probability`). Pure:
+    it runs in the decoding process too."""
     if app is not None:
         for i, ev in enumerate(events):
             if ev.labels.app != app:
                 raise Refused(
                     403, "forbidden", f"{where(i)}: this API key may only write app={app}"
                 )
+    rates = rates or Rates({}, settings.sample_rate)
     now = datetime.now(UTC)
     items = []
     for ev in events:
         ev.event_id = ev.event_id or uuid.uuid4().hex
         ev.timestamp = ev.timestamp or now
+        series = series_name(ev.labels.model_dump())
+        p = rates.of(series)
+        body = ev.model_dump_json(exclude_none=True)
+        body = f'{body[:-1]},"inclusion_probability":{p!r}}}'
         items.append(
             IngestItem(
                 ev.event_id,
-                sealer.seal(ev.model_dump_json(exclude_none=True)),
-                sampled_out=not sampled_in(ev.event_id, settings.sample_rate),
+                sealer.seal(body),
+                sampled_out=not sampled_in(ev.event_id, p),
                 app=ev.labels.app,
+                series=series,
+                probability=p,
             )
         )
     return items
@@ -118,6 +131,7 @@ def prepare_events(
     model: type[BaseModel],
     app: str | None,
     sealer: Sealer | None = None,
+    rates: Rates | None = None,
 ) -> list[IngestItem]:
     """A `RetrievalEvent` or `RetrievalBatch` body → items to store (`422` or `403` refused)."""
     try:
@@ -126,13 +140,20 @@ def prepare_events(
         raise Refused(422, "invalid", validation_errors(exc)) from None
     sealer = sealer or Sealer(settings)
     if isinstance(parsed, RetrievalBatch):
-        return prepare(settings, sealer, app, parsed.events, lambda i: f"events[{i}].labels.app")
+        return prepare(
+            settings, sealer, app, parsed.events, lambda i: f"events[{i}].labels.app", rates
+        )
     assert isinstance(parsed, RetrievalEvent)
-    return prepare(settings, sealer, app, [parsed], lambda i: "labels.app")
+    return prepare(settings, sealer, app, [parsed], lambda i: "labels.app", rates)
 
 
 def prepare_export(
-    settings: Settings, body: bytes, encoding: str | None, media: str, app: str | None
+    settings: Settings,
+    body: bytes,
+    encoding: str | None,
+    media: str,
+    app: str | None,
+    rates: Rates | None = None,
 ) -> Export:
     """An OTLP export (content type checked) → items of its first `MAX_RETRIEVER_SPANS`
     retriever spans, within every limit of `ragmon.api.otlp` (else `Refused`)."""
@@ -156,6 +177,7 @@ def prepare_export(
         app,
         mapped.events,
         lambda i: f"span {mapped.events[i].event_id}: labels.app (from {app_from})",
+        rates,
     )
     mapped.events = []
     return Export(items, mapped, len(over))
@@ -170,11 +192,13 @@ class IngestService:
         store: Store,
         writer: IngestWriter,
         decoder: ChildProcess | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.writer = writer
         self.decoder = decoder or ChildProcess()
+        self.sampler = sampler or Sampler(settings, store)
         self.storage = AppStorage(settings, store)
 
     def close(self) -> None:
@@ -189,10 +213,13 @@ class IngestService:
         """A `RetrievalEvent` or `RetrievalBatch` body stored: `(event_id, status, created)`
         per event, in order."""
         app = principal.app if principal is not None else None
+        rates = self.sampler.rates()
         if len(body) <= INLINE_MAX_BYTES:
-            items = prepare_events(self.settings, body, model, app, self.store.sealer)
+            items = prepare_events(self.settings, body, model, app, self.store.sealer, rates)
         else:
-            items = await self.off_loop(prepare_events, self.settings, body, model, app)
+            items = await self.off_loop(
+                prepare_events, self.settings, body, model, app, None, rates
+            )
         await self.check_storage(items)
         results = await self.write(items)
         self.storage.count(items, [created for _, created in results])
@@ -207,7 +234,9 @@ class IngestService:
         """An OTLP trace export (its content type already checked): the retriever spans stored,
         the spans counted by outcome; returns the `ExportTraceServiceResponse` in `media`."""
         app = principal.app if principal is not None else None
-        export = await self.off_loop(prepare_export, self.settings, body, encoding, media, app)
+        export = await self.off_loop(
+            prepare_export, self.settings, body, encoding, media, app, self.sampler.rates()
+        )
         items, mapped = export.items, export.mapped
         if items:
             await self.check_storage(items)
@@ -252,6 +281,7 @@ class IngestService:
             raise self.unavailable(exc) from exc
         if isinstance(written, AppAtLimit):
             raise Refused(503, "backpressure", written.message, {"Retry-After": str(RETRY_AFTER_S)})
+        self.sampler.note(items, (created for _, created in written))
         return written
 
     def unavailable(self, exc: BaseException) -> Refused:

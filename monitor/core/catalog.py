@@ -66,8 +66,9 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
         "unauthorized, forbidden, store_unavailable, app_storage: an app at "
-        "RAGMON_APP_STORAGE_MB, timeout: a body not received within RAGMON_BODY_TIMEOUT_S); "
-        "an OTLP retriever span that cannot be an event counts as invalid.",
+        "RAGMON_APP_STORAGE_MB, timeout: a body not received within RAGMON_BODY_TIMEOUT_S, or "
+        "cut off for room past RAGMON_MAX_CONNECTIONS); an OTLP retriever span that cannot be "
+        "an event counts as invalid.",
         ("reason",),
     ),
     Metric(
@@ -187,7 +188,8 @@ OPERATIONS: tuple[Metric, ...] = (
     Metric(
         "ragmon_alert_drop_z",
         "gauge",
-        "Quality-drop alerts: how many standard errors the fall must also exceed (RAGMON_ALERT_Z).",
+        "Quality alerts: how many standard errors a fall must also exceed, and a level "
+        "(Harm@K, Hit@K) must be past its line by (RAGMON_ALERT_Z).",
     ),
     Metric(
         "ragmon_alert_min_events",
@@ -349,7 +351,36 @@ ANCHOR: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR
+# How much is judged (docs/sampling.md). The plan's gauges are absent with RAGMON_SAMPLING=fixed.
+_PLANNED = "RAGMON_SAMPLING=planned: "
+SAMPLING: tuple[Metric, ...] = (
+    Metric(
+        "ragmon_judge_spend_today_usd",
+        "gauge",
+        "Judge spend of the current UTC day in USD, every model (RAGMON_DAILY_BUDGET_USD caps it).",
+    ),
+    Metric(
+        "ragmon_sampling_pace",
+        "gauge",
+        _PLANNED + "the day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
+        "(1: the budget lasts to midnight UTC; above 1: it runs out sooner; 0: no budget).",
+    ),
+    Metric(
+        "ragmon_sampling_budget_runout_timestamp_seconds",
+        "gauge",
+        _PLANNED + "when the day's budget would run out at the current rates (unix seconds); "
+        "+Inf when it lasts the day.",
+    ),
+    Metric(
+        "ragmon_sampling_rate",
+        "gauge",
+        _PLANNED + "the probability with which a new event of the series is judged now (its "
+        "events' inclusion probability).",
+        SERIES_LABELS,
+    ),
+)
+
+ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

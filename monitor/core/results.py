@@ -58,7 +58,7 @@ def describe(
     if ts is None and received_at is not None:
         ts = datetime.fromtimestamp(received_at, UTC).isoformat().replace("+00:00", "Z")
     out["timestamp"] = ts
-    for key in ("trace_id", "metadata"):
+    for key in ("trace_id", "metadata", "inclusion_probability"):
         if key in payload:
             out[key] = payload[key]
     grades = out.get("grades") or []

@@ -277,10 +277,8 @@ def _run(
     stack: contextlib.ExitStack,
     embedded: bool,
 ) -> int:
-    import uvicorn
-
     from ragmon.api import create_app
-    from ragmon.api.guard import uvicorn_config
+    from ragmon.api.guard import GuardedServer, uvicorn_config
 
     env = {**os.environ, "REDIS_URL": settings.redis_url or "", "RAGMON_JUDGE": settings.judge}
     workers: list[subprocess.Popen] = []
@@ -295,7 +293,7 @@ def _run(
         say(f"port {options.port} is busy: the API uses port {port}")
     store = Store.connect(settings)
     app = create_app(settings, store)
-    server = uvicorn.Server(
+    server = GuardedServer(
         uvicorn_config(app, settings, host="127.0.0.1", port=port, log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)

@@ -22,6 +22,7 @@ from ragmon.report.compare import (
     groups_of,
     segment_hists,
 )
+from ragmon.report.coverage import Judged, judged_shares
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
@@ -72,6 +73,7 @@ class Report:
     agreement: dict[tuple[str, str, str], Agreement] = field(default_factory=dict)
     estimates: list[SeriesEstimates] = field(default_factory=list)  # this window's, per series
     anchor_runs: list[dict] = field(default_factory=list)  # the anchor set's re-judgings
+    judged: list[Judged] = field(default_factory=list)  # this window's judged share per group
 
     @property
     def tests(self) -> int:
@@ -327,6 +329,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         volumes=compared.volumes,
         mix=[m for m in mixes.values() if m is not None],
         population=list(pops.values()),
+        judged=judged_shares(cur.events),
     )
     report.notes = _notes(report, cur, base)
     return report

@@ -3,7 +3,7 @@ the within-segment change, and the distribution shift."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,9 +137,16 @@ def groups_of(*windows: WindowData) -> list[Group]:
     return sorted(seen)
 
 
+def _passages(events: Events) -> list[Sequence[Hashable]]:
+    """Each event's top-K passage ids (none for records that do not carry them)."""
+    return events.passages if len(events.passages) == len(events) else [()] * len(events)
+
+
 @dataclass
 class Coded:
-    """Both windows' records of one group with shared integer codes for segments and queries."""
+    """Both windows' records of one group with shared integer codes for segments and question
+    clusters (`drift.retrieval_clusters`: the same normalized query or strongly overlapping top-K
+    passages)."""
 
     base: Events
     cur: Events
@@ -154,7 +161,7 @@ class Coded:
         names, seg = np.unique(
             np.array(base.segments + cur.segments, dtype=str), return_inverse=True
         )
-        _, clu = np.unique(np.array(base.queries + cur.queries, dtype=str), return_inverse=True)
+        clu = drift.retrieval_clusters(base.queries + cur.queries, _passages(base) + _passages(cur))
         n = len(base)
         return cls(base, cur, seg[:n], seg[n:], clu[:n], clu[n:], [str(x) for x in names])
 
@@ -199,16 +206,22 @@ def _binned_interval(cells: dict[str, drift.Cell]) -> drift.Interval:
     return drift.Interval(mean, mean - half, mean + half, n, n, max(1, n - 1))
 
 
-def _window_interval(events: Events | None, measure: str, hists: Hists, group: Group) -> (
-    drift.Interval | None
-):  # fmt: skip
-    """One window's mean and interval on its own (when the other window has nothing)."""
+def _window_interval(
+    events: Events | None,
+    measure: str,
+    hists: Hists,
+    group: Group,
+    clusters: np.ndarray | None = None,
+) -> drift.Interval | None:
+    """One window's mean and interval; `clusters`: the events' cluster codes when known (the
+    codes shared with the other window), else found from this window alone."""
     if events is not None and len(events):
         values = np.array(events.values.get(measure, []), dtype=float)
         ok = ~np.isnan(values)
         if ok.sum():
-            _, clusters = np.unique(np.array(events.queries)[ok], return_inverse=True)
-            return drift.clustered_mean(values[ok], clusters)
+            if clusters is None:
+                clusters = drift.retrieval_clusters(events.queries, _passages(events))
+            return drift.clustered_mean(values[ok], clusters[ok])
         return None
     cells = _binned_cells(hists, measure, group)
     return _binned_interval(cells) if cells else None
@@ -224,8 +237,12 @@ def compare_measure(
         row.base_counts = list(hb.buckets)
     if hc is not None:
         row.cur_counts = list(hc.buckets)
-    row.base = _window_interval(base.events.get(group), measure, base.hists, group)
-    row.cur = _window_interval(cur.events.get(group), measure, cur.hists, group)
+    row.base = _window_interval(
+        base.events.get(group), measure, base.hists, group, coded.clu_b if coded else None
+    )
+    row.cur = _window_interval(
+        cur.events.get(group), measure, cur.hists, group, coded.clu_c if coded else None
+    )
     if row.base is None or row.cur is None or min(row.base.n, row.cur.n) < 2:
         return row
     if coded is not None:

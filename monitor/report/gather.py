@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
@@ -36,7 +36,9 @@ class Events:
     segments: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)  # query key; the event id when unknown
     lengths: list[float] = field(default_factory=list)  # words in the query; NaN when unknown
+    passages: list[Sequence[Hashable]] = field(default_factory=list)  # top-K ids; () if unknown
     values: dict[str, list[float]] = field(default_factory=dict)  # NaN where not computed
+    probs: list[float] = field(default_factory=list)  # inclusion probability (1.0: all judged)
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -45,8 +47,10 @@ class Events:
         n = len(self.segments)
         self.segments.append(record["labels"]["segment"])
         self.queries.append(record.get("q") or record["id"])
+        self.passages.append(tuple(record.get("pids") or ()))
         ql = record.get("ql")
         self.lengths.append(float(ql) if ql is not None else math.nan)
+        self.probs.append(float(record.get("ip") or 1.0))
         for measure, v in record["m"].items():
             column = self.values.setdefault(measure, [math.nan] * n)
             column.append(float(v) if v is not None else math.nan)

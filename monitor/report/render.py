@@ -15,6 +15,7 @@ from ragmon.report.compare import (
     Row,
     group_name,
 )
+from ragmon.report.coverage import coverage_section
 from ragmon.report.document import Doc
 from ragmon.report.judging import agreement_section, anchor_section, estimates_section
 from ragmon.report.ops import JudgeOps
@@ -318,6 +319,7 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
         doc.img(png, alt)
     measures_section(doc, report)
     ops_section(doc, report)
+    coverage_section(doc, report.judged)
     judge_section(doc, report)
     agreement_section(doc, report.agreement)
     estimates_section(doc, report.current, report.estimates)

@@ -43,6 +43,7 @@ from ragmon.store.records import (
     text_hash,
     text_of,
 )
+from ragmon.store.sampling_state import SamplingState
 from ragmon.store.sealing import Sealer
 from ragmon.store.second_opinions import SecondOpinions
 from ragmon.store.series import SWEEP_EVERY_S, SeriesBudget
@@ -79,6 +80,7 @@ class Store:
         self.human = HumanGrades(self)
         self.anchors = Anchors(self)
         self.second_opinions = SecondOpinions(self)
+        self.sampling = SamplingState(client, self.keys)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads

@@ -86,9 +86,20 @@ def finish_call(
             "ref": ref_of(event),
             "series_counts": json.dumps(counts),
             "n_obs": len(obs) // 3,
+            "weight": repr(weight(s, event, inclusion)),
         },
         more_args=[*obs, *(g for g in grades if g is not None)],
     )  # fmt: skip
+
+
+def weight(settings: Settings, event: dict, inclusion: float | None = None) -> float:
+    """What the event's observations count for in the quality histograms: 1 / its inclusion
+    probability with RAGMON_SAMPLING=planned (rates move: `rate(_sum) / rate(_count)` is then
+    Hajek's weighted mean), else 1 (one fixed rate: the plain mean is unbiased already)."""
+    if settings.sampling != "planned":
+        return 1.0
+    p = inclusion if inclusion is not None else inclusion_probability(settings, event)
+    return 1.0 / max(1e-9, p)
 
 
 def inclusion_probability(settings: Settings, event: dict) -> float:

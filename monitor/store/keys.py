@@ -256,6 +256,20 @@ class Keys:
         """Sliding-window log of judge requests or tokens for one model."""
         return f"{self.prefix}:rl:{model}:{kind}"
 
+    def traffic(self, hour: str) -> str:
+        """Hash series -> events accepted in one UTC hour `YYYYMMDDHH` (the sampling forecast)."""
+        return f"{self.prefix}:traffic:{hour}"
+
+    @property
+    def sampling_plan(self) -> str:
+        """JSON of the current sampling plan (`sampling_state.StoredPlan`)."""
+        return f"{self.prefix}:sampling:plan"
+
+    @property
+    def sampling_lead(self) -> str:
+        """Present while one API process plans; its value names the process."""
+        return f"{self.prefix}:sampling:lead"
+
     def spend(self, day: str) -> str:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"

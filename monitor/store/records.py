@@ -23,12 +23,15 @@ QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough
 @dataclass(frozen=True)
 class IngestItem:
     """One validated event ready to store: payload is the normalized event JSON; `app` is its
-    `labels.app`, the scope of its id."""
+    `labels.app`, the scope of its id; `series` its `app|index|retriever|segment`;
+    `probability` the one with which it was chosen for judging (its inclusion probability)."""
 
     event_id: str
     payload: str
     sampled_out: bool = False
     app: str = "default"
+    series: str = ""
+    probability: float = 1.0
 
     @property
     def ref(self) -> str:
@@ -43,7 +46,10 @@ class IngestItem:
 @dataclass(frozen=True)
 class Histogram:
     """Non-cumulative bucket counts (last = +Inf), sum and count of one labelled series, and
-    the sum of squared values where recorded (quality measures; None for older data)."""
+    the sum of squared values where recorded (quality measures; None for older data). With
+    RAGMON_SAMPLING=planned the quality histograms' counts are weighted (1 / the inclusion
+    probability of each event), so they may not be whole numbers: typed `int` where every
+    reader adds and divides them alike."""
 
     buckets: list[int]
     sum: float
@@ -80,13 +86,13 @@ def histograms_of(
         if part == total:
             h["s"] = float(v)
         elif part == count:
-            h["c"] = int(v)
+            h["c"] = number_of(v)
         elif part == sumsq:
             h["q"] = float(v)
         else:
             idx = int(part.removeprefix(bucket))
             if idx < len(h["b"]):
-                h["b"][idx] = int(v)
+                h["b"][idx] = number_of(v)
     return {
         name: {
             lbl: Histogram(h["b"], h["s"], max(h["c"], sum(h["b"])), h["q"])

@@ -298,6 +298,8 @@ return added
 # bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
 # alerts need) and the count; then the grades (one per graded passage). `day_events` is the
 # app's list of per-day records (trimmed to its newest `day_keep`), `day_apps` the day's apps.
+# `weight`: what one observation counts for in the quality histograms, 1 / the event's
+# inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1.
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
@@ -306,7 +308,7 @@ FINISH = Script(
      "leased", "pending", "day_apps", "app_failed", "series_per_app"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
-     "series_counts", "n_obs"),
+     "series_counts", "n_obs", "weight"),
     """
 redis.call('ZREM', K.leased, A.ref)
 redis.call('ZREM', K.pending, A.ref)
@@ -339,13 +341,22 @@ for _, c in ipairs(cjson.decode(A.series_counts)) do
   redis.call('HINCRBY', K.counters, field, c[3])
 end
 local j = ARGV_REST
+local w = tonumber(A.weight)
 for _ = 1, tonumber(A.n_obs) do
   local field = ARGV[j] .. SEP .. series .. SEP
   for _, h in ipairs({K.hist, K.day_hist}) do
-    redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
-    redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
-    redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
-    redis.call('HINCRBY', h, field .. H.count, 1)
+    if w == 1 then
+      redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
+      redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
+      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
+      redis.call('HINCRBY', h, field .. H.count, 1)
+    else
+      local y = tonumber(ARGV[j + 2])
+      redis.call('HINCRBYFLOAT', h, field .. H.bucket .. ARGV[j + 1], A.weight)
+      redis.call('HINCRBYFLOAT', h, field .. H.sum, string.format('%.17g', w * y))
+      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', w * y * y))
+      redis.call('HINCRBYFLOAT', h, field .. H.count, A.weight)
+    end
   end
   j = j + 3
 end

@@ -129,6 +129,7 @@ def _grafana_as_prometheus_rules(tmp_path: Path) -> Path:
             }
             rules.append(
                 {"alert": r["title"], "expr": query["model"]["expr"], "for": r["for"],
+                 **({"keep_firing_for": r["keepFiringFor"]} if "keepFiringFor" in r else {}),
                  "labels": r["labels"], "annotations": annotations}
             )  # fmt: skip
         groups.append({"name": g["name"], "interval": g["interval"], "rules": rules})
@@ -146,6 +147,7 @@ def test_grafana_alerts_mirror_the_prometheus_alerts() -> None:
     assert len(set(uids)) == len(uids) and all(len(u) <= 40 for u in uids)
     for name, r in grafana.items():
         assert r["for"] == prom[name]["for"] and r["labels"] == prom[name]["labels"]
+        assert r.get("keepFiringFor") == prom[name].get("keep_firing_for")
         assert r["data"][0]["datasourceUid"] == "ragmon-prometheus"
         assert ":" not in re.sub(
             r"\[[^\]]*\]|\{[^}]*\}|\"[^\"]*\"", "", r["data"][0]["model"]["expr"]

@@ -1,10 +1,13 @@
 """Slow clients against the real API over HTTP: unfinished headers are answered 408 and
 closed, an unfinished body is closed, and past RAGMON_MAX_CONNECTIONS a new connection evicts
-the one that has waited longest for its headers (a health check always gets through)."""
+the one that has waited longest for its headers, else the oldest body still arriving (a
+health check always gets through)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import errno
 import logging
 import socket
 import time
@@ -12,8 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from ragmon.api.guard import OUT_OF_RESOURCES, _loop_problem
 from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -80,6 +85,51 @@ def test_past_the_cap_the_longest_idle_connection_makes_room(settings: Settings)
         for sock in idle:
             sock.close()
         api.stop()
+
+
+@pytest.mark.parametrize("path", ["/ui/login", "/v1/retrievals/batch", "/v1/grades"])
+def test_past_the_cap_the_oldest_slow_body_makes_room(settings: Settings, path: str) -> None:
+    """Slow bodies on every connection (before: never evicted, so a health check was refused
+    until RAGMON_BODY_TIMEOUT_S ended one of them)."""
+    slow = dataclasses.replace(settings, body_timeout_s=60.0, max_connections=10)
+    api = ApiServer(slow).start()
+    bodies = [connect(api) for _ in range(10)]
+    try:
+        for sock in bodies:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 4000\r\n"
+                "content-type: application/x-www-form-urlencoded\r\n\r\nkey=".encode()
+            )
+        gate = api.server.config.http.gate  # type: ignore[union-attr]
+        wait_until(lambda: len(gate.bodies) == 10, 5, "ten bodies on their way")
+        for _ in range(3):  # each health check gets through, evicting the oldest body
+            assert api.client.get("/healthz").status_code == 200
+        assert b"HTTP/1.1 2" not in read_all(bodies[0])  # cut off, nothing accepted
+        bodies[-1].sendall(b"x" * 3996)  # the newest finish their request
+        assert bodies[-1].recv(4096)[:12] in (b"HTTP/1.1 303", b"HTTP/1.1 422")
+    finally:
+        for sock in bodies:
+            sock.close()
+        api.stop()
+
+
+def test_out_of_descriptors_on_accept_is_one_line_not_a_traceback_each() -> None:
+    """asyncio logs a traceback per failed accept (24,218 in 10 s of a flood under a 1,024-fd
+    limit, 14 MB of log); the server's handler says it once per 10 s."""
+    lines: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = lines.append  # type: ignore[method-assign]
+    logging.getLogger("ragmon.api").addHandler(handler)
+    loop = asyncio.new_event_loop()
+    try:
+        context = {"message": OUT_OF_RESOURCES, "exception": OSError(errno.EMFILE, "Too many")}
+        for _ in range(2000):
+            _loop_problem(loop, context)
+    finally:
+        loop.close()
+        logging.getLogger("ragmon.api").removeHandler(handler)
+    assert len(lines) == 1 and lines[0].exc_info is None, lines
+    assert "RAGMON_MAX_CONNECTIONS" in lines[0].getMessage()
 
 
 def test_a_flood_of_malformed_requests_logs_one_line_per_kind(api: ApiServer) -> None:

@@ -220,3 +220,68 @@ def test_evidence_words_never_say_real() -> None:
 def test_severity_from_the_effect_interval(low: float, high: float, level: str) -> None:
     ch = drift.Change((low + high) / 2, (low + high) / 2, low, high, 0.001, 50, 1.0, 1)
     assert drift.severity(ch) == level
+
+
+# ---- clusters: what the retriever saw ------------------------------------------------------
+
+
+def _same(codes: np.ndarray, i: int, j: int) -> bool:
+    return bool(codes[i] == codes[j])
+
+
+def test_paraphrases_that_retrieve_the_same_passages_are_one_cluster() -> None:
+    top = [f"p{i}" for i in range(10)]
+    keys = ["reset my password", "how to reset password", "password reset?", "other", "other"]
+    passages = [top, top[::-1], top[:4] + ["x1", "x2", "x3", "x4", "x5", "x6"], ["y"] * 3, []]
+    codes = drift.retrieval_clusters(keys, passages)
+    assert _same(codes, 0, 1)  # same passages, other order
+    assert not _same(codes, 0, 2)  # 4 of 10 shared: below half
+    assert _same(codes, 3, 4) and not _same(codes, 0, 3)  # the same key; no passages: key only
+    assert sorted(set(codes.tolist())) == [0, 1, 2]
+
+
+def test_overlap_rule_and_chains() -> None:
+    a = [f"a{i}" for i in range(10)]
+    b = a[:5] + [f"b{i}" for i in range(5)]  # 5 of 10 shared with a: joined
+    c = b[5:] + [f"c{i}" for i in range(5)]  # 5 of 10 with b, none with a: joined through b
+    d = ["c0"]  # a one-passage list: joined when its only passage is shared
+    e = ["a0", "z1", "z2"]  # 1 of 3 shared: fewer than two ids, not joined
+    codes = drift.retrieval_clusters(list("abcde"), [a, b, c, d, e])
+    assert len({codes[0], codes[1], codes[2], codes[3]}) == 1 and codes[4] != codes[0]
+    strict = drift.retrieval_clusters(list("abc"), [a, b, c], overlap=0.6)
+    assert len(set(strict.tolist())) == 3
+
+
+def test_a_hub_passage_proposes_no_pair() -> None:
+    """A passage in every list (a footer, a FAQ page) does not join unrelated questions."""
+    passages = [["hub", f"q{i}a", f"q{i}b"] for i in range(40)]
+    codes = drift.retrieval_clusters([f"k{i}" for i in range(40)], passages, hub=10)
+    assert len(set(codes.tolist())) == 40
+    assert len(set(drift.retrieval_clusters(["k"] * 3, passages[:3]).tolist())) == 1
+
+
+def test_clusters_match_a_slow_reference() -> None:
+    """Random overlapping lists: the components of the pairwise rule, computed directly."""
+    rng = random.Random(3)
+    for _ in range(20):
+        n = rng.randint(2, 40)
+        keys = [rng.randrange(n) for _ in range(n)]
+        passages = [rng.sample(range(30), rng.randint(0, 6)) for _ in range(n)]
+        got = drift.retrieval_clusters(keys, passages)
+        comp = list(range(n))
+
+        def find(i: int, comp: list[int] = comp) -> int:
+            while comp[i] != i:
+                i = comp[i]
+            return i
+
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = set(passages[i]), set(passages[j])
+                small = min(len(a), len(b))
+                need = small if small <= 1 else max(2, math.ceil(0.5 * small))
+                if keys[i] == keys[j] or (small and len(a & b) >= need):
+                    comp[find(i)] = find(j)
+        for i in range(n):
+            for j in range(n):
+                assert (got[i] == got[j]) == (find(i) == find(j))

@@ -61,6 +61,34 @@ def test_scrapes_get_the_last_rendering_while_the_next_one_runs(
     asyncio.run(go())
 
 
+def test_plain_scrapes_share_one_decompression_per_rendering(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scraper without gzip gets the text decompressed once per rendering, however many ask
+    (before: once per scrape, 14.7 MB each at 500 series)."""
+    store = Store.connect(settings)
+    inflated: list[int] = []
+    real = gzip.decompress
+
+    def counted(data: bytes) -> bytes:
+        inflated.append(1)
+        return real(data)
+
+    monkeypatch.setattr(metrics.gzip, "decompress", counted)
+    text = metrics.MetricsText(
+        dataclasses.replace(settings, metrics_refresh_s=3600, metrics_process=False), store
+    )
+
+    async def go() -> None:
+        plain = await asyncio.gather(*(text.plain() for _ in range(4)))
+        plain += [await text.plain() for _ in range(4)]
+        assert all(p is plain[0] for p in plain) and inflated == [1]
+        assert plain[0] == real(await text.body()) and b"ragmon_queue_depth" in plain[0]
+        text.close()
+
+    asyncio.run(go())
+
+
 def test_a_histogram_read_mid_observation_stays_consistent(settings: Settings) -> None:
     """HSCAN may read a histogram's `count` before an observation and a bucket after it (or
     the reverse): the count is then the buckets' total, never below a bucket."""

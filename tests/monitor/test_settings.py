@@ -107,6 +107,10 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_SAMPLE_RATE", "0.25", "sample_rate", 0.25),
         ("RAGMON_SAMPLE_RATE", "0", "sample_rate", 0.0),
         ("RAGMON_DAILY_BUDGET_USD", "12.5", "daily_budget_usd", 12.5),
+        ("RAGMON_SAMPLING", "planned", "sampling", "planned"),
+        ("RAGMON_TARGET_HALF_WIDTH", "0.02", "target_half_width", 0.02),
+        ("RAGMON_TARGET_HALF_WIDTH", "0", "target_half_width", 0.0),
+        ("RAGMON_MIN_JUDGED_PER_DAY", "25", "min_judged_per_day", 25),
         ("RAGMON_RELEVANT_GRADE", "1", "relevant_grade", 1),
         ("RAGMON_RELEVANT_GRADE", "3", "relevant_grade", 3),
         ("RAGMON_T_ALPHA", "0.2", "t_alpha", 0.2),
@@ -202,6 +206,12 @@ def test_every_variable_has_a_parse_case() -> None:
     assert covered >= set(env_variables()) - own
 
 
+def test_a_fixed_rate_and_planned_sampling_exclude_each_other() -> None:
+    with pytest.raises(SettingsError, match="RAGMON_SAMPLE_RATE.*RAGMON_SAMPLING=planned"):
+        load({"RAGMON_SAMPLING": "planned", "RAGMON_SAMPLE_RATE": "0.5"})
+    assert load({"RAGMON_SAMPLING": "planned"}).sample_rate == 1.0
+
+
 def test_prices_merge_with_the_defaults() -> None:
     s = load({"RAGMON_PRICES": '{"my-model": [1, 2.5], "gpt-4o": [3, 12]}'})
     assert s.prices["my-model"] == (1.0, 2.5)
@@ -289,6 +299,9 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_SAMPLE_RATE", "half", "must be a number"),
         ("RAGMON_DAILY_BUDGET_USD", "-5", r"must be in \[0\.0, inf\]"),
         ("RAGMON_DAILY_BUDGET_USD", "inf", "must be a finite number"),
+        ("RAGMON_SAMPLING", "adaptive", "must be one of fixed, planned"),
+        ("RAGMON_TARGET_HALF_WIDTH", "-0.1", r"must be in \[0\.0, 1\.0\]"),
+        ("RAGMON_MIN_JUDGED_PER_DAY", "2.5", "must be an integer"),
         ("RAGMON_RELEVANT_GRADE", "0", r"must be in \[1, 3\]"),
         ("RAGMON_RELEVANT_GRADE", "4", r"must be in \[1, 3\]"),
         ("RAGMON_RELEVANT_GRADE", "2.0", "must be an integer"),

@@ -146,10 +146,12 @@ def plain_scrapes(url: str, seconds: float) -> Counter[str]:
     return out
 
 
-async def _slow_body(host: str, port: int, path: str, stop: asyncio.Event, out: Counter) -> None:
+async def _slow_body(
+    host: str, port: int, path: str, length: int, stop: asyncio.Event, out: Counter
+) -> None:
     """One slow client: a request's headers, then its body a byte a second; reconnects."""
     head = (
-        f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-length: 100000\r\n"
+        f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-length: {length}\r\n"
         "content-type: application/x-www-form-urlencoded\r\n\r\n"
     ).encode()
     while not stop.is_set():
@@ -177,7 +179,10 @@ async def _slow_body(host: str, port: int, path: str, stop: asyncio.Event, out: 
             writer.close()
 
 
-def _slow_bodies(path: str) -> Callable[[str, float], Counter[str]]:
+def _slow_bodies(path: str, length: int = 100_000) -> Callable[[str, float], Counter[str]]:
+    """`SLOW_CLIENTS` slow bodies of `length` bytes (within the route's limit, so the server
+    waits for them)."""
+
     def attack(url: str, seconds: float) -> Counter[str]:
         where = urlsplit(url)
         out: Counter[str] = Counter()
@@ -186,7 +191,7 @@ def _slow_bodies(path: str) -> Callable[[str, float], Counter[str]]:
             stop = asyncio.Event()
             tasks = [
                 asyncio.create_task(
-                    _slow_body(where.hostname or "", where.port or 80, path, stop, out)
+                    _slow_body(where.hostname or "", where.port or 80, path, length, stop, out)
                 )  # fmt: skip
                 for _ in range(SLOW_CLIENTS)
             ]
@@ -241,7 +246,7 @@ ATTACKS: dict[str, Attack] = {
     "otlp-deep-json": Attack(otlp_deep_json, warm=warm_traces_json),
     "batch-32mb": Attack(big_batch, warm=warm_batch),
     "login-300mb": Attack(login_body),
-    "slow-login-bodies": Attack(_slow_bodies("/ui/login")),
+    "slow-login-bodies": Attack(_slow_bodies("/ui/login", 8000)),  # under the form's 8 KiB
     "slow-ingest-bodies-1024-fds": Attack(_slow_bodies("/v1/retrievals/batch"), nofile=1024),
     "bad-searches": Attack(bad_searches),
     "plain-scrapes-500-series": Attack(plain_scrapes, warm=warm_metrics, series=True),

@@ -1,6 +1,7 @@
 """Each attack of issue 33 against a real `ragmon serve` (`tests.reliability.attacks`): every
 `/healthz` during it is answered, the API process grows by less than 200 MiB, the attack
-gets the 4xx that names its limit (never a 500), and the API's log holds no traceback. The
+gets the 4xx that names its limit (never a 500; slow bodies: their connections are closed to
+make room), and the API's log holds no traceback (out of file descriptors included). The
 latencies against a quiet baseline are `tests/bench/bench_attacks.py`'s."""
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ EXPECTED = {  # the answers each attack must get (any other status fails the tes
     "login-300mb": {"413"},
     "bad-searches": {"400"},
 }
+SLOW = {  # slow bodies: what a client may see of its connection (evicted: closed or reset)
+    "slow-login-bodies": {"opened", "closed", "reset", "refused"},
+    "slow-ingest-bodies-1024-fds": {"opened", "closed", "reset", "refused"},
+}
 
 
 @pytest.mark.slow  # a real server per attack, 6 s of attack each
-@pytest.mark.parametrize("name", list(EXPECTED))
+@pytest.mark.parametrize("name", [*EXPECTED, *SLOW])
 def test_the_api_answers_health_checks_through_each_attack(name: str, redis_url: str) -> None:
     log_path = Path(tempfile.mkdtemp(prefix="ragmon-attack-")) / "api.log"
     with log_path.open("w") as log:
@@ -42,6 +47,9 @@ def test_the_api_answers_health_checks_through_each_attack(name: str, redis_url:
         f"\n{name}: /healthz {len(seen.answered)}/{len(seen.latencies)} answered; {grew}; {answers}"
     )
     assert seen.failed == 0 and seen.answered
-    assert set(answers) == EXPECTED[name] and sum(answers.values()) > 0, answers
+    if name in SLOW:  # never an answer: each connection is closed to make room
+        assert answers.get("opened") and set(answers) <= SLOW[name], answers
+    else:
+        assert set(answers) == EXPECTED[name] and sum(answers.values()) > 0, answers
     assert seen.api_grew_mib < 200
     assert "Traceback" not in log_path.read_text()

@@ -2,6 +2,7 @@
 
     nice python -m tests.stats.alert_sim                # 40 series x 90 days per case
     nice python -m tests.stats.alert_sim --series 8     # quicker, noisier
+    nice python -m tests.stats.alert_sim --levels       # the level alerts: 20 series x 4 weeks
 
 Traffic arrives per minute (Poisson), each event's nDCG@K or T drawn from the synthetic
 retriever of `tests.stats.traffic`. The counters (_count, _sum, _sum_squares) are sampled once a
@@ -46,15 +47,22 @@ class Rule:
         return cls(margin, settings.alert_z, settings.alert_min_events, for_minutes)
 
 
-def rule_for_minutes(measure: str) -> int:
-    """The `for` of the measure's drop alert in deploy/prometheus/rules/ragmon-alerts.yml."""
-    name = {"ndcg": "RagmonQualityDropNDCG", "t": "RagmonQualityDropT"}[measure]
+def rule_minutes(name: str, field: str = "for") -> int:
+    """A duration of an alert in deploy/prometheus/rules/ragmon-alerts.yml, in minutes (0 when
+    the rule has no such field)."""
     for group in yaml.safe_load(RULES.read_text())["groups"]:
         for rule in group["rules"]:
             if rule.get("alert") == name:
-                value, unit = int(rule["for"][:-1]), rule["for"][-1]
+                if field not in rule:
+                    return 0
+                value, unit = int(rule[field][:-1]), rule[field][-1]
                 return value * {"m": 1, "h": 60}[unit]
     raise ValueError(f"no alert {name} in {RULES}")
+
+
+def rule_for_minutes(measure: str) -> int:
+    """The `for` of the measure's drop alert in deploy/prometheus/rules/ragmon-alerts.yml."""
+    return rule_minutes({"ndcg": "RagmonQualityDropNDCG", "t": "RagmonQualityDropT"}[measure])
 
 
 def _increase(cum: np.ndarray, minutes: int, step: int) -> np.ndarray:
@@ -120,24 +128,64 @@ def evaluate(
             "threshold": threshold, "condition": condition}  # fmt: skip
 
 
-def firing(condition: np.ndarray, for_minutes: int, step: int = 1, lag: int = 1) -> np.ndarray:
+LEVELS = {"harm": (0.3, "above"), "hit": (0.6, "below")}  # the lines of the level alerts
+
+
+def evaluate_level(
+    count: np.ndarray, total: np.ndarray, squares: np.ndarray, measure: str, z: float,
+    min_events: float, step: int = 1,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The level alerts' recording rules and condition at every sample.
+
+    var1h = (increase(sum_squares[1h]) / n1h - mean1h^2) * n1h / (n1h - 1), at least 0;
+    margin = z * sqrt(var1h / n1h) (z standard errors of the hour's mean); condition: the
+    hourly mean is beyond the line by more than the margin (Harm@K above 0.3, Hit@K below 0.6)
+    and n1h >= min_events.
+    """
+    line, side = LEVELS[measure]
+    n1 = _increase(count, 60, step)
+    s1, q1 = _increase(total, 60, step), _increase(squares, 60, step)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean1 = np.where(n1 > 0, s1 / n1, np.nan)
+        var1 = np.maximum((q1 / n1 - mean1 * mean1) * n1 / (n1 - 1), 0.0)
+        margin = z * np.sqrt(var1 / n1)
+        beyond = mean1 - margin > line if side == "above" else mean1 + margin < line
+        condition = beyond & (n1 >= min_events)
+    return {"mean1h": mean1, "var1h": var1, "margin": margin, "condition": condition}
+
+
+def firing(
+    condition: np.ndarray, for_minutes: int, step: int = 1, lag: int = 1, keep_minutes: int = 0
+) -> np.ndarray:
     """Whether the alert fires at each evaluation: its condition, read `lag` evaluations late
     (Prometheus runs the alert and recording groups independently, so the alerts may read the
     recorded values of the previous evaluation), has held at every evaluation for
-    `for_minutes` (Prometheus' `for`)."""
+    `for_minutes` (Prometheus' `for`); once firing, it keeps firing until the condition has
+    been false for longer than `keep_minutes` (Prometheus' `keep_firing_for`)."""
     late = np.concatenate([[False] * lag, condition[: len(condition) - lag]])
     need = -(-for_minutes // step)  # evaluations after the first one that must still hold
+    keep = keep_minutes // step
     out = np.zeros(len(late), bool)
     held = 0
+    since = 0  # evaluations since the condition last held, while firing
+    on = False
     for i, c in enumerate(late):
         held = held + 1 if c else 0
-        out[i] = held > need
+        if c:
+            since = 0
+            on = on or held > need
+        elif on:
+            since += 1
+            on = since <= keep
+        out[i] = on
     return out
 
 
-def firing_onsets(condition: np.ndarray, for_minutes: int, step: int = 1) -> np.ndarray:
+def firing_onsets(
+    condition: np.ndarray, for_minutes: int, step: int = 1, keep_minutes: int = 0
+) -> np.ndarray:
     """Evaluation indexes where the alert starts firing."""
-    f = firing(condition, for_minutes, step)
+    f = firing(condition, for_minutes, step, keep_minutes=keep_minutes)
     return np.flatnonzero(f & ~np.concatenate([[False], f[:-1]]))
 
 
@@ -167,6 +215,14 @@ def minute_counters(
 def population(measure: str, target: float) -> np.ndarray:
     """Per-event values of a synthetic retriever whose mean `measure` is `target`."""
     segment = "default" if measure == "ndcg" else "billing"
+    values = bank(segment, noise_for_mean(segment, target, measure))[measure]
+    return values[~np.isnan(values)]
+
+
+def level_population(measure: str, target: float) -> np.ndarray:
+    """Per-event Harm@K or Hit@K of a synthetic retriever whose mean is `target` (Harm@10 from
+    a pool rich in distractors, SD about 0.12; Hit@10 from the billing pool, SD about 0.49)."""
+    segment = "distracting" if measure == "harm" else "billing"
     values = bank(segment, noise_for_mean(segment, target, measure))[measure]
     return values[~np.isnan(values)]
 
@@ -202,6 +258,89 @@ def detection_minutes(
     return out
 
 
+LEVEL_ALERTS = {"harm": "RagmonHarmHigh", "hit": "RagmonHitRateLow"}
+LEVEL_CASES = (  # (measure, level 0.02 on the safe side, 0.1 across the line)
+    ("harm", 0.28, 0.40),
+    ("hit", 0.62, 0.50),
+)
+LEVEL_RATES = (1, 5, 20)  # events a minute
+
+
+def level_firings(
+    measure: str, target: float, per_minute: float, settings: Settings, series: int,
+    weeks: int, seed: int,
+) -> tuple[int, float]:  # fmt: skip
+    """(firings, series-weeks evaluated) of a level alert on stationary traffic (after the
+    first hour, which has no hourly mean yet)."""
+    rng = np.random.default_rng(seed)
+    values = level_population(measure, target)
+    name = LEVEL_ALERTS[measure]
+    for_m, keep = rule_minutes(name), rule_minutes(name, "keep_firing_for")
+    fired = 0
+    for _ in range(series):
+        c, s, q = minute_counters(rng, 60 * per_minute, 60 + weeks * WEEK, values)
+        got = evaluate_level(c, s, q, measure, settings.alert_z, settings.alert_min_events)
+        fired += len(firing_onsets(got["condition"][60:], for_m, keep_minutes=keep))
+    return fired, float(series * weeks)
+
+
+def level_delays(
+    measure: str, safe: float, crossed: float, per_minute: float, settings: Settings,
+    trials: int, seed: int, hours: int = 6,
+) -> list[float]:  # fmt: skip
+    """Minutes from the level moving from `safe` to `crossed` to the alert firing (inf: not
+    within `hours`)."""
+    rng = np.random.default_rng(seed)
+    before, after = level_population(measure, safe), level_population(measure, crossed)
+    name = LEVEL_ALERTS[measure]
+    for_m, keep = rule_minutes(name), rule_minutes(name, "keep_firing_for")
+    out = []
+    for _ in range(trials):
+        start = 2 * 60
+        c, s, q = minute_counters(
+            rng, 60 * per_minute, start + hours * 60, before, after=(start, after)
+        )
+        got = evaluate_level(c, s, q, measure, settings.alert_z, settings.alert_min_events)
+        onsets = firing_onsets(got["condition"][start:], for_m, keep_minutes=keep)
+        out.append(float(onsets[0]) if len(onsets) else float("inf"))
+    return out
+
+
+def levels_main(settings: Settings, series: int, weeks: int, trials: int, seed: int) -> None:
+    """Print the level alerts' false firings and detection delays."""
+    print(
+        f"level alerts: z {settings.alert_z}, min events {settings.alert_min_events}, "
+        + ", ".join(
+            f"{name} for {rule_minutes(name)}m keep {rule_minutes(name, 'keep_firing_for')}m"
+            for name in LEVEL_ALERTS.values()
+        )
+    )
+    print(
+        f"{'level':30} {'/min':>4} {'firings':>7} {'series-weeks':>12} {'per week':>8}"
+        f" {'crossed':>7} {'<= 1 h':>6} {'median':>6} {'slowest':>7}"
+    )
+    for i, (measure, safe, crossed) in enumerate(LEVEL_CASES):
+        for j, rate in enumerate(LEVEL_RATES):
+            fired, sw = level_firings(
+                measure, safe, rate, settings, series, weeks, seed + 10 * i + j
+            )
+            delays = np.array(
+                level_delays(
+                    measure, safe, crossed, rate, settings, trials, seed + 100 + 10 * i + j
+                )
+            )
+            finite = delays[np.isfinite(delays)]
+            median = f"{np.median(delays):.0f}" if np.isfinite(np.median(delays)) else "-"
+            slowest = f"{finite.max():.0f}" if len(finite) == len(delays) else "never" if not len(
+                finite) else f">{6 * 60}"  # fmt: skip
+            print(
+                f"{measure + f' {safe} (line {LEVELS[measure][0]})':30} {rate:4d} {fired:7d} "
+                f"{sw:12.0f} {fired / sw:8.3f} {crossed:7.2f} {np.mean(delays <= 60):6.0%} "
+                f"{median:>6} {slowest:>7}",
+                flush=True,
+            )
+
+
 CASES = (  # (measure, mean, events per hour, share of each day from 3 trending questions)
     ("ndcg", 0.57, 60, 0.0),
     ("ndcg", 0.57, 1000, 0.0),
@@ -219,8 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=100, help="trials of the drop")
     parser.add_argument("--for-minutes", type=int, help="override the rules' `for`")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--levels", action="store_true", help="the level alerts only")
+    parser.add_argument("--weeks", type=int, default=4, help="weeks per level-alert series")
     args = parser.parse_args(argv)
     s = Settings.from_env(dotenv=None)  # RAGMON_ALERT_* from the environment, else defaults
+    if args.levels:
+        levels_main(s, args.series // 2, args.weeks, args.trials, args.seed)
+        return 0
     print(
         f"margin nDCG {s.alert_margin_ndcg}, margin T {s.alert_margin_t}, z {s.alert_z}, "
         f"min events {s.alert_min_events}, for {Rule.of(s, 'ndcg', args.for_minutes).for_minutes}m"

@@ -3,6 +3,7 @@ each run through the report's own `analyze()` many times.
 
     nice python -m tests.stats.report_sim               # the full run (200+ reports each)
     nice python -m tests.stats.report_sim --reports 40  # quicker, noisier
+    nice python -m tests.stats.report_sim --only paraphrased --query-only  # clusters by query
 
 Prints one line per scenario: reports, the share with a regression (for the drops: with the
 dropped retriever among the regressions), the share naming a mix shift, and the time taken.
@@ -20,6 +21,7 @@ import numpy as np
 from ragmon.report.analyze import Report, analyze
 from ragmon.report.gather import Dataset
 from ragmon.report.window import windows
+from tests.stats import traffic
 from tests.stats.traffic import Stream, bank, noise_for_mean, window_data
 
 CURRENT, BASELINE = windows(end="2026-11-22", days=7)
@@ -72,6 +74,19 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
             "clustered: 4,900/week, 20% from 3 trending queries a day",
             _three(4900, trending=0.2),
             _three(4900, trending=0.2),
+        ),  # fmt: skip
+        *(
+            Scenario(
+                f"paraphrased: 700/week, {share:.0%} a day ask 1 topic in 50 wordings{how}",
+                _three(700, paraphrased=share, spread=spread),
+                _three(700, paraphrased=share, spread=spread),
+            )
+            for share, spread, how in (
+                (0.2, 0.0, ""),
+                (0.4, 0.0, ""),
+                (0.2, 0.5, ", own rankings"),
+                (0.4, 0.5, ", own rankings"),
+            )
         ),  # fmt: skip
         Scenario("segment mix only: billing 50% -> 80%", mix_base, mix_cur),
         Scenario("large iid: 3 x 20,000/week", _three(20_000), _three(20_000)),
@@ -132,14 +147,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=200, help="reports per scenario")
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--only", help="run the scenarios whose name contains this")
+    parser.add_argument(
+        "--only", help="run the scenarios whose name contains this (several: separated by |)"
+    )
+    parser.add_argument(
+        "--query-only",
+        action="store_true",
+        help="records without passage ids: clusters by the query key alone (before issue 34)",
+    )
     args = parser.parse_args(argv)
+    traffic.PASSAGES = not args.query_only
     rng = np.random.default_rng(args.seed)
     print(
         f"{'scenario':58} {'reports':>7} {'regression':>10} {'limit':>7} {'mix named':>9} {'s':>6}"
     )
     for i, sc in enumerate(scenarios(rng)):
-        if args.only and args.only not in sc.name:
+        if args.only and not any(word in sc.name for word in args.only.split("|")):
             continue
         o = run(sc, args.reports, args.seed * 100 + i, lambda m: print(m, flush=True))
         print(

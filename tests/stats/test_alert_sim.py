@@ -20,8 +20,10 @@ from tests.stats.alert_sim import (
     Rule,
     detection_minutes,
     evaluate,
+    evaluate_level,
     false_firings,
     firing,
+    level_population,
     minute_counters,
     population,
 )
@@ -48,7 +50,8 @@ def _annotations(alert: dict, labels: dict[str, str], value: float) -> dict[str,
     out = {}
     for key, text in alert["annotations"].items():
         text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m[1]], text)
-        out[key] = text.replace('{{ $value | printf "%.3f" }}', f"{value:.3f}")
+        text = text.replace('{{ $value | printf "%.3f" }}', f"{value:.3f}")
+        out[key] = text.replace("{{ $value | humanizePercentage }}", f"{100 * value:.4g}%")
     return out
 
 
@@ -116,6 +119,74 @@ def _case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
     return {"interval": f"{STEP}m", "input_series": inputs}, list(fires), exprs + alert_tests
 
 
+LEVEL_ALERT = {"harm": "RagmonHarmHigh", "hit": "RagmonHitRateLow"}
+
+
+def _level_case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
+    """A day and a half of one series whose level crosses its line for two hours and comes
+    back (so the alert fires, keeps firing for `keep_firing_for`, and resolves), the promtool
+    tests of its recording rules and of its alert at every other sample."""
+    rng = np.random.default_rng(seed)
+    safe, bad = (0.28, 0.45) if measure == "harm" else (0.62, 0.35)
+    before, during = level_population(measure, safe), level_population(measure, bad)
+    minutes = 36 * 60
+    c, s, q = minute_counters(rng, 300, minutes, before, (12 * 60, during))
+    c2, s2, q2 = minute_counters(rng, 300, minutes, before)
+    back = 14 * 60  # the level returns: the counters grow as `before` again from here
+    c = np.concatenate([c[:back], c[back - 1] + c2[back:] - c2[back - 1]])
+    s = np.concatenate([s[:back], s[back - 1] + s2[back:] - s2[back - 1]])
+    q = np.concatenate([q[:back], q[back - 1] + q2[back:] - q2[back - 1]])
+    c, s, q = c[STEP - 1 :: STEP], s[STEP - 1 :: STEP], q[STEP - 1 :: STEP]
+    got = evaluate_level(c, s, q, measure, SETTINGS.alert_z, SETTINGS.alert_min_events, STEP)
+    labels = {**SERIES, "job": "ragmon", "instance": "api:8000"}
+    name = f"ragmon_retrieval_{measure}"
+    inputs = [
+        {"series": _selector(f"{name}_count", labels), "values": _values(c)},
+        {"series": _selector(f"{name}_sum", labels), "values": _values(s)},
+        {"series": _selector(f"{name}_sum_squares_total", labels), "values": _values(q)},
+        {"series": _selector("ragmon_retrieval_ndcg_count", labels), "values": _values(c)},
+    ]
+    n = len(c)
+    for gauge, value in (
+        (_selector("ragmon_alert_drop_z", {"job": "ragmon"}), SETTINGS.alert_z),
+        (_selector("ragmon_alert_min_events", {"job": "ragmon"}), SETTINGS.alert_min_events),
+    ):
+        inputs.append({"series": gauge, "values": f"{value}+0x{n - 1}"})
+    (alert,) = [
+        r for f in RULES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]
+        if r.get("alert") == LEVEL_ALERT[measure]
+    ]  # fmt: skip
+    for_minutes = int(alert["for"][:-1])
+    keep = int(alert["keep_firing_for"][:-1])
+    fires = firing(got["condition"], for_minutes, STEP, lag=0, keep_minutes=keep)
+    times = list(range(7, n, 2))
+    tests: list[dict] = []
+    for i in times:
+        for rec in ("mean1h", "var1h", "level_margin"):
+            want = float(got[{"level_margin": "margin"}.get(rec, rec)][i])
+            if np.isnan(want):
+                continue
+            tests.append(
+                {
+                    "expr": f"abs(ragmon:retrieval_{measure}:{rec} - {want!r}) "
+                    f"<= bool {1e-9 * max(1.0, abs(want))!r}",
+                    "eval_time": f"{i * STEP}m",
+                    "exp_samples": [{"labels": _selector("", SERIES), "value": 1}],
+                }
+            )
+        expected = []
+        if fires[i]:
+            lbl = {**SERIES, **alert["labels"]}
+            # the alert's value: the hour's mean when its condition last held (kept while
+            # `keep_firing_for` holds it firing)
+            value = float(got["mean1h"][np.flatnonzero(got["condition"][: i + 1])[-1]])
+            expected.append({"exp_labels": lbl, "exp_annotations": _annotations(alert, lbl, value)})
+        tests.append(
+            {"eval_time": f"{i * STEP}m", "alertname": LEVEL_ALERT[measure], "exp_alerts": expected}
+        )
+    return {"interval": f"{STEP}m", "input_series": inputs}, [int(fires[i]) for i in times], tests
+
+
 @pytest.fixture(scope="module")
 def promtool() -> str:
     path = shutil.which("promtool")
@@ -141,6 +212,26 @@ def test_the_simulation_computes_what_the_rules_compute(
     doc = {"rule_files": [str(p) for p in RULES], "evaluation_interval": f"{STEP}m",
            "group_eval_order": order, "tests": [group]}  # fmt: skip
     path = tmp_path / "cross-check.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10**9))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+@pytest.mark.parametrize(("measure", "seed"), [("harm", 5), ("hit", 6)])
+def test_the_level_simulation_computes_what_the_rules_compute(
+    promtool: str, tmp_path: Path, measure: str, seed: int
+) -> None:
+    """The level alerts: recorded values, firing, `keep_firing_for` and resolving, as promtool
+    evaluates them."""
+    group, fires, tests = _level_case(measure, seed)
+    assert fires[0] == 0 and 1 in fires and fires[-1] == 0  # quiet, fires, resolves
+    group["promql_expr_test"] = [t for t in tests if "expr" in t]
+    group["alert_rule_test"] = [t for t in tests if "alertname" in t]
+    order = [g["name"] for f in RULES for g in yaml.safe_load(f.read_text())["groups"]]
+    order.sort(key=lambda name: "alerts" in name)
+    doc = {"rule_files": [str(p) for p in RULES], "evaluation_interval": f"{STEP}m",
+           "group_eval_order": order, "tests": [group]}  # fmt: skip
+    path = tmp_path / "level-cross-check.yml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10**9))
     r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

@@ -5,7 +5,10 @@ give): the retriever ranks a candidate pool by score = grade + noise * z, with z
 (query, candidate), so a worse retriever (more noise) ranks the same queries worse and a
 repeated query always gets the same grades. Each measure comes from `ragmon.core.measures.compute`.
 Queries belong to segments with different pools (so segments differ in quality), and a share
-of each day can come from three "trending" queries of that day.
+of each day can come from three "trending" queries of that day, or from one topic of that day
+asked in many wordings (each wording its own query key; the topic's passages, ranked as the
+topic is or each wording a little differently). Each event carries its top-K passage ids (a
+query's own candidates; a topic's for its wordings), as the per-day records do.
 """
 
 from __future__ import annotations
@@ -30,26 +33,62 @@ POOLS: dict[str, tuple[int, ...]] = {
     "howto": (3, 3, 2, 2, 1, 1, 1) + (0,) * 23,
     "billing": (2, 1, 1, 1) + (0,) * 26,
     "sharp": (3, 2, 2, 1, 1, 1) + (0,) * 14,  # a good retriever: nDCG@10 ~0.84, SD ~0.12
+    "distracting": (3, 2, 2) + (1,) * 8 + (0,) * 19,  # many on-topic distractors: Harm@10 >= 0.27
 }
 BANK = 3000  # distinct rankings per (segment, noise): a query picks one by its hash
 PARAMS = MeasureParams()
+PASSAGES = True  # False: records without passage ids (clusters by query key only, as before)
+
+
+@lru_cache(maxsize=16)
+def _z(segment: str) -> np.ndarray:
+    """Each bank query's fixed standard-normal score noise per candidate (noise levels are
+    paired: a worse retriever ranks the same query worse)."""
+    rng = np.random.default_rng(zlib.crc32(segment.encode()))
+    return rng.standard_normal((BANK, len(POOLS[segment])))
+
+
+@lru_cache(maxsize=256)
+def order(segment: str, noise: float) -> np.ndarray:
+    """The candidates each bank query's ranking puts first (the top 2K, best first)."""
+    pool = np.array(POOLS[segment], dtype=float)
+    return np.argsort(-(pool + noise * _z(segment)), axis=1, kind="stable")[:, : 2 * K]
+
+
+def _measures(grades: Sequence[int]) -> dict[str, float]:
+    values = compute(list(grades), K, PARAMS)
+    return {m: np.nan if values[m] is None else float(values[m]) for m in HISTOGRAM_MEASURES}
 
 
 @lru_cache(maxsize=256)
 def bank(segment: str, noise: float) -> dict[str, np.ndarray]:
     """Each measure of `BANK` queries' rankings (NaN where undefined)."""
-    pool = np.array(POOLS[segment], dtype=float)
-    rng = np.random.default_rng(zlib.crc32(segment.encode()))
-    z = rng.standard_normal((BANK, len(pool)))  # fixed per query: noise levels are paired
-    order = np.argsort(-(pool + noise * z), axis=1, kind="stable")[:, : 2 * K]
-    grades = pool[order].astype(int)
+    grades = np.array(POOLS[segment])[order(segment, noise)]
     out = {m: np.empty(BANK) for m in HISTOGRAM_MEASURES}
     for i in range(BANK):
-        values = compute(grades[i].tolist(), K, PARAMS)
+        values = _measures(grades[i].tolist())
         for m in HISTOGRAM_MEASURES:
-            v = values[m]
-            out[m][i] = np.nan if v is None else v
+            out[m][i] = values[m]
     return out
+
+
+@lru_cache(maxsize=65536)
+def wording(
+    segment: str, noise: float, topic: int, word: int, spread: float
+) -> tuple[dict[str, float], tuple[int, ...]]:
+    """One wording of a topic: its measures and its top-K candidates. The topic's ranking is a
+    bank query's (`topic` picks it); with `spread`, each wording adds its own noise to the
+    topic's scores (`spread` times the topic's), so wordings rank the same passages a little
+    differently; with 0, every wording gets the topic's ranking."""
+    row = topic * 2654435761 % (2**32) % BANK
+    if not spread:
+        top = order(segment, noise)[row]
+    else:
+        pool = np.array(POOLS[segment], dtype=float)
+        z = np.random.default_rng([topic, word]).standard_normal(len(pool))
+        score = pool + noise * (_z(segment)[row] + spread * z)
+        top = np.argsort(-score, kind="stable")[: 2 * K]
+    return _measures(np.array(POOLS[segment])[top].tolist()), tuple(top[:K].tolist())
 
 
 def noise_for_mean(segment: str, target: float, measure: str = "ndcg") -> float:
@@ -75,14 +114,25 @@ class Stream:
     segments: dict[str, float] = field(default_factory=lambda: {"default": 1.0})
     trending: float = 0.0  # share of each day's events from that day's 3 trending queries
     repeat_pool: int = 20_000  # regular queries are drawn from this many (some repeat)
+    paraphrased: float = 0.0  # share of each day's events asking that day's topic in other words
+    wordings: int = 50  # distinct wordings of a paraphrased topic (each its own query key)
+    spread: float = 0.0  # 0: every wording gets the topic's ranking; else each its own (`wording`)
+
+
+PARAPHRASE = 30_000_000  # query ids from here on: a topic's wordings (topic * 1000 + wording)
 
 
 def _query_ids(rng: np.random.Generator, s: Stream, day: int, n: int, salt: int) -> np.ndarray:
-    """Query ids for one day: trending ones (shared by every retriever that day), the rest
-    drawn from the regular pool (the same pool in every window: questions recur)."""
-    trend = rng.random(n) < s.trending
+    """Query ids for one day: trending ones (shared by every retriever that day), wordings of
+    the day's paraphrased topic (shared too), the rest drawn from the regular pool (the same
+    pool in every window: questions recur)."""
+    u = rng.random(n)
+    trend = u < s.trending
+    para = (u >= s.trending) & (u < s.trending + s.paraphrased)
     ids = rng.integers(0, s.repeat_pool, size=n)
     ids[trend] = 10_000_000 + salt * 1000 + day * 3 + rng.integers(0, 3, size=int(trend.sum()))
+    topic = PARAPHRASE + salt * 10 + day
+    ids[para] = topic * 1000 + rng.integers(0, s.wordings, size=int(para.sum()))
     return ids
 
 
@@ -113,11 +163,22 @@ def window_data(
                 q = qids[pick]
                 rows = (q * 2654435761 % (2**32)) % BANK
                 values = bank(seg, s.noise)
+                columns = {m: values[m][rows] for m in HISTOGRAM_MEASURES}
+                # passage ids: a query's own candidates (a topic's, for its wordings)
+                owner = np.where(q >= PARAPHRASE * 1000, q // 1000, q)
+                top = order(seg, s.noise)[rows, :K]
+                for i in np.flatnonzero(q >= PARAPHRASE * 1000):
+                    got, top_i = wording(seg, s.noise, int(owner[i]), int(q[i] % 1000), s.spread)
+                    for m in HISTOGRAM_MEASURES:
+                        columns[m][i] = got[m]
+                    top[i] = top_i
                 ev.segments += [seg] * len(q)
                 ev.queries += [f"{seg}:{x}" for x in q.tolist()]
                 ev.lengths += (5.0 + (q % 7)).tolist()
+                pids = seg_i * 2**40 + owner[:, None] * 64 + top
+                ev.passages += [tuple(r) for r in pids.tolist()] if PASSAGES else [()] * len(q)
                 for m in HISTOGRAM_MEASURES:
-                    ev.values.setdefault(m, []).extend(values[m][rows].tolist())
+                    ev.values.setdefault(m, []).extend(columns[m].tolist())
         data.events[(APP, INDEX, s.retriever)] = ev
         _fill_aggregates(data, s.retriever, ev)
     return data

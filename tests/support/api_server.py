@@ -6,10 +6,9 @@ import threading
 import time
 
 import httpx
-import uvicorn
 
 from ragmon.api import create_app
-from ragmon.api.guard import uvicorn_config
+from ragmon.api.guard import GuardedServer, uvicorn_config
 from ragmon.settings import Settings
 from tests.support.stack import free_port
 
@@ -19,7 +18,7 @@ class ApiServer:
         self.settings = settings
         self.port = free_port()
         self.app = create_app(settings)
-        self.server = uvicorn.Server(
+        self.server = GuardedServer(
             uvicorn_config(
                 self.app, settings, host="127.0.0.1", port=self.port, log_level="warning"
             )

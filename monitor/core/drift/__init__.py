@@ -3,10 +3,11 @@
 Production traffic breaks the textbook assumptions, and each piece here is chosen for that:
 
 - Events are not independent: a trending question repeats all day with the same ranking and the
-  same grades. Every standard error is cluster-robust by query (the CR1 sandwich over query
-  clusters; a query seen in both windows is one cluster), and the reference distribution is
-  Student's t with the effective number of clusters as degrees of freedom, so a few big
-  clusters widen the interval instead of raising an alarm.
+  same grades, often in other words. Every standard error is cluster-robust by question (the CR1
+  sandwich over clusters of events with the same normalized query or strongly overlapping top-K
+  passages, `retrieval_clusters`; a question seen in both windows is one cluster), and the
+  reference distribution is Student's t with the effective number of clusters as degrees of
+  freedom, so a few big clusters widen the interval instead of raising an alarm.
 - The mix of queries moves: `segment_change` splits the change of a mean into the change
   within segments at the baseline's segment mix (the retriever itself) and the part the mix
   explains (direct standardisation, as for age-adjusted rates).
@@ -34,6 +35,7 @@ from ragmon.core.drift.changes import (
     clustered_mean,
     segment_change,
 )
+from ragmon.core.drift.clusters import OVERLAP, retrieval_clusters
 from ragmon.core.drift.distributions import chi2_sf, t_ppf, t_sf
 from ragmon.core.drift.shift import (
     PSI_MAJOR,
@@ -49,6 +51,7 @@ from ragmon.core.drift.shift import (
 
 __all__ = [
     "MIN_CELL",
+    "OVERLAP",
     "PSI_MAJOR",
     "PSI_MODERATE",
     "Cell",
@@ -67,6 +70,7 @@ __all__ = [
     "psi_level",
     "psi_noise",
     "psi_pvalue",
+    "retrieval_clusters",
     "segment_change",
     "severity",
     "t_ppf",

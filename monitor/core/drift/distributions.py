@@ -78,15 +78,36 @@ def t_sf(t: float, df: float) -> float:
     return tail if t > 0 else 1.0 - tail
 
 
+def _t_pdf(t: float, df: float) -> float:
+    if df > NORMAL_DF:
+        return math.exp(-t * t / 2.0) / math.sqrt(2.0 * math.pi)
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
+
+
 @lru_cache(maxsize=4096)
 def _t_ppf(q: float, df: float) -> float:
+    """Newton's method on t_sf(t) = 1 - q, kept inside a bracket that bisection narrows when a
+    step leaves it (t_sf is decreasing and convex for t > 0, so Newton converges fast)."""
+    target = 1.0 - q
     lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1.0 - q:
-        hi *= 2.0
-    for _ in range(80):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if t_sf(mid, df) > 1.0 - q else (lo, mid)
-    return (lo + hi) / 2.0
+    while t_sf(hi, df) > target:
+        lo, hi = hi, hi * 2.0
+    t = (lo + hi) / 2.0
+    for _ in range(200):
+        f = t_sf(t, df) - target
+        if f > 0:
+            lo = t
+        else:
+            hi = t
+        step = f / _t_pdf(t, df)
+        nxt = t + step
+        if not lo < nxt < hi:
+            nxt = (lo + hi) / 2.0
+        if abs(nxt - t) <= 1e-13 * max(1.0, t) or hi - lo <= 1e-13 * max(1.0, hi):
+            return nxt
+        t = nxt
+    return t
 
 
 def t_ppf(q: float, df: float) -> float:

@@ -1,0 +1,118 @@
+"""The API's side of sampling: the rate each new event is judged with, and the plan behind it.
+
+With `RAGMON_SAMPLING=fixed` (the default) every event's rate is RAGMON_SAMPLE_RATE. With
+`planned`, each API process counts the events it accepts per series (flushed to Redis every
+second), reads the current plan every few seconds, and once a minute one API process (a lock
+in Redis) makes the next plan with `ragmon.core.sampling.plan`: the series' hourly traffic, the
+day's spend, each series' spread of nDCG@K and the cost of judging one event so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from ragmon.core.sampling import DEFAULT_SD, Policy, Rates, Traffic, plan
+from ragmon.settings import Settings
+from ragmon.store import IngestItem, Store
+from ragmon.store.keys import utc_day
+from ragmon.store.sampling_state import StoredPlan
+
+log = logging.getLogger("ragmon.api")
+
+FLUSH_S = 1.0
+READ_S = 5.0
+PLAN_S = 60.0
+SD_MEASURE = "ndcg"
+
+
+class Sampler:
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self.state = store.sampling
+        self.planned = settings.sampling == "planned"
+        self.counts: Counter[str] = Counter()
+        self.current = Rates({}, 1.0 if self.planned else settings.sample_rate)
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._task: asyncio.Task | None = None
+
+    def rates(self) -> Rates:
+        return self.current
+
+    def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
+        """Count the events just accepted (not the duplicates) for the forecast."""
+        if self.planned:
+            for it, new in zip(items, created, strict=True):
+                if new:
+                    self.counts[it.series] += 1
+
+    def start(self) -> None:
+        if self.planned and self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ragmon-sampler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await asyncio.to_thread(self.state.count, self.take(), time.time())
+
+    def take(self) -> Counter[str]:
+        """The counts so far, starting afresh (on the event loop's thread, where `note` runs)."""
+        counts, self.counts = self.counts, Counter()
+        return counts
+
+    def flush(self) -> None:
+        """Write the counts so far (from the event loop's thread: tests, shutdown)."""
+        self.state.count(self.take(), time.time())
+
+    async def _run(self) -> None:
+        last_read = -math.inf
+        while True:
+            try:
+                now = time.time()
+                await asyncio.to_thread(self.state.count, self.take(), now)
+                if now - last_read >= READ_S:
+                    last_read = now
+                    await asyncio.to_thread(self.refresh, now)
+            except Exception as exc:  # Redis away: keep the last rates, try again
+                log.warning("sampling plan not refreshed: %r", exc)
+            await asyncio.sleep(FLUSH_S)
+
+    def refresh(self, now: float, force: bool = False) -> StoredPlan:
+        """Read the current plan; make the next one when it is due and this process leads (or
+        at once, `force`)."""
+        stored = self.state.load(now)
+        due = stored is None or now - stored.at >= PLAN_S
+        if force or (due and self.state.lead(self.owner, PLAN_S - 1)):
+            stored = self.replan(now)
+            self.state.save(stored)
+        if stored is not None:
+            self.current = stored.to_rates()
+        return stored or StoredPlan(at=now)
+
+    def replan(self, now: float) -> StoredPlan:
+        s = self.settings
+        traffic = self.state.traffic(now)
+        midnight = datetime.fromtimestamp(now, UTC).replace(
+            hour=0, minute=0, second=0, microsecond=0
+        )
+        now_s = now - midnight.timestamp()
+        spent = self.store.judge_state().spent(utc_day(now))
+        cost = self.state.cost_per_event()
+        sds = self.state.spreads(SD_MEASURE, self.store.bounds[SD_MEASURE])
+        biggest = sorted(traffic, key=lambda k: -sum(traffic[k]))[: s.max_series]
+        series = {k: Traffic(traffic[k], sds.get(k, DEFAULT_SD), cost) for k in biggest}
+        policy = Policy(s.target_half_width, s.min_judged_per_day, s.daily_budget_usd)
+        p = plan(series, policy, spent, now_s)
+        default = max(p.rates.values(), default=1.0)
+        runout = midnight.timestamp() + p.runout_s if p.runout_s is not None else None
+        return StoredPlan(now, p.rates, default, spent, s.daily_budget_usd, p.pace, runout)

@@ -1,0 +1,112 @@
+"""What the sampling planner keeps in Redis: each series' accepted events per UTC hour (the
+forecast's input), the current plan (rates per series, the day's pace), and who plans next."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import cast
+
+import redis
+
+from ragmon.core.sampling import HOURS, Rates
+from ragmon.store.fields import Name
+from ragmon.store.keys import SEP, Keys
+from ragmon.store.records import histograms_of, text_of
+
+TRAFFIC_TTL_S = (HOURS + 2) * 3600
+MIN_FOR_SD = 30  # judged events a series needs before its own spread is used
+PLAN_STALE_S = 600.0  # an older plan is not used: its planner stopped
+
+
+def hour_of(ts: float) -> str:
+    """The UTC hour of `ts` as the traffic keys name it, `YYYYMMDDHH`."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%d%H")
+
+
+@dataclass(frozen=True)
+class StoredPlan:
+    """A plan as the API and `/metrics` read it (`runout`: unix time, None: not today)."""
+
+    at: float
+    rates: dict[str, float] = field(default_factory=dict)
+    default: float = 1.0
+    spent: float = 0.0
+    budget: float = 0.0
+    pace: float = 0.0
+    runout: float | None = None
+
+    def to_rates(self) -> Rates:
+        return Rates(dict(self.rates), self.default)
+
+
+class SamplingState:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+
+    def count(self, counts: Mapping[str, int], now: float) -> None:
+        """Add accepted events per series to the current hour's counts."""
+        if not counts:
+            return
+        key = self.keys.traffic(hour_of(now))
+        with self.client.pipeline(transaction=False) as pipe:
+            for series, n in counts.items():
+                pipe.hincrby(key, series, n)
+            pipe.expire(key, TRAFFIC_TTL_S)
+            pipe.execute()
+
+    def traffic(self, now: float) -> dict[str, list[float]]:
+        """Per series, its events in each of the `HOURS` hours ending with the current one."""
+        hours = [hour_of(now - 3600 * (HOURS - 1 - i)) for i in range(HOURS)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for h in hours:
+                pipe.hgetall(self.keys.traffic(h))
+            rows = cast(list[dict[bytes, bytes]], pipe.execute())
+        out: dict[str, list[float]] = {}
+        for i, row in enumerate(rows):
+            for series, n in row.items():
+                out.setdefault(text_of(series), [0.0] * HOURS)[i] = float(n)
+        return out
+
+    def save(self, plan: StoredPlan) -> None:
+        self.client.set(self.keys.sampling_plan, json.dumps(asdict(plan)), ex=int(PLAN_STALE_S))
+
+    def load(self, now: float) -> StoredPlan | None:
+        """The current plan, or None when there is none younger than `PLAN_STALE_S`."""
+        raw = self.client.get(self.keys.sampling_plan)
+        if raw is None:
+            return None
+        plan = StoredPlan(**json.loads(raw))
+        return plan if now - plan.at < PLAN_STALE_S else None
+
+    def lead(self, owner: str, ttl_s: float) -> bool:
+        """True for the one process that plans next (the others read its plan)."""
+        return bool(self.client.set(self.keys.sampling_lead, owner, nx=True, ex=max(1, int(ttl_s))))
+
+    def cost_per_event(self) -> float:
+        """USD spent on the judge per judged event so far (every model), 0 before any."""
+        counters = self.keys.counters
+        spent = sum(
+            float(v)
+            for _, v in self.client.hscan_iter(counters, match=f"judge_cost_usd{SEP}*", count=1000)
+        )
+        labeled = self.client.hget(counters, Name.EVENTS_LABELED.value)
+        n = int(cast(bytes, labeled)) if labeled is not None else 0
+        return spent / n if n else 0.0
+
+    def spreads(self, measure: str, bounds: Sequence[float]) -> dict[str, float]:
+        """Each series' standard deviation of `measure`, from its histogram's sums (series
+        with fewer than `MIN_FOR_SD` observations are left out)."""
+        name = f"retrieval_{measure}"
+        raw = dict(self.client.hscan_iter(self.keys.hist, match=f"{name}{SEP}*", count=1000))
+        hists = histograms_of(raw, {name: bounds}).get(name, {})
+        out = {}
+        for labels, h in hists.items():
+            if h.count >= MIN_FOR_SD and h.sum_squares is not None:
+                mean = h.sum / h.count
+                out[SEP.join(labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
+        return out

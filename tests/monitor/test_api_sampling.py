@@ -1,0 +1,124 @@
+"""Sampling through the real API and Redis: each event keeps the probability with which it was
+chosen for judging, and in `planned` mode each series gets the plan's rate."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ragmon.workers.worker import make_worker
+from tests.support.events import make_event
+
+
+def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):
+    api = make_api(RAGMON_SAMPLE_RATE="0.5")
+    events = [make_event(seed=i) for i in range(40)]
+    results = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
+    kept = next(r["event_id"] for r in results if r["status"] != "sampled_out")
+    got = api.client.get(f"/v1/retrievals/{kept}", params={"app": "test"}).json()
+    assert got["inclusion_probability"] == 0.5
+
+
+def test_every_event_judged_has_probability_one(api):
+    event = make_event(seed=1)
+    assert api.client.post("/v1/retrievals", json=event).status_code == 202
+    got = api.client.get(f"/v1/retrievals/{event['event_id']}", params={"app": "test"}).json()
+    assert got["inclusion_probability"] == 1.0
+
+
+def test_planned_rates_follow_each_series_traffic(make_api):
+    api = make_api(
+        RAGMON_SAMPLING="planned", RAGMON_TARGET_HALF_WIDTH="0.03", RAGMON_MIN_JUDGED_PER_DAY="0"
+    )
+    sampler = api.app.state.sampler
+
+    def batch(retriever: str, n: int, seed: int) -> list[dict]:
+        out = []
+        for i in range(n):
+            ev = make_event(seed=seed + i)
+            ev["labels"] = {**ev["labels"], "retriever": retriever}
+            out.append(ev)
+        return out
+
+    for start in range(0, 3000, 1000):  # a busy series and a quiet one
+        api.client.post("/v1/retrievals/batch", json={"events": batch("big", 1000, start)})
+    api.client.post("/v1/retrievals/batch", json={"events": batch("small", 5, 10_000)})
+    sampler.flush()
+    traffic = sampler.state.traffic(time.time())
+    (big,) = [k for k in traffic if "|big|" in k]
+    (small,) = [k for k in traffic if "|small|" in k]
+    assert traffic[big][-1] == 3000 and traffic[small][-1] == 5
+    plan = sampler.refresh(time.time(), force=True)
+    assert plan.rates[small] == 1.0
+    assert plan.rates[big] < 0.1  # (1.96 x 0.3 / 0.03)^2 = 384 events a week of ~10k
+    assert sampler.rates().of(big) == plan.rates[big]
+    # new events of the busy series are judged at its rate, and say so
+    results = api.client.post(
+        "/v1/retrievals/batch", json={"events": batch("big", 600, 20_000)}
+    ).json()["results"]
+    kept = [r["event_id"] for r in results if r["status"] != "sampled_out"]
+    assert 0 < len(kept) < 100
+    got = api.client.get(f"/v1/retrievals/{kept[0]}", params={"app": "test"}).json()
+    assert got["inclusion_probability"] == plan.rates[big]
+
+
+@pytest.mark.slow
+def test_exported_means_are_the_weighted_means_of_the_events(make_api):
+    """Events judged at two rates: /metrics' sum / count of each series is the mean of its
+    judged events weighted by 1 / inclusion_probability, computed here from GET."""
+    api = make_api(
+        RAGMON_SAMPLING="planned",
+        RAGMON_TARGET_HALF_WIDTH="0.03",
+        RAGMON_MIN_JUDGED_PER_DAY="0",
+        RAGMON_GROUP_WINDOW_S="0",
+    )
+    sampler = api.app.state.sampler
+
+    def batch(retriever: str, seeds: range) -> list[dict]:
+        out = []
+        for i in seeds:
+            ev = make_event(seed=i)
+            ev["labels"] = {**ev["labels"], "retriever": retriever}
+            out.append(ev)
+        return out
+
+    sent = [*batch("big", range(300)), *batch("small", range(1000, 1005))]
+    api.client.post("/v1/retrievals/batch", json={"events": sent})  # all judged: no plan yet
+    sampler.flush()
+    plan = sampler.refresh(time.time(), force=True)
+    (big,) = [k for k in plan.rates if "|big|" in k]
+    assert 0.05 < plan.rates[big] < 0.9
+    more = batch("big", range(2000, 2300))
+    api.client.post("/v1/retrievals/batch", json={"events": more})
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    judged: dict[str, list[tuple[float, float]]] = {}
+    for ev in [*sent, *more]:
+        got = api.client.get(f"/v1/retrievals/{ev['event_id']}", params={"app": "test"}).json()
+        if got["status"] == "done":
+            series = got["labels"]["retriever"]
+            judged.setdefault(series, []).append(
+                (got["measures"]["ndcg"], got["inclusion_probability"])
+            )
+    assert {p for _, p in judged["big"]} == {1.0, plan.rates[big]}  # two rates in one series
+    exported = metrics(api)
+    for series, rows in judged.items():
+        w = [1 / p for _, p in rows]
+        want = sum(wi * y for wi, (y, _) in zip(w, rows, strict=True)) / sum(w)
+        where = (("app", "test"), ("index", "default"), ("retriever", series),
+                 ("segment", "default"))  # fmt: skip
+        total = exported[("ragmon_retrieval_ndcg_sum", where)]
+        count = exported[("ragmon_retrieval_ndcg_count", where)]
+        assert count == pytest.approx(sum(w), rel=1e-9)
+        assert total / count == pytest.approx(want, rel=1e-9)
+
+
+def metrics(api) -> dict[tuple[str, tuple], float]:
+    text = httpx.get(f"{api.url}/metrics", timeout=60).text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
