@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ from ragmon.store import event_day, query_hash, text_hash
 from ragmon.store.keys import SEP
 from ragmon.workers.judges import utility
 from ragmon.workers.judges.accounting import paying
-from ragmon.workers.judges.base import Judge, JudgeError, PartialGrades
+from ragmon.workers.judges.base import Judge, JudgeError
 from ragmon.workers.judges.cache import JudgmentCache
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ class Graded:
 
     `duplicate_of[i]` is the 1-based rank of the earlier passage with the same id (None for a
     first occurrence): a repeat is not judged again and scores as not relevant. `unjudged`
-    counts, per reason, the passages of the top 2K the judge could not grade for good.
+    counts, per reason, the passages of the top 2K the judge could not grade for good: a
+    lasting failure, or a passing one on the event's last attempt.
     """
 
     grades: list[int | None]
@@ -71,24 +73,31 @@ class InFlight:
 
 
 async def grade_event(
-    event: dict, judge: Judge, store: Store, inflight: InFlight | None = None
+    event: dict,
+    judge: Judge,
+    store: Store,
+    inflight: InFlight | None = None,
+    last_try: bool = False,
 ) -> Graded:
     """Known grades (at every depth), then the judgment cache, then the judge (top 2K only),
     its calls paid by the event's app (`accounting.paying`: its own budget, then the fleet's).
 
     Grades are on the judge's scale (known 0-3 grades are mapped to 1-5 for a utility5 judge;
-    `on_both_scales` splits them). A passage the judge cannot grade for a lasting reason stays
-    None and is counted in `unjudged`; a passing failure raises the judge's retryable
-    `JudgeError` (the job is retried), and so does a lasting one when no passage of the event
-    has a grade at all (the event then fails). `store` holds the judgment cache, which gets
-    every grade the judge gives, even those of an event that then fails.
+    `on_both_scales` splits them). Each passage has its own outcome: one the judge cannot
+    grade for a lasting reason stays None and is counted in `unjudged`; a passing failure
+    (429, 5xx, timeout) raises the judge's retryable `JudgeError` so that the event is tried
+    again, unless `last_try` (the delivery's last attempt for this event): then it is counted
+    in `unjudged` under its reason as a lasting one is. Either raises when no passage of the
+    event has a grade at all: the event fails only when nothing could be graded. `store` holds
+    the judgment cache, which gets every grade the judge gives, even those of an event that
+    then fails.
     """
     with paying(event["labels"]["app"]):
-        return await _grade_event(event, judge, store, inflight)
+        return await _grade_event(event, judge, store, inflight, last_try)
 
 
 async def _grade_event(
-    event: dict, judge: Judge, store: Store, inflight: InFlight | None
+    event: dict, judge: Judge, store: Store, inflight: InFlight | None, last_try: bool
 ) -> Graded:
     passages = event["passages"]
     depth = judged_depth(event)
@@ -108,8 +117,9 @@ async def _grade_event(
         return out
 
     query = event["query"]
+    ask = functools.partial(_ask, judge, query=query, passages=passages, out=out, last=last_try)
     if judge.per_call:  # its grades depend on the call's other passages: never shared
-        await _ask(judge, None, query, passages, todo, out)
+        await ask(None, todo)
         return out
     texts = [passages[i]["text"] for i in todo]
     cache = JudgmentCache.of(store, judge.identity, event)
@@ -126,7 +136,7 @@ async def _grade_event(
     if not misses:
         return out
     if inflight is None:
-        await _ask(judge, cache, query, passages, misses, out)
+        await ask(cache, misses)
         return out
     keys = {i: inflight.key(cache.app, query, passages[i]["text"]) for i in misses}
     others = {i: inflight.asked[keys[i]] for i in misses if keys[i] in inflight.asked}
@@ -135,7 +145,7 @@ async def _grade_event(
     for i in mine:
         inflight.asked.setdefault(keys[i], loop.create_future())
     try:
-        await _ask(judge, cache, query, passages, mine, out)
+        await ask(cache, mine)
     finally:
         for i in mine:  # resolved and forgotten: later events of the job find the cache
             fut = inflight.asked.pop(keys[i], None)
@@ -148,21 +158,24 @@ async def _grade_event(
             again.append(i)
         else:
             out.grades[i], out.sources[i] = g, JUDGE
-    await _ask(judge, cache, query, passages, again, out)
+    await ask(cache, again)
     return out
 
 
 async def _ask(
     judge: Judge,
     cache: JudgmentCache | None,
+    idx: list[int],
+    *,
     query: str,
     passages: list[dict],
-    idx: list[int],
     out: Graded,
+    last: bool,
 ) -> None:
     """Have the judge grade passages `idx` into `out` and cache every grade it gives (also those
-    of a failed call, so a retry pays only for the rest). A lasting failure leaves them
-    unjudged (counted) unless no passage has a grade: then it raises, as a passing one does."""
+    of a failed call, so a retry pays only for the rest). A lasting failure leaves its passages
+    unjudged (counted, each under its own reason), and so does a passing one when `last`; a
+    passing one otherwise raises, and so does any failure when no passage has a grade."""
     if not idx:
         return
     items = [(passages[i]["id"], passages[i]["text"]) for i in idx]
@@ -174,16 +187,16 @@ async def _ask(
     if cache is not None:
         answers = [(text, g) for (_, text), g in zip(items, got, strict=True)]
         cache.keep(query, answers)
-    if failure is None or isinstance(failure, PartialGrades):
-        reasons = failure.reasons if failure is not None else [None] * len(idx)
-        for i, g, reason in zip(idx, got, reasons, strict=True):
-            out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
-            if reason is not None:
-                out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
-        return
-    if failure.retryable or all(g is None for g in out.grades):
-        raise failure
-    out.unjudged[failure.reason] = out.unjudged.get(failure.reason, 0) + len(idx)
+    if failure is not None and failure.retryable and not last:
+        raise failure  # waiting may get every grade: the event is tried again
+    reasons = [None] * len(idx) if failure is None else failure.passage_reasons(len(idx))
+    for i, g in zip(idx, got, strict=True):
+        out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
+    if failure is not None and all(g is None for g in out.grades):
+        raise failure  # nothing could be graded: the event fails (or waits, if passing)
+    for g, reason in zip(got, reasons, strict=True):
+        if g is None and reason is not None:
+            out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
 
 
 def _grades_1_to_5(judge: Judge) -> bool:
@@ -201,7 +214,7 @@ def on_both_scales(
 
 
 async def probe_event(
-    event: dict, judge: Judge, store: Store
+    event: dict, judge: Judge, store: Store, last_try: bool = False
 ) -> tuple[list[float | None], str | None]:
     """p(NO-RESPONSE) of each top-K passage for UDCG (RAGMON_UTILITY=on): the cache, then one
     probe call per missing passage. Returns `(p's, None)`, one per passage (None past K), or
@@ -209,14 +222,15 @@ async def probe_event(
     `no_llm` (the lexical judge cannot probe) or a lasting judge failure's reason.
 
     A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
-    the p's it did get, so the job's retry pays only for the rest. The event's app pays.
+    the p's it did get, so the event's next attempt pays only for the rest; on its last attempt
+    (`last_try`) UDCG stays null with that failure's reason instead. The event's app pays.
     """
     with paying(event["labels"]["app"]):
-        return await _probe_event(event, judge, store)
+        return await _probe_event(event, judge, store, last_try)
 
 
 async def _probe_event(
-    event: dict, judge: Judge, store: Store
+    event: dict, judge: Judge, store: Store, last_try: bool
 ) -> tuple[list[float | None], str | None]:
     passages = event["passages"]
     k = min(event["k"], len(passages))
@@ -257,5 +271,7 @@ async def _probe_event(
         store.incr(f"utility_probes{SEP}{name}", n, day=day)
     cache.keep_ps(query, got)
     if lasting is None and passing is not None:
-        raise passing  # UDCG can still be had: let RQ retry the job
+        if not last_try:
+            raise passing  # UDCG can still be had: the event is tried again
+        lasting = passing.reason
     return ps, lasting

@@ -20,7 +20,7 @@ from ragmon.core.measures import MeasureParams, compute
 from ragmon.preflight import judge_url
 from ragmon.settings import Settings
 from ragmon.store import Store, event_day, ref_of, text_hash
-from ragmon.store.delivery import LEASE_S
+from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
 from ragmon.store.finish import inclusion_probability
 from ragmon.store.keys import SEP
 from ragmon.workers.context import WorkerContext, current_context
@@ -90,7 +90,8 @@ async def drain_pending(
                         continue
                     leases[ref] = claimed.lease_end
                     decision = decide(settings, event)
-                    work = _one(ctx, store, judge, params, event, inflight, decision)
+                    last_try = event["_attempts"] >= MAX_ATTEMPTS  # RETRY would fail it
+                    work = _one(ctx, store, judge, params, event, inflight, decision, last_try)
                     tasks[asyncio.ensure_future(work)] = event
             if tasks:
                 busy_at = now
@@ -158,14 +159,18 @@ async def _one(
     event: dict,
     inflight: InFlight,
     decision: Decision,
+    last_try: bool = False,
 ) -> str:
-    graded = await grade_event(event, judge, store, inflight)
+    """Judge one event, measure it and record it. On its last try (`last_try`: the delivery
+    gives it no further attempt) a passing judge failure leaves the passages it hit unjudged
+    and the event is measured; it fails only when nothing could be graded."""
+    graded = await grade_event(event, judge, store, inflight, last_try)
     grades, utility = on_both_scales(graded.grades, judge)
     k = event["k"]
     ps: list[float | None] | None = None
     missing = None
     if ctx.settings.utility and event["passages"]:
-        ps, missing = await probe_event(event, judge, store)
+        ps, missing = await probe_event(event, judge, store, last_try)
     p_no = None if missing else ps
     measures = compute(
         grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats()

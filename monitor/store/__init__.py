@@ -185,20 +185,22 @@ class Store:
     # ---- events and results ----------------------------------------------------------------
 
     def load_events(self, refs: Sequence[str]) -> list[dict | None]:
-        """Payload, status and receipt time of each event by `event_ref` (None when unknown or
-        expired)."""
+        """Payload, status, receipt time and claims so far (`_attempts`) of each event by
+        `event_ref` (None when unknown or expired)."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hmget(self.keys.event(ref), Field.PAYLOAD, Field.STATUS, Field.RECEIVED)
+                fields = (Field.PAYLOAD, Field.STATUS, Field.RECEIVED, Field.ATTEMPTS)
+                pipe.hmget(self.keys.event(ref), *fields)
             rows = pipe.execute()
         out: list[dict | None] = []
-        for payload, status, rt in rows:
+        for payload, status, rt, attempts in rows:
             if status is None or payload is None:
                 out.append(None)
                 continue
             event = json.loads(self.sealer.open(payload))
             event["_status"] = status.decode()
             event["_received_at"] = float(rt)
+            event["_attempts"] = int(attempts or 0)
             out.append(event)
         return out
 

@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 that speaks OpenAI's chat-completions protocol.
 
-Tests script its answers (`FakeLLM.script(Reply...)`); when the script is empty it grades by a
-deterministic rule: the offline lexical judge's grade of each delimited passage. It records
-every request (arrival time, headers, JSON body) and its answer for assertions.
+Tests script its answers (`FakeLLM.script(Reply...)`) or choose them per request
+(`FakeLLM(rule=...)`); otherwise it grades by a deterministic rule: the offline lexical judge's
+grade of each delimited passage. It records every request (arrival time, headers, JSON body)
+and its answer for assertions.
 
 Logprobs: a request with `logprobs` gets them (`FakeLLM(logprobs=False)` plays a server that
 ignores the option). `Reply.top({...})` scripts the first position's top logprobs; the utility
@@ -119,6 +120,9 @@ class FakeLLM:
     swayed: Callable[[str], bool] | None = None
     # A model that starts over-grading (judge drift): added to every default grade, at most 3.
     over_grade: int = 0
+    # Answers chosen per request, after the script and before the default rule: a reply, or
+    # None to let the default rule answer (e.g. a 500 whenever the prompt holds one passage).
+    rule: Callable[[Recorded], Reply | None] | None = None
     requests: list[Recorded] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests the server held at once
@@ -173,7 +177,10 @@ class FakeLLM:
             self.requests.append(rec)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self._script.popleft() if self._script else Reply("default")
+            if self._script:
+                return self._script.popleft()
+        ruled = self.rule(rec) if self.rule is not None else None
+        return ruled if ruled is not None else Reply("default")
 
     def _done(self) -> None:
         with self._lock:

@@ -18,6 +18,7 @@ import pytest
 from ragmon.export import RagmonCollector
 from ragmon.settings import Settings
 from ragmon.store import Store
+from ragmon.store.delivery import MAX_ATTEMPTS
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import utc_today
 from ragmon.workers.grading import grade_event
@@ -343,6 +344,81 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
     grades = asyncio.run(grade())  # the job's retry: only the passage that failed is asked
     assert len(fake.chat_requests()) == 4
     assert grades[0] == 3 and grades[2] == 1 and grades[1] is not None
+
+
+_DAY_APP = {"timestamp": "2030-01-01T00:00:00+00:00", "labels": {"app": "a"}}
+
+
+def _passage_fails(text: str, status: int = 500):
+    """A rule of the fake server: `status` whenever the prompt holds this passage, forever."""
+    return lambda rec: Reply.error(status) if text in rec.prompt else None
+
+
+@pytest.mark.parametrize("status", [500, 429, 408])
+def test_a_passage_failing_for_now_stays_unjudged_on_the_last_try_only(redis_url, status):
+    """A passing failure (5xx, 429, timeout) of one passage asks for the event to be tried
+    again; on its last try the passage stays unjudged under that reason and the others count."""
+    with FakeLLM(rule=_passage_fails(PASSAGES[1][1], status)) as fake:
+        s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
+        store = Store.connect(s)
+        event = {"query": QUERY, "k": 2, **_DAY_APP,
+                 "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
+
+        async def grade(last_try: bool):
+            judge = OpenAIJudge(s, store)
+            try:
+                return await grade_event(event, judge, store, last_try=last_try)
+            finally:
+                await judge.aclose()
+
+        with pytest.raises(JudgeError) as info:
+            asyncio.run(grade(last_try=False))
+        assert info.value.retryable
+        last = asyncio.run(grade(last_try=True))
+    reason = {500: "server_error", 429: "rate_limited", 408: "timeout"}[status]
+    assert last.unjudged == {reason: 1}
+    assert last.grades[1] is None and last.sources == ["cache", None, "cache"]
+    assert last.grades[0] is not None and last.grades[2] is not None
+
+
+def test_on_the_last_try_every_passage_keeps_its_own_reason(redis_url, fake):
+    """One call refused (lasting), one a 500 (passing): each unjudged passage is counted under
+    its own reason."""
+    s = judge_settings(redis_url, fake, RAGMON_JUDGE_CONCURRENCY="1", RAGMON_JUDGE_MAX_RETRIES="0")
+    store = Store.connect(s)
+    fake.script(Reply.text('{"grade": 3}'), Reply.refusal(), Reply.error(500))
+    event = {"query": QUERY, "k": 2, **_DAY_APP,
+             "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
+
+    async def grade():
+        judge = OpenAIJudge(s, store)
+        try:
+            return await grade_event(event, judge, store, last_try=True)
+        finally:
+            await judge.aclose()
+
+    got = asyncio.run(grade())
+    assert got.grades == [3, None, None] and got.unjudged == {"refused": 1, "server_error": 1}
+
+
+def test_on_the_last_try_an_event_with_nothing_graded_still_fails(redis_url):
+    """Nothing could be graded: the passing failure is raised (the event then fails)."""
+    with FakeLLM(rule=lambda rec: Reply.error(503)) as fake:
+        s = judge_settings(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
+        store = Store.connect(s)
+        event = {"query": QUERY, "k": 2, **_DAY_APP,
+             "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
+
+        async def grade():
+            judge = OpenAIJudge(s, store)
+            try:
+                return await grade_event(event, judge, store, last_try=True)
+            finally:
+                await judge.aclose()
+
+        with pytest.raises(JudgeError) as info:
+            asyncio.run(grade())
+    assert info.value.retryable and info.value.reason == "server_error"
 
 
 def test_the_judge_itself_writes_no_judgment_cache(redis_url, fake):
@@ -677,6 +753,58 @@ def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
     labels = 'app="test",index="default",reason="refused",retriever="bm25",segment="default"'
     assert f"ragmon_passages_unjudged_total{{{labels}}} 1.0" in metrics
     assert "ragmon_events_failed_total{" not in metrics  # no event failed
+
+
+def _retries_now(api: ApiServer, app: str = "test") -> None:
+    """Make every waiting retry of `app` due now and run a worker (the delivery's own retry
+    path, its delays skipped: the app's pending set scored now)."""
+    store = Store.connect(api.settings)
+    key = store.keys.pending(app)
+    due = dict.fromkeys(store.client.zrange(key, 0, -1), 0)
+    if due:
+        store.client.zadd(key, due, xx=True)
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+
+
+def _through_every_try(api: ApiServer, event: dict) -> tuple[dict, int]:
+    """Post `event`, then run the worker until it is no longer queued; the result and the tries."""
+    res, tries = _post_and_work(api, event), 1
+    while res["status"] == "queued":
+        assert res["error"], res  # waiting for a retry, with the judge's last error
+        _retries_now(api)
+        tries += 1
+        assert tries <= 10, res
+        res = api.client.get(f"/v1/retrievals/{res['event_id']}?app=test").json()
+    return res, tries
+
+
+def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_event_measured(
+    api, fake
+):
+    """One passage's judge call answers 500 forever: the event is tried again each time (its
+    other grades cached), and after the last try it is measured with that passage unjudged
+    (`server_error`), judged@K below 1, and not failed."""
+    failing = _event()["passages"][1]["text"]  # in the top K
+    fake.rule = _passage_fails(failing)
+    res, tries = _through_every_try(api, _event())
+    assert tries == MAX_ATTEMPTS  # the first try and five retries
+    assert res["status"] == "done", res
+    assert res["unjudged"] == {"server_error": 1}
+    assert [p["grade"] is None for p in res["passages"]] == [False, True, False, False]
+    assert res["judged_at_k"] == 0.5 and res["measures"]["ndcg"] is not None
+    asked = [r for r in fake.chat_requests() if failing in r.prompt]
+    assert len(asked) == tries * 3  # each try: one call and RAGMON_JUDGE_MAX_RETRIES=2
+    assert len(fake.chat_requests()) - len(asked) == 3  # the others once: then the cache
+    counters = Store.connect(api.settings).counters()  # what /metrics renders
+    assert not any(name.startswith("events_failed") for name in counters), counters
+
+
+def test_an_event_nothing_of_which_could_be_graded_fails_after_every_retry(api, fake):
+    fake.rule = lambda rec: Reply.error(503)
+    res, tries = _through_every_try(api, _event())
+    assert tries == MAX_ATTEMPTS
+    assert res["status"] == "failed" and res["error"].startswith("judge_unavailable"), res
+    assert Store.connect(api.settings).counters()["events_failed|judge_unavailable"] == 1
 
 
 def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):

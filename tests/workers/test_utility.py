@@ -13,7 +13,8 @@ import pytest
 from ragmon.core.measures import ra_nwg
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.workers.judges import injection, prompt, utility
+from ragmon.workers.grading import probe_event
+from ragmon.workers.judges import JudgeError, injection, prompt, utility
 from ragmon.workers.judges.llm import OpenAIJudge
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
@@ -288,6 +289,36 @@ def test_a_passing_probe_failure_retries_the_event_not_a_null(redis_url: str, st
     texts = [p["text"] for p in ev["passages"][:2]]
     cached = store.cached_p(MODEL, utility.PROMPT_VERSION, ev["query"], texts, "test")
     assert sorted(p is None for p in cached) == [False, True]  # the retry pays for one only
+
+
+def test_on_the_last_try_a_passing_probe_failure_leaves_udcg_null_with_its_reason(
+    redis_url: str,
+) -> None:
+    """The probe of one passage answers 500 forever: before the last try the event is tried
+    again; on it, UDCG stays null (`server_error`) and the event is measured."""
+    ev = make_event(n=4, k=2, grades=[3, 0, 1, 2], labels={"app": "test"}, seed=3)
+    ev["timestamp"] = "2030-01-01T00:00:00+00:00"
+    failing = ev["passages"][1]["text"]
+
+    def rule(rec):
+        return Reply.error(500) if "NO-RESPONSE" in rec.prompt and failing in rec.prompt else None
+
+    with FakeLLM(rule=rule) as fake:
+        s = settings_for(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
+        store = Store.connect(s)
+
+        async def probe(last_try: bool) -> tuple[list[float | None], str | None]:
+            judge = OpenAIJudge(s, store)
+            try:
+                return await probe_event(ev, judge, store, last_try)
+            finally:
+                await judge.aclose()
+
+        with pytest.raises(JudgeError) as info:
+            asyncio.run(probe(False))
+        assert info.value.retryable
+        ps, missing = asyncio.run(probe(True))
+    assert missing == "server_error" and ps[0] is not None and ps[1] is None
 
 
 # ---- RAGMON_JUDGE_SCALE=utility5: the judge grades on Dallaire's 1-5 scale -----------------

@@ -14,7 +14,8 @@ class JudgeError(Exception):
     `retryable` says whether waiting and trying again may help (rate limits, outages), as
     opposed to a request the provider refuses for good. `grades`, when set, holds the grades
     the judge did get before it failed (None where not), one per passage asked, so that the
-    caller caches them and a retry pays only for the rest.
+    caller caches them and a retry pays only for the rest; `reasons`, when set, why each
+    passage without a grade has none (its own failure's reason, None where graded).
     """
 
     def __init__(
@@ -23,11 +24,22 @@ class JudgeError(Exception):
         message: str = "",
         retryable: bool = False,
         grades: Sequence[int | None] | None = None,
+        reasons: Sequence[str | None] | None = None,
     ) -> None:
         super().__init__(message or reason)
         self.reason = reason
         self.retryable = retryable
         self.grades = list(grades) if grades is not None else None
+        self.reasons = list(reasons) if reasons is not None else None
+
+    def passage_reasons(self, n: int) -> list[str | None]:
+        """Why each of the `n` passages asked has no grade: its own reason when known, else
+        this failure's (None where it got a grade)."""
+        grades = self.grades or [None] * n
+        own = self.reasons or [None] * n
+        return [
+            None if g is not None else (r or self.reason) for g, r in zip(grades, own, strict=True)
+        ]
 
 
 class PartialGrades(JudgeError):
@@ -37,9 +49,8 @@ class PartialGrades(JudgeError):
     def __init__(self, grades: Sequence[int | None], reasons: Sequence[str | None]) -> None:
         first = next(r for r in reasons if r is not None)
         message = f"{sum(r is not None for r in reasons)} passages not graded"
-        super().__init__(first, message, grades=grades)
+        super().__init__(first, message, grades=grades, reasons=reasons)
         self.grades: list[int | None] = list(grades)
-        self.reasons = list(reasons)
 
 
 class Judge(Protocol):

@@ -132,15 +132,14 @@ class OpenAIJudge:
             raise next(e for e in errors if not isinstance(e, JudgeError))
         grades = [r if isinstance(r, int) else None for r in results]
         passing = [e for e in judge_errors if e.retryable]
+        reasons = [r.reason if isinstance(r, JudgeError) else None for r in results]
         if passing:  # waiting may get every grade: the job is retried (the caller caches these)
-            passing[0].grades = grades
+            passing[0].grades, passing[0].reasons = grades, reasons
             raise passing[0]
         if len(errors) == len(results):
             raise judge_errors[0]
         # lasting failures on some passages only: they stay unjudged, the others count
-        raise PartialGrades(
-            grades, [r.reason if isinstance(r, JudgeError) else None for r in results]
-        )
+        raise PartialGrades(grades, reasons)
 
     async def no_response_p(self, query: str, text: str) -> utility.Reading | None:
         """The utility probe: p(NO-RESPONSE) of one passage from one 1-token answer's top
