@@ -16,7 +16,7 @@ from ragmon.store import Store, event_day, ref_of, text_hash
 from ragmon.store.keys import SEP
 from ragmon.store.rq_jobs import abandoned, last_attempt
 from ragmon.workers.context import WorkerContext, current_context
-from ragmon.workers.grading import InFlight, grade_event, on_both_scales, probe_event
+from ragmon.workers.grading import InFlight, grade_event, on_both_scales, pooled, probe_event
 from ragmon.workers.judges.base import Judge, JudgeError
 from ragmon.workers.second import second_opinion
 
@@ -202,9 +202,14 @@ async def _one(
     if ctx.settings.utility and event["passages"]:
         ps, missing = await probe_event(event, judge, store, last_try)
     p_no = None if missing else ps
+    pool, pool_utility = None, None
+    pool_raw = pooled(event, graded, judge, store)
+    if pool_raw is not None:
+        pool, pool_utility = on_both_scales(list(pool_raw), judge)
     measures = compute(
-        grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats()
-    )
+        grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats(),
+        pool, pool_utility,
+    )  # fmt: skip
     result = {
         "event_id": event["event_id"],
         "status": "done",

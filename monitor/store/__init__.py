@@ -29,6 +29,7 @@ from ragmon.store.grouping import Grouping
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, ingest_exact, plan_ingest
 from ragmon.store.keys import SEP, Keys, event_ref
+from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
     QUERY_KEY_CHARS,
     Histogram,
@@ -82,6 +83,7 @@ class Store:
         self.human = HumanGrades(self)
         self.anchors = Anchors(self)
         self.second_opinions = SecondOpinions(self)
+        self.pool = QueryPool(self)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
