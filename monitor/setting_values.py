@@ -173,6 +173,27 @@ def k_per_app(raw: str) -> dict[str, int]:
     return out
 
 
+def app_shares(raw: str) -> dict[str, float]:
+    """`support-bot=3,search=1`: each app's share of the drain's turns (others: 1)."""
+    out: dict[str, float] = {}
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        app, sep, share = part.strip().rpartition("=")
+        app = app.strip()
+        try:
+            value = float(share.strip())
+        except ValueError:
+            value = 0.0
+        if not sep or not 0.01 <= value <= 1000 or not _APP_LABEL.match(app) or app in out:
+            raise ValueError(
+                "must be app=share pairs (a share from 0.01 to 1000, 1 for an app not listed), "
+                "e.g. support-bot=3,search=1"
+            )
+        out[app] = value
+    return out
+
+
 def text(raw: str) -> str | None:
     return raw.strip() or None
 

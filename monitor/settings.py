@@ -176,9 +176,9 @@ class Settings:
     job_batch_size: int = field(
         default=32, metadata={"env": "RAGMON_JOB_BATCH_SIZE", "parse": values.number(1, 1000, int)}
     )
-    #: Seconds an API process lets single events gather into one RQ job (0: a job per write).
-    group_window_s: float = field(
-        default=0.5, metadata={"env": "RAGMON_GROUP_WINDOW_S", "parse": values.number(0.0, 60.0)}
+    #: Each app's share of the drain jobs' turns (`app=share,...`; 1 for an app not listed).
+    app_shares: dict[str, float] = field(
+        default_factory=dict, metadata={"env": "RAGMON_APP_SHARES", "parse": values.app_shares}
     )
     alert_margin_ndcg: float = field(
         default=0.03, metadata={"env": "RAGMON_ALERT_MARGIN_NDCG", "parse": values.number(0.0, 1.0)}

@@ -106,14 +106,14 @@ def operations() -> dict[str, Any]:
 
     p.append(row("Backlog and lag"))
     p.append(
-        timeseries("Queue depth", "Jobs waiting for a worker; a line that keeps climbing "
-                   "means the workers do not keep up.",
+        timeseries("Queue depth", "Events waiting to be judged, every app; a line that keeps "
+                   "climbing means the workers do not keep up.",
                    [target("max(ragmon_queue_depth)", "waiting")], w=8)
     )  # fmt: skip
     p.append(
-        timeseries("Jobs waiting to retry", "Jobs held for a retry after a passing judge "
-                   "failure (timeout, 429, 5xx, endpoint unreachable); their events stay "
-                   "queued meanwhile. GET /v1/retrievals/{id} and the worker log say why.",
+        timeseries("Events waiting to retry", "Events held for a retry after a passing judge "
+                   "failure (timeout, 429, 5xx, endpoint unreachable); they stay queued "
+                   "meanwhile. GET /v1/retrievals/{id} and the worker log say why.",
                    [target("max(ragmon_jobs_waiting_retry)", "waiting to retry")], w=8)
     )  # fmt: skip
     lag = "histogram_quantile({q}, sum by (le) (rate(ragmon_labeling_lag_seconds_bucket[{r}])))"

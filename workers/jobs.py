@@ -1,6 +1,10 @@
-"""The RQ job: judge a small batch of events, compute their measures, record each once.
+"""The drain job: take pending events from the apps in turn, judge them, record each once.
 
-While it runs, the job also takes the events that arrive meanwhile (`Claims`)."""
+One RQ job (`drain`, no arguments) runs for up to a minute in one event loop and one HTTP
+client: it claims a batch under leases (`Store.delivery`), judges the events concurrently,
+records each (FINISH, FAIL, or RETRY after a passing judge failure), renews its leases, and
+claims again as slots free up. The delivery path as a whole: CONTRIBUTING.md.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ import json
 import logging
 import time
 from asyncio import FIRST_COMPLETED
-from typing import Any
+from collections import Counter
+from dataclasses import dataclass
 
 from ragmon.core.measures import MeasureParams, compute
+from ragmon.preflight import judge_url
+from ragmon.settings import Settings
 from ragmon.store import Store, event_day, ref_of, text_hash
+from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
+from ragmon.store.finish import inclusion_probability
 from ragmon.store.keys import SEP
-from ragmon.store.rq_jobs import abandoned, last_attempt
 from ragmon.workers.context import WorkerContext, current_context
 from ragmon.workers.grading import InFlight, grade_event, on_both_scales, pooled, probe_event
 from ragmon.workers.judges.base import Judge, JudgeError
@@ -22,164 +30,125 @@ from ragmon.workers.second import second_opinion
 
 log = logging.getLogger("ragmon.worker")
 
-CLAIM_LEASE_S = 30.0  # a dead work horse's claimed events are regrouped after this
-CLAIM_POLL_S = 0.1  # how often a running job looks for events that just arrived
-GREEDY_MAX_S = 60.0  # then the job takes no more and ends: a warm shutdown waits for it
-# With nothing left to judge, a job keeps looking for new events this long before it ends:
-# single events arriving a few per second then share one fork, event loop and HTTP client
-# instead of paying each (docs/performance.md, "Trickle traffic").
-CLAIM_LINGER_S = 2.0
+DRAIN_MAX_S = 60.0  # a drain job claims for this long, then ends: a warm shutdown waits for it
+# With nothing to take, a drain job keeps looking this long before it ends: single events
+# arriving a few per second then share one fork, event loop and HTTP client
+# (docs/performance.md, "Trickle traffic").
+IDLE_S = 2.0
+POLL_S = 0.1  # how often a drain job with free slots looks for new events
+RENEW_EVERY_S = LEASE_S / 3
 
 
-class RetryLater(Exception):
-    """Some events hit a passing judge failure: RQ retries the job; done events are skipped."""
+@dataclass(frozen=True)
+class Decision:
+    """What `decide` says of a claimed event: the probability with which it was chosen for
+    judging (kept in its per-day record for the corrected estimates)."""
+
+    probability: float
 
 
-def process_events(refs: list[str]) -> dict[str, int]:
-    """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job).
+def decide(settings: Settings, event: dict) -> Decision:
+    """The one step between loading a claimed event and judging it, where judge money is
+    decided. Today every claimed event is judged: events are sampled at ingest, uniformly at
+    RAGMON_SAMPLE_RATE (`ragmon.api.batcher.sampled_in`), which is their probability."""
+    return Decision(inclusion_probability(settings, event))
 
-    `refs` are `ragmon.store.keys.event_ref`s: event ids are scoped by app."""
-    ctx = current_context()
-    return asyncio.run(_process(ctx, refs))
+
+def drain() -> dict[str, int]:
+    """RQ entry point (sync: RQ forks a work horse per job; the event loop lives in the job)."""
+    return asyncio.run(drain_pending(current_context()))
 
 
-async def _process(ctx: WorkerContext, refs: list[str]) -> dict[str, int]:
-    store = ctx.store
-    events = [
-        e for e in store.load_events(refs) if e is not None and e["_status"] in ("queued", "failed")
-    ]
-    counts = {"done": 0, "failed": 0, "skipped": len(refs) - len(events), "retry": 0, "claimed": 0}
-    greedy = ctx.settings.group_window_s > 0
-    if not events and not greedy:
-        return counts
+async def drain_pending(
+    ctx: WorkerContext, max_s: float = DRAIN_MAX_S, idle_s: float = IDLE_S
+) -> dict[str, int]:
+    """Claim, judge and record events until `max_s` has passed or nothing came for `idle_s`;
+    returns counts by outcome."""
+    store, delivery, settings = ctx.store, ctx.store.delivery, ctx.settings
+    delivery.started()
     judge = ctx.make_judge()
-    params = ctx.settings.measure_params()
-    tasks: dict[asyncio.Future, dict] = {}
-    outcomes: list[tuple[dict, object]] = []
-    claims = Claims(store)
+    params = settings.measure_params()
     inflight = InFlight()  # a passage repeated across the job's events is judged once
-    # The job's own events are on their last try when RQ has no retry left for it; claimed
-    # events never are (a passing failure gives them back for an RQ job of their own).
-    last = last_attempt()
-
-    def start(event: dict, last_try: bool = False) -> None:
-        work = _one(ctx, store, judge, params, event, inflight, last_try)
-        tasks[asyncio.ensure_future(work)] = event
-
+    tasks: dict[asyncio.Future, dict] = {}
+    leases: dict[str, float] = {}  # ref -> the end of its lease, as this job last set it
+    counts: Counter[str] = Counter()
+    lasting: dict[str, str] = {}
+    began = busy_at = renewed_at = time.monotonic()
+    taking, left = True, False
     try:
-        for e in events:
-            start(e, last)
-        until = time.monotonic() + GREEDY_MAX_S
-        busy_at = time.monotonic()
         while True:
-            if greedy and (time.monotonic() > until or store.queue_depth()):
-                # RQ jobs wait behind this one (no worker is free): end, and let them run
-                greedy = False
-            if greedy:
-                for e in claims.take(ctx.settings.job_batch_size - len(tasks)):
-                    start(e)
+            now = time.monotonic()
+            taking = taking and now - began < max_s
+            room = settings.job_batch_size - len(tasks)
+            if taking and room > 0:
+                claimed = delivery.claim(room)
+                left = claimed.left
+                if left:  # a backlog: an idle worker may join
+                    delivery.wake()
+                for ref, event in zip(claimed.refs, store.load_events(claimed.refs), strict=True):
+                    if event is None:  # expired meanwhile: its lease ends, CLAIM drops it
+                        continue
+                    leases[ref] = claimed.lease_end
+                    decision = decide(settings, event)
+                    last_try = event["_attempts"] >= MAX_ATTEMPTS  # RETRY would fail it
+                    work = _one(ctx, store, judge, params, event, inflight, decision, last_try)
+                    tasks[asyncio.ensure_future(work)] = event
             if tasks:
-                busy_at = time.monotonic()
-            elif not greedy or time.monotonic() - busy_at > CLAIM_LINGER_S:
+                busy_at = now
+            elif not taking or now - busy_at > idle_s:
                 break
             else:
-                await asyncio.sleep(CLAIM_POLL_S)
+                await asyncio.sleep(POLL_S)
                 continue
-            finished, _ = await asyncio.wait(
-                tasks, timeout=CLAIM_POLL_S if greedy else None, return_when=FIRST_COMPLETED
-            )
+            finished, _ = await asyncio.wait(tasks, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for task in finished:
                 event = tasks.pop(task)
+                ref = ref_of(event)
+                lease_end = leases.pop(ref)
                 outcome = task.exception() or task.result()
-                if ref_of(event) in claims.held:
-                    greedy = claims.settle(event, outcome) and greedy
-                    counts["claimed"] += 1
-                else:
-                    outcomes.append((event, outcome))
                 if isinstance(outcome, JudgeError) and outcome.retryable:
-                    greedy = False  # the judge is failing for now: take no more
-            claims.renew()
+                    text = " ".join(f"{outcome.reason}: {outcome}".split())
+                    counts["retry"] += bool(delivery.retry(ref, lease_end, text))
+                    if taking:  # the judge is failing for now: take no more
+                        why, url = text[:200], judge_url(settings)
+                        log.warning(
+                            "judge failing (%s, judge endpoint %s): events go back to pending "
+                            "for a retry", why, url,
+                        )  # fmt: skip
+                    taking = False
+                elif isinstance(outcome, JudgeError):
+                    counts["failed"] += store.fail(ref, outcome.reason, str(outcome))
+                    lasting.setdefault(outcome.reason, " ".join(str(outcome).split())[:200])
+                elif isinstance(outcome, BaseException):
+                    log.warning("event %s left to its lease (back within %g s): %r",
+                                ref, LEASE_S, outcome)  # fmt: skip
+                    counts["error"] += 1
+                else:
+                    counts[str(outcome)] += 1
+            if leases and time.monotonic() - renewed_at > RENEW_EVERY_S:
+                renewed_at = time.monotonic()
+                end = delivery.renew(list(leases))
+                leases = dict.fromkeys(leases, end)
     finally:
-        await judge.aclose()
-        claims.give_back()  # only on an error of the job itself: a sweep regroups them
-    retry_reasons = []
-    lasting: dict[str, str] = {}
-    for event, outcome in outcomes:
-        if isinstance(outcome, JudgeError) and outcome.retryable:
-            counts["retry"] += 1
-            retry_reasons.append(outcome.reason)
-            store.note_error([ref_of(event)], f"{outcome.reason}: {outcome}")
-        elif isinstance(outcome, JudgeError):
-            counts["failed"] += store.fail(ref_of(event), outcome.reason, str(outcome))
-            lasting.setdefault(outcome.reason, " ".join(str(outcome).split())[:200])
-        elif isinstance(outcome, BaseException):
-            raise outcome
-        else:
-            counts[str(outcome)] += 1
+        await judge.aclose()  # on an error of the job itself, the leases bring its events back
     if lasting:  # say it in the log too, not only in GET: a bad key fails every event
         log.warning(
             "%d events failed for good (%s); `ragmon requeue-failed` once it is fixed",
             counts["failed"],
             "; ".join(f"{reason}: {text}" for reason, text in lasting.items()),
         )
-    if retry_reasons:
-        raise RetryLater(f"{counts['retry']} events to retry: {sorted(set(retry_reasons))}")
-    return counts
+    if left and delivery.due():  # ended with work left: another drain job takes over
+        delivery.wake()
+    return dict(counts)
 
 
-class Claims:
-    """Events a running job took from the grouping window (`Grouping.claim`), under a lease.
-
-    A job keeps taking the events that arrive while it runs, so single events share one
-    event loop, one HTTP client and one fork instead of costing a job each. Safety: a claimed
-    event's lease is renewed while it is judged; if the work horse dies, the lease ends and a
-    sweep puts it into an RQ job. A passing judge failure gives it back the same way, so RQ's
-    retries (and their schedule) apply to it as to any event.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.held: set[str] = set()
-        self.renewed_at = time.monotonic()
-
-    def take(self, room: int) -> list[dict]:
-        if room <= 0:
-            return []
-        refs = self.store.grouping.claim(room, CLAIM_LEASE_S)
-        if not refs:
-            return []
-        out = []
-        for ref, e in zip(refs, self.store.load_events(refs), strict=True):
-            if e is not None and e["_status"] in ("queued", "failed"):
-                self.held.add(ref)
-                out.append(e)
-            else:
-                self.store.grouping.release([ref])  # done meanwhile, or expired
-        return out
-
-    def settle(self, event: dict, outcome: object) -> bool:
-        """Record a claimed event's outcome; False when the judge is failing for now (the job
-        then stops taking more)."""
-        ref = ref_of(event)
-        self.held.discard(ref)
-        if isinstance(outcome, JudgeError) and not outcome.retryable:
-            self.store.fail(ref, outcome.reason, str(outcome))
-        elif isinstance(outcome, BaseException):
-            log.warning("event %s given back for an RQ retry: %s", ref, outcome)
-            self.store.grouping.release([ref], retry=True)
-            return False
-        self.store.grouping.release([ref])
-        return True
-
-    def renew(self) -> None:
-        if self.held and time.monotonic() - self.renewed_at > CLAIM_LEASE_S / 3:
-            self.renewed_at = time.monotonic()
-            self.store.grouping.renew(list(self.held), CLAIM_LEASE_S)
-
-    def give_back(self) -> None:
-        if self.held:
-            self.store.grouping.release(list(self.held), retry=True)
-            self.held.clear()
+def process_events(refs: list[str]) -> int:
+    """Upgrade shim: a job of the previous path (one per batch of events), enqueued by an API
+    process of that version, puts its events into their apps' pending sets."""
+    delivery = current_context().store.delivery
+    n = delivery.adopt(refs, legacy=False)
+    delivery.wake()
+    return n
 
 
 async def _one(
@@ -189,6 +158,7 @@ async def _one(
     params: MeasureParams,
     event: dict,
     inflight: InFlight,
+    decision: Decision,
     last_try: bool = False,
 ) -> str:
     """Judge one event, measure it and record it. On its last try (`last_try`: the delivery
@@ -234,7 +204,13 @@ async def _one(
     if any(d is not None for d in graded.duplicate_of):
         counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
     done = store.finish(
-        event, result, grades, stripped, judge=judge.identity.label, series_counts=counts
+        event,
+        result,
+        grades,
+        stripped,
+        judge=judge.identity.label,
+        series_counts=counts,
+        inclusion=decision.probability,
     )
     if done and missing:  # once per event: a re-run finish is not done
         store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
@@ -252,15 +228,3 @@ def strip_text(event: dict) -> str:
         for p in event["passages"]
     ]
     return json.dumps(keep, separators=(",", ":"))
-
-
-def on_job_failure(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
-    """RQ failure callback: after the last retry, mark the job's unfinished events failed."""
-    if job.retries_left:
-        return
-    reason = "judge_unavailable" if isinstance(exc, RetryLater) else "worker_error"
-    if abandoned(exc_type):
-        reason = "worker_died"
-    store = current_context().store
-    for ref in job.args[0]:
-        store.fail(ref, reason, f"{exc_type.__name__ if exc_type else 'error'}: {exc}")

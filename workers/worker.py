@@ -1,7 +1,7 @@
 """`ragmon worker`: an RQ worker on ragmon's queue, with the ragmon context set.
 
-This module is the one adapter to RQ's worker: start-up checks, the worker class, and the one
-line a failed job leaves in the log (its traceback only at debug level).
+This module is the one adapter to RQ's worker: start-up checks, and the worker class, whose
+only addition is the maintenance tick's look at the pending events (`wake_drain`).
 """
 
 from __future__ import annotations
@@ -9,17 +9,14 @@ from __future__ import annotations
 import gc
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 from rq import Worker
-from rq.job_lifecycle import call_exception_handlers
 
-from ragmon.preflight import describe, judge_url, wait_for_redis
+from ragmon.preflight import describe, wait_for_redis
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.ingest import SWEEP_AGE_S
 from ragmon.workers.context import build_context, set_context
 
 log = logging.getLogger("ragmon.worker")
@@ -49,45 +46,32 @@ def check_judge(settings: Settings) -> None:
 
 
 class RagmonWorker(Worker):
-    """RQ's worker; a failed job is logged in one line naming what to check."""
+    """RQ's worker; at start and at each maintenance tick it makes sure a drain job will look
+    at the events waiting (`wake_drain`)."""
 
-    judge_endpoint = ""
     store: Store | None = None
 
-    def work(self, burst: bool = False, *args: Any, **kwargs: Any) -> bool:
-        """RQ's loop; `--burst` first turns every event of the grouping window into a job, so
-        that "drain what is waiting" includes them."""
-        if burst and self.store is not None:
-            self.store.grouping.sweep(0)
-        return bool(super().work(burst, *args, **kwargs))
-
     def run_maintenance_tasks(self) -> None:
-        """RQ's maintenance, then the grouping sweep: events whose API process died inside the
-        grouping window (RAGMON_GROUP_WINDOW_S) get their RQ job here."""
         super().run_maintenance_tasks()
-        if self.store is None:
-            return
-        try:
-            n = self.store.grouping.sweep(SWEEP_AGE_S)
-        except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
-            log.warning("grouping sweep failed: %s", exc)
-            return
-        if n:
-            log.info("enqueued %d events left in the grouping window by a stopped API", n)
+        if self.store is not None:
+            wake_drain(self.store)
 
-    def handle_exception(self, job: Any, *exc_info: Any) -> None:
-        exc = exc_info[1]
-        text = " ".join(str(exc).split())[:300]
-        if type(exc).__name__ == "RetryLater" and self.judge_endpoint:
-            text += f" (judge endpoint {self.judge_endpoint})"
-        then = (
-            "RQ retries it later"
-            if job.retries_left
-            else "no retry left: its unfinished events are marked failed"
-        )
-        log.warning("job %s failed: %s: %s; %s", job.id, type(exc).__name__, text, then)
-        log.debug("job %s traceback", job.id, exc_info=exc_info)
-        call_exception_handlers(self._exc_handlers, job, *exc_info)
+
+def wake_drain(store: Store) -> None:
+    """Enqueue a drain job when events are due and RQ's queue holds none (an API died between
+    its write and its wake-up call, retries came due, leases ended), after moving the events of
+    the previous path's grouping window to pending. It only decides when someone looks: it
+    moves no event of this path."""
+    try:
+        adopted = store.delivery.adopt()
+        woke = store.delivery.wake_if_idle()
+    except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
+        log.warning("could not look at the pending events: %s", exc)
+        return
+    if adopted:
+        log.info("moved %d events of the previous version's grouping window to pending", adopted)
+    if woke:
+        log.info("events were waiting with no drain job in the queue: enqueued one")
 
 
 def make_worker(
@@ -104,15 +88,8 @@ def make_worker(
         store.set_retry(patient_retry())
     ctx = build_context(settings, store)
     set_context(ctx)
-    if settings.judge == "openai":
-        # Import the judge (openai, httpx, pydantic models) and build a first client once,
-        # before RQ forks a work horse per job, instead of in every horse: +30% judged
-        # passages/s (tests/bench/bench_worker), then ~50 ms of CPU less per job.
-        from ragmon.workers.judges.llm import warm_up
-
-        warm_up(settings)
     worker = RagmonWorker(
-        [ctx.store.queue],  # RQ takes the queue's connection: the store's
+        [ctx.store.delivery.jobs.queue],  # RQ takes the queue's connection: the store's
         name=name,
         maintenance_interval=maintenance_interval,
         job_monitoring_interval=job_monitoring_interval,
@@ -122,8 +99,6 @@ def make_worker(
         worker_ttl=maintenance_interval + 15,
     )
     worker.store = ctx.store
-    if settings.judge == "openai":
-        worker.judge_endpoint = judge_url(settings)
     return worker
 
 
@@ -164,7 +139,7 @@ def start_worker(
 
 def name_holder(store: Store, name: str) -> str | None:
     """Who holds worker `name` (RQ refuses a second live worker of the same name), or None."""
-    other, ttl = store.jobs.live_worker(name)
+    other, ttl = store.delivery.jobs.live_worker(name)
     if other is None:
         return None
     seen = ""

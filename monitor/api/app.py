@@ -79,7 +79,9 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     grades = GradeService(settings, store, service.unavailable)
     add_event_routes(app, settings, service, keys, grades)
-    add_operation_routes(app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text)
+    add_operation_routes(
+        app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text, service.unavailable
+    )
     app.include_router(explorer_ui(settings, store, Browser(settings, keys), grades))
 
     def openapi() -> dict:

@@ -6,14 +6,9 @@ on redis.asyncio, so the event loop never blocks on Redis and pays no thread hop
 write cost is paid per batch, not per request. While one batch is in flight the next one
 gathers, so batches grow with the load.
 
-Grouping window: events that arrive one by one would each become a 1-event RQ job (a work
-horse, an event loop and an HTTP client for 20 judge calls: a worker then judges ~45
-passages/s instead of ~230). So a write's last, partial job is left open (its events are
-stored and their refs kept in `Keys.ungrouped`, atomically) and the writer enqueues it once it
-is full or `RAGMON_GROUP_WINDOW_S` has passed since its first event that a running job has not
-claimed meanwhile; while jobs already wait in the RQ queue, no worker is free anyway, so the
-group keeps filling for up to BUSY_WINDOW_S.
-The writer also sweeps refs older than SWEEP_AGE_S into jobs: those of a dead API process.
+The same call puts the events to judge into their apps' pending sets and refuses a request
+whose app is at RAGMON_QUEUE_LIMIT (`AppAtLimit`); when no drain job waits in RQ's queue, the
+writer enqueues one once the batch's requests are answered (`ragmon.store.delivery`).
 """
 
 from __future__ import annotations
@@ -24,19 +19,17 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 
 from ragmon.api.logs import KindLimiter
 from ragmon.store import IngestItem, Store
-from ragmon.store.ingest import BUSY_WINDOW_S, SWEEP_AGE_S, Answer, AsyncIngest
+from ragmon.store.ingest import Answer, AppAtLimit, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
 MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
 LINGER_S = 0.002
 LINGER_BELOW = 8  # events in the previous write
-DEPTH_REFRESH_S = 0.5
-SWEEP_EVERY_S = 5.0
 # The write's deadline in Redis comes this much before the API stops waiting: Redis refuses a
 # write it runs later, so no write the API answered 503 for can land, with clocks up to this far
 # apart (NTP keeps them within milliseconds).
@@ -63,38 +56,34 @@ class IngestWriter:
         self.log = KindLimiter(log)
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._grouper: asyncio.Task | None = None
-        self._group_wake = asyncio.Event()
+        self._waker: asyncio.Task | None = None
+        self._drain_wanted = asyncio.Event()
         self._rejections: Counter[str] = Counter()
         self._spans: Counter[str] = Counter()  # /v1/traces spans by outcome
         self._repairs: Counter[str] = Counter()  # /v1/traces repairs by kind
-        self._depth = 0
-        self._depth_at = 0.0
         self._ingest: AsyncIngest | None = None
         self._last_write = 0
-        self._window = store.settings.group_window_s
-        self._open: list[str] = []  # refs this process left to the grouping window
-        self._opened_at = 0.0  # monotonic time of the first of them
-        self._swept_at = 0.0
 
     async def start(self) -> None:
         self._ingest = self.store.async_ingest()
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="ragmon-ingest-writer")
-        self._grouper = asyncio.create_task(self._group_loop(), name="ragmon-ingest-grouper")
+        self._waker = asyncio.create_task(self._wake_loop(), name="ragmon-drain-waker")
 
     async def stop(self) -> None:
-        for task in (self._task, self._grouper):
+        for task in (self._task, self._waker):
             if task is not None:
                 await cancel(task)
         await self._flush_rejections()
-        await self._close_group()
+        if self._drain_wanted.is_set():  # a write's drain job not enqueued yet
+            await self._enqueue_drain()
         if self._ingest is not None:
             await self._ingest.aclose()
             self._ingest = None
 
-    async def submit(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
-        """Store items durably; returns `(status, created)` per item. Raises on Redis errors
+    async def submit(self, items: list[IngestItem]) -> list[Answer] | AppAtLimit:
+        """Store items durably; returns `(status, created)` per item, or the refusal of the
+        whole request when one of its apps is at RAGMON_QUEUE_LIMIT. Raises on Redis errors
         and after RAGMON_STORE_TIMEOUT_S (TimeoutError): then Redis will refuse the write if it
         ever runs it, so the caller's 503 is true and a retry is never counted twice."""
         fut = asyncio.get_running_loop().create_future()
@@ -118,16 +107,6 @@ class IngestWriter:
         if self._wake is not None:
             self._wake.set()
 
-    async def queue_depth(self) -> int:
-        """The RQ queue length, refreshed at most every DEPTH_REFRESH_S seconds (TimeoutError
-        after RAGMON_STORE_TIMEOUT_S)."""
-        now = time.monotonic()
-        if now - self._depth_at > DEPTH_REFRESH_S:
-            self._depth_at = now
-            read = asyncio.to_thread(self.store.queue_depth)
-            self._depth = await asyncio.wait_for(read, self.timeout_s)
-        return self._depth
-
     async def _run(self) -> None:
         assert self._wake is not None
         while True:
@@ -136,7 +115,7 @@ class IngestWriter:
             await self._flush_rejections()
             if self._pending and LINGER_S > 0 and self._last_write < LINGER_BELOW:
                 # light, steady traffic: let the requests already on their way join this write
-                # (a batch of one costs a Redis call and an RQ job per event); under load,
+                # (a batch of one costs a Redis call per event); under load,
                 # batches fill while the previous write is in flight, and waiting only delays
                 await asyncio.sleep(LINGER_S)
             while self._pending:
@@ -152,93 +131,46 @@ class IngestWriter:
                 if batch:
                     await self._write(batch, deadline)
 
-    def _next_tick(self) -> float:
-        """Wake up for the open group's deadline (checked again if jobs are waiting)."""
-        if not self._open:
-            return 1.0
-        left = self._opened_at + self._window - time.monotonic()
-        return min(1.0, left) if left > 0.005 else 0.1
-
-    async def _group_loop(self) -> None:
-        """Its own task: a slow Redis call here never holds up the writes (and their 202s)."""
-        self._group_wake = asyncio.Event()
+    async def _wake_loop(self) -> None:
+        """Its own task: enqueuing a drain job never holds up the writes (and their 202s)."""
         while True:
-            await _wait(self._group_wake, self._next_tick())
-            self._group_wake.clear()
-            try:
-                await self._grouping()
-            except Exception as exc:  # noqa: BLE001 - Redis down: the refs are safe in Redis
-                log.debug("grouping failed: %s", exc)
+            await self._drain_wanted.wait()
+            await self._enqueue_drain()
 
-    async def _grouping(self) -> None:
-        """Close the open group when due; now and then, sweep refs nobody grouped."""
-        now = time.monotonic()
-        if self._open:
-            size = self.store.settings.job_batch_size
-            age = now - self._opened_at
-            due = len(self._open) >= size or age >= BUSY_WINDOW_S
-            if not due and age >= self._window and self._ingest is not None:
-                # A running job claims what arrives (every 0.1 s): keep open only what it has
-                # not taken, timed from the oldest of those. Grouping the last 0.1 s of
-                # arrivals into an RQ job would make that job end to let the new one run.
-                waiting = await self._ingest.waiting(self._open)
-                self._open = [ref for ref, _ in waiting]
-                if waiting:
-                    age = time.time() - min(arrived for _, arrived in waiting)
-                    self._opened_at = now - age
-                due = age >= self._window and await self.queue_depth() == 0
-            if due:
-                await self._close_group()
-        if self._ingest is not None and now - self._swept_at >= SWEEP_EVERY_S:
-            self._swept_at = now
-            try:
-                stale = await self._ingest.stale(SWEEP_AGE_S)
-                if stale:
-                    n = await self._ingest.group(stale)
-                    log.info("grouped %d events left waiting by a stopped API process", n)
-            except Exception as exc:  # Redis down: the next sweep tries again
-                log.debug("grouping sweep failed: %s", exc)
-
-    async def _close_group(self) -> None:
-        if not self._open or self._ingest is None:
-            return
-        refs, self._open = self._open, []
+    async def _enqueue_drain(self) -> None:
+        self._drain_wanted.clear()
         try:
-            await self._ingest.group(refs)
-        except Exception as exc:  # they stay in Redis; a sweep turns them into jobs later
-            log.warning("could not enqueue %d grouped events (%s); retrying", len(refs), exc)
-            self._open = refs + self._open
-            self._opened_at = time.monotonic() - self._window + 1.0  # again in a second
+            read = asyncio.to_thread(self.store.delivery.jobs.enqueue)
+            await asyncio.wait_for(read, self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the events are safe in pending
+            # a worker's maintenance tick enqueues one when events are due and none waits
+            self.log.warning("wake", "could not enqueue a drain job (%s); a worker will", exc)
 
     async def _write(
         self, batch: list[tuple[list[IngestItem], asyncio.Future]], deadline: float
     ) -> None:
         flat = [it for items, _ in batch for it in items]
-        deferred: list[str] = []
+        sizes = [len(items) for items, _ in batch]
         try:
             if self._ingest is not None:
-                write = self._ingest.write(flat, deadline, defer=self._window > 0)
+                write = self._ingest.write(flat, deadline, sizes)
             else:  # a store without REDIS_URL: the sync client, in a thread
-                write = _no_deferral(asyncio.to_thread(self.store.ingest, flat, deadline))
+                write = asyncio.to_thread(self.store.ingest, flat, deadline, sizes, False)
             # a hung connection must not stall every later batch; the deadline keeps a write
             # still on its way from landing
-            results, deferred = await asyncio.wait_for(write, self.timeout_s)
+            written = await asyncio.wait_for(write, self.timeout_s)
         except Exception as exc:  # Redis down: every waiting request gets the error
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
             return
-        if deferred:
-            if not self._open:
-                self._opened_at = time.monotonic()
-            self._open += deferred
-            if len(self._open) >= self.store.settings.job_batch_size:
-                self._group_wake.set()  # a full job: enqueue it now
         i = 0
         for items, fut in batch:
             if not fut.done():
-                fut.set_result(results[i : i + len(items)])
+                fut.set_result(written.request(i, i + len(items)))
             i += len(items)
+        if written.wake:
+            self._drain_wanted.set()
 
     async def _flush_rejections(self) -> None:
         if not (self._rejections or self._spans or self._repairs):
@@ -259,10 +191,6 @@ class IngestWriter:
             self._repairs.update(repairs)
             why = " ".join(str(exc).split()) or type(exc).__name__
             self.log.warning("counts", "could not record counts (kept for later): %s", why)
-
-
-async def _no_deferral(write: Awaitable[list[Answer]]) -> tuple[list[Answer], list[str]]:
-    return await write, []
 
 
 async def _wait(event: asyncio.Event, timeout: float) -> None:

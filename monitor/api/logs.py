@@ -18,7 +18,10 @@ class KindLimiter:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
-    def warning(self, kind: str, message: str, *args: object) -> None:
+    def warning(
+        self, kind: str, message: str, *args: object, exc_info: BaseException | None = None
+    ) -> None:
+        """`exc_info`: an exception whose traceback the line carries (an internal error)."""
         now = time.monotonic()
         if now - self._last.get(kind, -self.every_s) < self.every_s:
             self._held[kind] = self._held.get(kind, 0) + 1
@@ -26,7 +29,7 @@ class KindLimiter:
         self._last[kind] = now
         held = self._held.pop(kind, 0)
         suffix = f" (and {held} more like it in the last {self.every_s:.0f} s)" if held else ""
-        self.logger.warning(message + suffix, *args)
+        self.logger.warning(message + suffix, *args, exc_info=exc_info)
 
 
 class KindFilter(logging.Filter):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
@@ -284,9 +285,18 @@ def add_event_routes(
 
 
 def add_operation_routes(
-    app: FastAPI, settings: Settings, store: Store, metrics_keys: KeyRing, metrics_text: MetricsText
+    app: FastAPI,
+    settings: Settings,
+    store: Store,
+    metrics_keys: KeyRing,
+    metrics_text: MetricsText,
+    unavailable: Callable[[BaseException], Refused],
 ) -> None:
-    """`/healthz`, `/readyz` and the Prometheus `/metrics` (its own API keys)."""
+    """`/healthz`, `/readyz` and the Prometheus `/metrics` (its own API keys). `unavailable`:
+    the service's answer to a failed store call, which logs the exception."""
+
+    def problem(exc: BaseException) -> str:
+        return str(unavailable(exc).detail)
 
     @app.get("/healthz", summary="The process is alive", tags=["operations"])
     async def healthz() -> dict:
@@ -296,9 +306,8 @@ def add_operation_routes(
     async def readyz() -> JSONResponse:
         try:
             await asyncio.wait_for(asyncio.to_thread(store.ping), settings.store_timeout_s)
-        except Exception as exc:
-            error = " ".join(str(exc).split()) or type(exc).__name__
-            return JSONResponse({"status": "unavailable", "error": error}, 503)
+        except Exception as exc:  # what to check; the exception (addresses...) is logged
+            return JSONResponse({"status": "unavailable", "error": problem(exc)}, 503)
         return JSONResponse({"status": "ok"})
 
     @app.get(
@@ -321,7 +330,7 @@ def add_operation_routes(
         try:
             body = await metrics_text.body()
         except Exception as exc:
-            return JSONResponse({"detail": f"event store unavailable: {exc}"}, 503)
+            return JSONResponse({"detail": problem(exc)}, 503)
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
             return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)

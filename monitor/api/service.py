@@ -30,7 +30,9 @@ from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
-from ragmon.store.sealing import Sealer
+from ragmon.store.failures import is_store_failure, what_failed
+from ragmon.store.ingest import AppAtLimit
+from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
 INLINE_MAX_BYTES = 1 << 20  # an events body up to 1 MiB parses on the loop (<~0.25 s)
@@ -185,7 +187,6 @@ class IngestService:
             items = prepare_events(self.settings, body, model, app, self.store.sealer)
         else:
             items = await self.off_loop(prepare_events, self.settings, body, model, app)
-        await self.backpressure()
         results = await self.write(items)
         return [
             (it.event_id, status, created)
@@ -200,7 +201,6 @@ class IngestService:
         app = principal.app if principal is not None else None
         export = await self.off_loop(prepare_export, self.settings, body, encoding, media, app)
         items, mapped = export.items, export.mapped
-        await self.backpressure()
         if items:
             await self.write(items)
         outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
@@ -221,38 +221,35 @@ class IngestService:
                 500, None, "the decoding process stopped while reading this body; retry once"
             ) from None
 
-    async def backpressure(self) -> None:
-        """A `503` with Retry-After while the queue is over RAGMON_QUEUE_LIMIT."""
-        settings = self.settings
-        try:
-            depth = await self.writer.queue_depth()
-        except Exception as exc:
-            raise self.unavailable(exc) from exc
-        if depth >= settings.queue_limit:
-            raise Refused(
-                503,
-                "backpressure",
-                f"queue is over its limit ({settings.queue_limit} jobs); retry later",
-                {"Retry-After": str(RETRY_AFTER_S)},
-            )
-
     async def write(self, items: list[IngestItem]) -> list[tuple[str, bool]]:
-        """Store items durably: `(status, created)` per item, or a 503 `Refused`."""
+        """Store items durably: `(status, created)` per item, or a 503 `Refused` (the store
+        failed, or one of the request's apps is at RAGMON_QUEUE_LIMIT)."""
         try:
-            return await self.writer.submit(items)
+            written = await self.writer.submit(items)
         except Exception as exc:
             raise self.unavailable(exc) from exc
+        if isinstance(written, AppAtLimit):
+            raise Refused(503, "backpressure", written.message, {"Retry-After": str(RETRY_AFTER_S)})
+        return written
 
     def unavailable(self, exc: BaseException) -> Refused:
-        """The 503 for a store that failed or timed out (logged, a line per kind at most)."""
-        if isinstance(exc, TimeoutError):
-            why = f"no answer within RAGMON_STORE_TIMEOUT_S={self.settings.store_timeout_s:g} s"
-        else:
-            why = " ".join(str(exc).split()) or type(exc).__name__
-        self.writer.log.warning("store", "event store unavailable, answering 503: %s", why)
+        """The answer to a failed store call: a `503` when Redis failed or timed out, a `500`
+        naming RAGMON_TEXT_KEYS for a sealed payload no key opens, a `500` for anything else.
+        The answer says what to check; the exception itself goes to the log (a line per kind
+        every few seconds at most), never to the caller."""
+        what = what_failed(exc, self.settings.store_timeout_s)
+        log = self.writer.log
+        if isinstance(exc, SealingKeyMissing):
+            log.warning("sealing", "answering 500: %s", what)
+            return Refused(500, None, what)
+        if not is_store_failure(exc):
+            log.warning("internal", "internal error, answering 500: %s", exc, exc_info=exc)
+            return Refused(500, None, "internal error: the API's log has the details")
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        log.warning("store", "event store unavailable, answering 503: %s", why)
         return Refused(
             503,
             "store_unavailable",
-            "event store unavailable; retry later",
+            f"event store unavailable ({what}); retry later",
             {"Retry-After": str(RETRY_AFTER_S)},
         )

@@ -20,10 +20,13 @@ from ragmon.api.auth import Principal
 from ragmon.api.browser import Browser
 from ragmon.api.grades import GradeService
 from ragmon.api.review import add_review_routes, grade_form
+from ragmon.api.service import Refused
 from ragmon.core import pages
 from ragmon.core.search import Search, SearchError, parse_search
 from ragmon.settings import Settings
 from ragmon.store import Store
+
+PROBLEMS = {500: "Cannot show this page", 503: "Event store unavailable"}
 
 
 def scope(search: Search, principal: Principal | None) -> Search:
@@ -60,9 +63,13 @@ def explorer_ui(
             return HTMLResponse(pages.message("Bad search", str(exc)), 400)
         except PermissionError as exc:
             return HTMLResponse(pages.message("Not allowed", str(exc)), 403)
-        except Exception as exc:  # Redis unreachable or too slow
-            why = " ".join(str(exc).split()) or type(exc).__name__
-            return HTMLResponse(pages.message("Event store unavailable", why), 503)
+        except Refused as exc:
+            return HTMLResponse(pages.message("Refused", str(exc.detail)), exc.status)
+        except Exception as exc:  # Redis unreachable or too slow, a sealing key missing...
+            # the page says what to check; the exception (addresses, its text) is logged
+            refused = grades.unavailable(exc)
+            title = PROBLEMS.get(refused.status, "Event store unavailable")
+            return HTMLResponse(pages.message(title, str(refused.detail)), refused.status)
         return HTMLResponse(html, status)
 
     @router.get("")

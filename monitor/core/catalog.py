@@ -120,12 +120,16 @@ OPERATIONS: tuple[Metric, ...] = (
         "Events that could not be judged after all retries, by reason.",
         ("reason",),
     ),
-    Metric("ragmon_queue_depth", "gauge", "Jobs waiting in the RQ queue."),
+    Metric(
+        "ragmon_queue_depth",
+        "gauge",
+        "Events waiting to be judged, every app: pending, or held by a drain job.",
+    ),
     Metric(
         "ragmon_jobs_waiting_retry",
         "gauge",
-        "Jobs waiting for a retry after a passing judge failure (timeout, 429, 5xx, connection); "
-        "each holds up to RAGMON_JOB_BATCH_SIZE events, which stay queued meanwhile.",
+        "Events waiting out a retry delay after a passing judge failure (timeout, 429, 5xx, "
+        "connection); they stay queued meanwhile. (The name is from when a job held them.)",
     ),
     Metric(
         "ragmon_labeling_lag_seconds",

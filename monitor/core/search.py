@@ -39,6 +39,9 @@ SCAN_BUDGET = 5000  # records read per page at most: the cost bound of a search
 _OFFSET = 1000.0  # values in (-1000, 9e6) encode to 13 digits that sort as the numbers do
 _SCALE = 1e6
 _WIDTH = 13
+_TOP = (10**_WIDTH - 1) / _SCALE - _OFFSET  # the largest encodable value
+MAX_MS = 10**_WIDTH  # `from`/`to` in epoch milliseconds below this (the year 2286)
+MAX_CURSOR_CHARS = 1000  # a cursor this API gives is under 500 characters
 ANY = ".*"  # a label filter that matches every value (Grafana's All)
 _LABEL = re.compile(LABEL_PATTERN)
 
@@ -65,7 +68,9 @@ class SearchError(ValueError):
 
 
 def encode_value(value: float) -> str:
-    """A measure value as fixed-width digits that sort as the values do (1e-6 resolution)."""
+    """A measure value as fixed-width digits that sort as the values do (1e-6 resolution);
+    values past the encodable range (-1000, 9e6) take its ends."""
+    value = min(max(value, -_OFFSET), _TOP)
     n = round((value + _OFFSET) * _SCALE)
     return f"{min(max(n, 0), 10**_WIDTH - 1):0{_WIDTH}d}"
 
@@ -287,26 +292,52 @@ def encode_cursor(search: Search, member: str) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(text: str, sort: str, descending: bool) -> str:
+def _decode_cursor(text: str, sort: str, descending: bool, status: str) -> str:
+    """The index member a cursor holds; a cursor this API did not give (too long, not base64
+    JSON of three items, nested, a failed-events cursor that is not a number) is refused."""
+    not_ours = SearchError("cursor: not a cursor this API gave")
+    if len(text) > MAX_CURSOR_CHARS:
+        raise not_ours
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         c_sort, c_desc, member = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        raise SearchError("cursor: not a cursor this API gave") from None
+    except (binascii.Error, ValueError, TypeError, RecursionError):
+        raise not_ours from None
     if c_sort != sort or c_desc != descending or not isinstance(member, str):
         raise SearchError("cursor: from a search with another order; start without cursor")
+    if status == "failed" and not math.isfinite(_number(member, not_ours)):
+        raise not_ours
     return member
+
+
+def _number(text: str, error: SearchError) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise error from None
 
 
 def _when(name: str, text: str) -> float:
     """Unix seconds from epoch milliseconds (Grafana's `${__from}`) or ISO 8601."""
     if text.lstrip("-").isdigit():
-        return int(text) / 1000
+        shown = text[:20] + ("..." if len(text) > 20 else "")
+        out_of_range = SearchError(
+            f"{name}: epoch milliseconds out of range (at most {_WIDTH} digits), got {shown}"
+        )
+        if len(text) > _WIDTH + 1:  # never parse a 400-digit number
+            raise out_of_range
+        try:
+            ms = int(text)
+        except ValueError:  # digits int() does not read (superscripts)
+            raise SearchError(f"{name}: expected epoch milliseconds or ISO 8601") from None
+        if abs(ms) >= MAX_MS:
+            raise out_of_range
+        return ms / 1000
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise SearchError(
-            f"{name}: expected epoch milliseconds or ISO 8601, got {text!r}"
+            f"{name}: expected epoch milliseconds or ISO 8601, got {text[:40]!r}"
         ) from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
@@ -351,7 +382,7 @@ def parse_search(params: Mapping[str, str]) -> Search:
     if not 1 <= limit <= MAX_LIMIT:
         raise SearchError(f"limit: between 1 and {MAX_LIMIT}")
     cursor = p.pop("cursor", None)
-    after = _decode_cursor(cursor, sort, descending) if cursor else None
+    after = _decode_cursor(cursor, sort, descending, status) if cursor else None
     bounds = []
     for name, text in p.items():
         measure, _, op = name.rpartition("_")
@@ -359,10 +390,9 @@ def parse_search(params: Mapping[str, str]) -> Search:
             measure, op = name, "eq"
         if measure not in FILTERABLE:
             raise SearchError(f"{name}: unknown parameter")
-        try:
-            value = float(text)
-        except ValueError:
-            raise SearchError(f"{name}: expected a number, got {text!r}") from None
+        value = _number(text, SearchError(f"{name}: expected a number, got {text[:40]!r}"))
+        if not math.isfinite(value):  # nan, inf, 1e400
+            raise SearchError(f"{name}: expected a finite number, got {text[:40]!r}")
         bounds.append(Bound(measure, op, value))
     if status == "failed" and (bounds or sort != "time" or source):
         raise SearchError("status=failed: failed events have no grades or measures to filter")

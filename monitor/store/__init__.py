@@ -2,8 +2,9 @@
 
 Layout of the keys: `ragmon.store.keys`, of an event's hash: `ragmon.store.fields`; atomic
 multi-key changes: `ragmon.store.scripts` (their arguments by name: `ragmon.store.protocol`;
-the finish step's: `ragmon.store.finish`); how jobs sit in RQ: `ragmon.store.rq_jobs`; the
-values it keeps and returns: `ragmon.store.records` (re-exported here).
+the finish step's: `ragmon.store.finish`); the delivery path from ingest to a worker:
+`ragmon.store.ingest`, `ragmon.store.delivery` and its drain jobs in RQ, `ragmon.store.rq_jobs`;
+the values it keeps and returns: `ragmon.store.records` (re-exported here).
 """
 
 from __future__ import annotations
@@ -15,19 +16,18 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 import redis.asyncio
-from rq import Queue
 
 from ragmon.core.measures import histogram_bounds
 from ragmon.core.results import describe
 from ragmon.settings import Settings
 from ragmon.store import scripts
 from ragmon.store.anchors import Anchors
+from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
-from ragmon.store.fields import Field, Status
+from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, fail_call, finish_call
-from ragmon.store.grouping import Grouping
 from ragmon.store.human import HumanGrades
-from ragmon.store.ingest import AsyncIngest, ingest_exact, plan_ingest
+from ragmon.store.ingest import AsyncIngest, Written, plan_ingest
 from ragmon.store.keys import SEP, Keys, event_ref
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
@@ -44,7 +44,6 @@ from ragmon.store.records import (
     text_hash,
     text_of,
 )
-from ragmon.store.rq_jobs import Jobs
 from ragmon.store.sealing import Sealer
 from ragmon.store.second_opinions import SecondOpinions
 from ragmon.store.series import SWEEP_EVERY_S, SeriesBudget
@@ -72,12 +71,10 @@ class Store:
         self.settings = settings
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST.source)
-        self._ingest_jobs = client.register_script(scripts.INGEST_JOBS.source)
-        self.jobs = Jobs(client, settings.queue_name, settings.job_batch_size)
+        self.delivery = Delivery(client, self.keys, settings)
         self._finish = client.register_script(scripts.FINISH.source)
         self._fail = client.register_script(scripts.FAIL.source)
         self.series = SeriesBudget(self)
-        self.grouping = Grouping(self)
         self.sealer = Sealer(settings)
         self.explore = ExploreIndex(self)
         self.human = HumanGrades(self)
@@ -102,10 +99,6 @@ class Store:
             **options,
         )
         return cls(client, settings)
-
-    @property
-    def queue(self) -> Queue:
-        return self.jobs.queue
 
     @property
     def result_ttl_s(self) -> int:
@@ -139,22 +132,27 @@ class Store:
 
     # ---- ingest -------------------------------------------------------------------------
 
-    def ingest(self, items: Sequence[IngestItem], deadline: float = 0.0) -> list[tuple[str, bool]]:
-        """Store new events and enqueue their jobs atomically, in one round trip.
+    def ingest(
+        self,
+        items: Sequence[IngestItem],
+        deadline: float = 0.0,
+        sizes: Sequence[int] | None = None,
+        enqueue: bool = True,
+    ) -> Written:
+        """Store new events and put the ones to judge into their apps' pending sets, atomically,
+        in one round trip (`ragmon.store.ingest`); enqueues a drain job if none waits (unless
+        not `enqueue`: then `wake` says the caller must).
 
-        Returns `(status, created)` per item: a duplicate id (already stored, or earlier in
-        `items`) answers the stored status with created False. Nothing is written when Redis
-        runs the write past `deadline` (unix seconds; 0: none): it raises instead. See
-        `ragmon.store.ingest`.
+        Per item `(status, created)` (a duplicate id, already stored or earlier in `items`,
+        answers the stored status with created False) or, for each request of `sizes` items
+        one of whose apps is at RAGMON_QUEUE_LIMIT, an `AppAtLimit`. Nothing is written when
+        Redis runs the write past `deadline` (unix seconds; 0: none): it raises instead.
         """
-        plan = plan_ingest(self, items, deadline)
-        reply = self._ingest_jobs(keys=plan.keys, args=plan.args) if plan.keys else []
-        out, redo = plan.settle(reply)
-        if redo:  # rare: a job mixing known and new ids
-            again = self.ingest_exact([items[i] for i in redo], deadline)
-            for i, answer in zip(redo, again, strict=True):
-                out[i] = answer
-        return [o for o in out if o is not None]
+        plan = plan_ingest(self, items, deadline, sizes)
+        written = plan.settle(self._ingest(keys=plan.keys, args=plan.args) if plan.keys else [])
+        if written.wake and enqueue:
+            self.delivery.jobs.enqueue()
+        return written
 
     def async_ingest(self) -> AsyncIngest | None:
         """`ingest` over redis.asyncio for the running event loop (None without REDIS_URL)."""
@@ -165,14 +163,6 @@ class Store:
         return AsyncIngest(
             self, redis.asyncio.Redis.from_url(url, health_check_interval=30, **options)
         )
-
-    def ingest_exact(
-        self, items: Sequence[IngestItem], deadline: float = 0.0
-    ) -> list[tuple[str, bool]]:
-        """`ingest` in two steps (read the statuses, then write events and jobs of the new ids in
-        one transaction): the path for jobs that would mix known and new ids. Past `deadline`
-        no event is created (a job enqueued with them finds no event and does nothing)."""
-        return ingest_exact(self, self._ingest, items, deadline)
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
         """The stored status of each event by `event_ref` (None when unknown or expired)."""
@@ -195,20 +185,22 @@ class Store:
     # ---- events and results ----------------------------------------------------------------
 
     def load_events(self, refs: Sequence[str]) -> list[dict | None]:
-        """Payload, status and receipt time of each event by `event_ref` (None when unknown or
-        expired)."""
+        """Payload, status, receipt time and claims so far (`_attempts`) of each event by
+        `event_ref` (None when unknown or expired)."""
         with self.client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hmget(self.keys.event(ref), Field.PAYLOAD, Field.STATUS, Field.RECEIVED)
+                fields = (Field.PAYLOAD, Field.STATUS, Field.RECEIVED, Field.ATTEMPTS)
+                pipe.hmget(self.keys.event(ref), *fields)
             rows = pipe.execute()
         out: list[dict | None] = []
-        for payload, status, rt in rows:
+        for payload, status, rt, attempts in rows:
             if status is None or payload is None:
                 out.append(None)
                 continue
             event = json.loads(self.sealer.open(payload))
             event["_status"] = status.decode()
             event["_received_at"] = float(rt)
+            event["_attempts"] = int(attempts or 0)
             out.append(event)
         return out
 
@@ -220,16 +212,19 @@ class Store:
         stripped_payload: str | None = None,
         judge: str | None = None,
         series_counts: dict[str, int] | None = None,
+        inclusion: float | None = None,
     ) -> bool:
         """Store an event's result and its observations atomically; False if already done.
 
         `judge` is the identity of the judge that graded it (kept in the per-day record for the
-        report).
-        `series_counts` adds to per-series counters once with it: `name` or `name|reason`
-        becomes the field `name|app|index|retriever|segment[|reason]`.
+        report); `inclusion` the probability with which it was chosen for judging (default: its
+        own, else RAGMON_SAMPLE_RATE). `series_counts` adds to per-series counters once with
+        it: `name` or `name|reason` becomes the field `name|app|index|retriever|segment[|reason]`.
         """
         now = time.time()
-        call = finish_call(self, event, result, grades, now, stripped_payload, judge, series_counts)
+        call = finish_call(
+            self, event, result, grades, now, stripped_payload, judge, series_counts, inclusion
+        )
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=call.keys, args=call.args, client=pipe)
             self.explore.index(pipe, event, result)  # the explorer's index, in the same step
@@ -271,14 +266,6 @@ class Store:
             human=sorted((json.loads(x) for x in people), key=lambda r: r["at"]),
         )
 
-    def note_error(self, refs: Sequence[str], error: str) -> None:
-        """Keep the last judge error of events whose job waits for a retry (GET shows it while
-        they are queued; a later finish or fail answers with its own result)."""
-        with self.client.pipeline(transaction=False) as pipe:
-            for ref in refs:
-                pipe.hset(self.keys.event(ref), Field.ERROR, error[:500])
-            pipe.execute()
-
     def results(self, refs: Sequence[str]) -> list[dict | None]:
         """The stored results (grades, measures) of many events by `event_ref`, in one round
         trip."""
@@ -294,22 +281,12 @@ class Store:
         return [x.decode() for x in refs]
 
     def requeue(self, refs: Iterable[str]) -> int:
-        """Put failed events back on the queue (status queued); returns how many."""
-        wanted = list(refs)
-        statuses = self.statuses(wanted)
-        todo = [ref for ref, st in zip(wanted, statuses, strict=True) if st == Status.FAILED]
-        gone = [ref for ref, st in zip(wanted, statuses, strict=True) if st is None]
-        if gone:  # their events expired (RAGMON_RESULT_TTL_DAYS): nothing left to requeue
-            self.client.zrem(self.keys.failed, *gone)
-        if not todo:
-            return 0
-        with self.client.pipeline(transaction=True) as pipe:
-            for ref in todo:
-                pipe.hset(self.keys.event(ref), Field.STATUS, Status.QUEUED)
-                pipe.zrem(self.keys.failed, ref)
-            self.jobs.enqueue(todo, pipe)
-            pipe.execute()
-        return len(todo)
+        """Put failed events back into their apps' pending sets (status queued); returns how
+        many. Refs whose event expired leave the failed set."""
+        n = self.delivery.requeue(refs)
+        if n:
+            self.delivery.wake()
+        return n
 
     # ---- counters and histograms ----------------------------------------------------------
 
@@ -403,9 +380,9 @@ class Store:
             pipe.execute()
 
     def queue_depth(self) -> int:
-        return int(self.client.llen(self.queue.key))
+        """Events waiting to be judged: pending or leased, every app."""
+        return self.delivery.counts()[0]
 
     def retrying_jobs(self) -> int:
-        """Jobs RQ holds for a later retry after a passing judge failure (its scheduled
-        registry: ragmon schedules nothing else there)."""
-        return self.jobs.waiting_retry()
+        """Events waiting out a retry delay after a passing judge failure."""
+        return self.delivery.counts()[1]

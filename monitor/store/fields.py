@@ -21,6 +21,7 @@ class Field(StrEnum):
     ERROR = "e"  # the last judge error while the event waits for a retry
     SERIES = "sr"  # the series FINISH counted it in (after folding), for EXPLORE_INDEX
     INDEXED = "ix"  # set once EXPLORE_INDEX has indexed it
+    ATTEMPTS = "at"  # how many times a drain job claimed it (CLAIM counts, RETRY reads)
 
 
 class Status(StrEnum):
@@ -70,3 +71,5 @@ class Slot(StrEnum):
     SERIES = "{S}"
     MEASURE = "{M}"
     HOUR = "{H}"
+    APP = "{A}"
+    REF = "{R}"

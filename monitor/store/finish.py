@@ -38,6 +38,7 @@ def finish_call(
     stripped_payload: str | None = None,
     judge: str | None = None,
     series_counts: dict[str, int] | None = None,
+    inclusion: float | None = None,
 ) -> Call:
     """FINISH for one event and its result (arguments as `Store.finish`'s)."""
     s, k = store.settings, store.keys
@@ -57,6 +58,7 @@ def finish_call(
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
             "counters": k.counters, "day_counters": day_counters, "series": k.series,
             "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
+            "leased": k.leased, "pending": k.pending(app),
         },
         args={
             "result": json.dumps(result, separators=(",", ":")),
@@ -69,7 +71,8 @@ def finish_call(
                 {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}
             ),
             "day_record": json.dumps(
-                day_record(event, result, grades, judge, inclusion_probability(s, event)),
+                day_record(event, result, grades, judge,
+                           inclusion if inclusion is not None else inclusion_probability(s, event)),
                 separators=(",", ":"),
             ),
             "day_keep": DAY_EVENTS_KEEP,
@@ -97,6 +100,7 @@ def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> 
     result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
     return scripts.FAIL.call(
         keys={"event": store.keys.event(ref), "counters": store.keys.counters,
-              "failed": store.keys.failed},
+              "failed": store.keys.failed, "leased": store.keys.leased,
+              "pending": store.keys.pending(split_ref(ref)[0])},
         args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
     )  # fmt: skip

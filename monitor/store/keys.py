@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ragmon.core.wire import LABEL_KEYS, SEP
-from ragmon.store.fields import Name
+from ragmon.store.fields import Name, Slot
 
 OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
 
@@ -83,17 +83,51 @@ class Keys:
         """Sorted set of failed event refs by failure time (for `ragmon requeue-failed`)."""
         return f"{self.prefix}:failed"
 
-    @property
-    def ungrouped(self) -> str:
-        """Sorted set of queued event refs waiting in the grouping window for their RQ job, by
-        receipt time (RAGMON_GROUP_WINDOW_S; swept into jobs if their API process died)."""
-        return f"{self.prefix}:ungrouped"
+    def pending(self, app: str) -> str:
+        """Sorted set of one app's events waiting for a drain job, by when each may be taken
+        (receipt time; a retry's due time): the delivery path's pending state."""
+        return f"{self.prefix}:q:ev:{app}"
 
     @property
-    def claimed(self) -> str:
-        """Sorted set of event refs a running job took from `ungrouped`, by lease end (a dead
-        work horse's claims go back to `ungrouped` once their lease ends)."""
-        return f"{self.prefix}:claimed"
+    def pending_template(self) -> str:
+        """`pending` with `Slot.APP` for the app: the scripts that find apps as they go."""
+        return self.pending(Slot.APP)
+
+    @property
+    def pending_apps(self) -> str:
+        """Sorted set of the apps with pending events, by their pass (stride scheduling: the
+        virtual time of each app's next turn, `ragmon.store.delivery`)."""
+        return f"{self.prefix}:q:apps"
+
+    @property
+    def virtual_time(self) -> str:
+        """The pass of the last turn taken: where an app that starts having pending events
+        joins `pending_apps`."""
+        return f"{self.prefix}:q:vt"
+
+    @property
+    def leased(self) -> str:
+        """Sorted set of the event refs drain jobs hold, by the end of their lease (epoch s);
+        a lease that ends puts its event back into its app's pending set."""
+        return f"{self.prefix}:leased"
+
+    @property
+    def drain_wanted(self) -> str:
+        """Present while a drain job waits in RQ's queue (set by whoever enqueues it, deleted
+        by the job when it starts; expires after `DRAIN_WANTED_TTL_S` in case its enqueuer
+        died in between)."""
+        return f"{self.prefix}:q:wake"
+
+    @property
+    def event_template(self) -> str:
+        """`event` with `Slot.REF` for the ref: the scripts that find events as they go."""
+        return self.event(Slot.REF)
+
+    @property
+    def legacy_waiting(self) -> tuple[str, str]:
+        """The sorted sets where events waited before the delivery path (the grouping window
+        and its claims): a worker moves what they hold to pending (`Delivery.adopt_legacy`)."""
+        return f"{self.prefix}:ungrouped", f"{self.prefix}:claimed"
 
     @property
     def explore_series(self) -> str:

@@ -1,4 +1,4 @@
-"""Lua scripts: each makes one multi-key change atomic, so a retried job never counts twice.
+"""Lua scripts: each makes one multi-key change atomic, so an event judged twice counts once.
 
 Each names its KEYS and ARGV positions here, once, and reads them as `K.<name>` and `A.<name>`;
 stored names come from its header too (`ragmon.store.protocol`).
@@ -8,116 +8,280 @@ from __future__ import annotations
 
 from ragmon.store.protocol import Script
 
-# Shared by INGEST and INGEST_JOBS: `create(i)` writes event i and counts it.
-# KEYS tail: the event keys. ARGV tail: per event, payload, status, received_at.
-# The deadline (unix seconds, 0: none) is when the API stops waiting and answers 503: a write
-# that reaches Redis later (a stalled Redis catching up) is refused whole, so a client that
-# retries after the 503 is never counted twice.
-_CREATE_KEYS = ("counters",)
-_CREATE_ARGS = ("ttl", "deadline")
-_CREATE = """
-local n = #KEYS - KEYS_REST + 1
-local ttl = tonumber(A.ttl)
-local deadline = tonumber(A.deadline)
-if deadline > 0 then
+# Helpers of the delivery path's scripts (`ragmon.store.delivery`): Redis' clock, the app of an
+# event ref, a key template filled in (`Slot`), and `join`, which gives an app that starts
+# having pending events its place in the turn order: the current virtual time (`Keys.virtual_time`),
+# so it neither waits behind a backlog nor gets credit for its quiet hours.
+_DELIVERY = """
+local function now_s()
   local t = redis.call('TIME')
-  if tonumber(t[1]) + tonumber(t[2]) / 1e6 > deadline then
-    return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+local function app_of(ref) return string.sub(ref, 1, string.find(ref, SEP, 1, true) - 1) end
+local function filled(template, slot, value)
+  return (string.gsub(template, slot, function() return value end))
+end
+local function join(apps, vt, app)
+  if not redis.call('ZSCORE', apps, app) then
+    redis.call('ZADD', apps, redis.call('GET', vt) or '0', app)
   end
 end
-local out = {}
-local function event(i) return KEYS[KEYS_REST + i - 1] end
-local function create(i)
-  local key = event(i)
-  local base = ARGV_REST + (i - 1) * 3
-  local status = ARGV[base + 1]
-  if status == S.sampled_out then
-    redis.call('HSET', key, F.status, status, F.received, ARGV[base + 2])
-    redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
-  else
-    redis.call('HSET', key, F.payload, ARGV[base], F.status, status, F.received, ARGV[base + 2])
-  end
-  redis.call('EXPIRE', key, ttl)
-  redis.call('HINCRBY', K.counters, N.events_received, 1)
+local function mark_failed(key, ref, result, reason, counters, failed, now)
+  redis.call('HSET', key, F.status, S.failed, F.result, result)
+  redis.call('HINCRBY', counters, N.events_failed .. SEP .. reason, 1)
+  redis.call('ZADD', failed, now, ref)
 end
 """
 
-# Create events that do not exist yet. Returns 1 per created event, 0 where the id existed.
+# Store the new events of a micro-batch of requests, and put the ones to judge into their
+# apps' pending sets, in the write that answers 202 (`ragmon.store.ingest`).
+# KEYS tail: the `n_events` event keys, then the pending keys of the apps they name. ARGV tail:
+# per event its ref, payload, status, received_at and slot (which of those pending keys, from
+# 1; 0: sampled out, never judged); then the app of each pending key; then per request its
+# event count (requests are consecutive runs of events). A request is refused whole when one
+# of the apps it adds events to already holds `limit` pending events. The deadline (unix
+# seconds, 0: none) is when the API stops waiting and answers 503: a write that reaches Redis
+# later (a stalled Redis catching up) is refused whole, so a client that retries after the
+# 503 is never counted twice. Returns per event 1 (created), its stored status (the id
+# existed) or {-2, app} (its request was refused: that app is at its limit); then 1 when the
+# caller must enqueue a drain job (none waits: `Keys.drain_wanted` was absent), else 0.
 INGEST = Script(
     "INGEST",
-    _CREATE_KEYS,
-    _CREATE_ARGS,
-    _CREATE
+    ("counters", "apps", "vt", "wake"),
+    ("ttl", "deadline", "limit", "n_events", "wake_ttl"),
+    _DELIVERY
     + """
-for i = 1, n do
-  if redis.call('EXISTS', event(i)) == 1 then
-    out[i] = 0
-  else
-    create(i)
-    out[i] = 1
-  end
+local n = tonumber(A.n_events)
+local ttl = tonumber(A.ttl)
+local limit = tonumber(A.limit)
+local now = now_s()
+local deadline = tonumber(A.deadline)
+if deadline > 0 and now > deadline then
+  return redis.error_reply('DEADLINE the API has already answered 503 for this write')
 end
+local function event(i) return KEYS[KEYS_REST + i - 1] end
+local function arg(i, field) return ARGV[ARGV_REST + 5 * (i - 1) + field] end
+local function pending(s) return KEYS[KEYS_REST + n + s - 1] end
+local apps_at = ARGV_REST + 5 * n
+local n_apps = #KEYS - KEYS_REST + 1 - n
+local out = {}
+local added = false
+local i = 1
+for r = apps_at + n_apps, #ARGV do
+  local last = i + tonumber(ARGV[r]) - 1
+  local adding = {}
+  for j = i, last do
+    local stored = redis.call('HGET', event(j), F.status)
+    if stored then
+      out[j] = stored
+    else
+      out[j] = 1
+      local s = tonumber(arg(j, 4))
+      if s > 0 then adding[s] = true end
+    end
+  end
+  local over = nil
+  for s in pairs(adding) do
+    if redis.call('ZCARD', pending(s)) >= limit then over = ARGV[apps_at + s - 1] end
+  end
+  for j = i, last do
+    if over then
+      out[j] = {-2, over}
+    elseif out[j] == 1 then
+      local key, status, s = event(j), arg(j, 2), tonumber(arg(j, 4))
+      if status == S.sampled_out then
+        redis.call('HSET', key, F.status, status, F.received, arg(j, 3))
+        redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
+      else
+        redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))
+      end
+      redis.call('EXPIRE', key, ttl)
+      redis.call('HINCRBY', K.counters, N.events_received, 1)
+      if s > 0 then
+        redis.call('ZADD', pending(s), now, arg(j, 0))
+        join(K.apps, K.vt, ARGV[apps_at + s - 1])
+        added = true
+      end
+    end
+  end
+  i = last + 1
+end
+local wake = 0
+if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then wake = 1 end
+out[n + 1] = wake
 return out
 """,
 )
 
-# Create events and enqueue their RQ jobs in one round trip, only for events that are new.
-# KEYS and ARGV as INGEST's; ARGV's tail then holds groups covering the events in KEYS order,
-# each: event count, command count, then per command its argument count and arguments (the RQ
-# job's writes, recorded by `rq_jobs.Jobs.commands`).
-# A group with commands (a job) is all or nothing: all its events new -> create them and run
-# its commands; none new -> nothing; some new -> nothing, those events answer -1 and the caller
-# takes the exact path (`Store.ingest_exact`). A group without commands (sampled-out events)
-# creates each new event. Returns per event: 1 created, -1 conflict, else the stored status.
-INGEST_JOBS = Script(
-    "INGEST_JOBS",
-    _CREATE_KEYS,
-    _CREATE_ARGS,
-    _CREATE
+# A drain job takes up to `limit` events (`Delivery.claim`). First, every lease that ended
+# (its work horse died) puts its event back into its app's pending set, or, after
+# `max_attempts` claims, marks it failed (reason `died`, error `died_error`). Then, one event
+# at a time, the app with the lowest pass among those with an event due gives its oldest due
+# event, and its pass grows by 1 / its share (`shares`: JSON {app: share}, 1 when absent):
+# stride scheduling. Each
+# event taken is leased until now + `lease_s` and its attempts counted; an event no longer
+# queued (expired, done) is dropped from pending. Returns {left, lease_end, refs...}: left is
+# 1 when due events remain after this claim.
+CLAIM = Script(
+    "CLAIM",
+    ("leased", "apps", "vt", "counters", "failed"),
+    (
+        "limit",
+        "lease_s",
+        "shares",
+        "max_attempts",
+        "event_key",
+        "pending_key",
+        "died",
+        "died_error",
+    ),
+    _DELIVERY
     + """
-local function stored(i)
-  local st = redis.call('HGET', event(i), F.status)
-  if st then return st end
-  return -1
-end
-local i = 1
-local g = ARGV_REST + 3 * n
-while i <= n do
-  local n_ev = tonumber(ARGV[g])
-  local n_cmds = tonumber(ARGV[g + 1])
-  g = g + 2
-  local first_cmd = g
-  for _ = 1, n_cmds do g = g + 1 + tonumber(ARGV[g]) end
-  local last = i + n_ev - 1
-  local fresh = 0
-  for j = i, last do
-    if redis.call('EXISTS', event(j)) == 0 then
-      fresh = fresh + 1
-      out[j] = 1
+local now = now_s()
+local shares = cjson.decode(A.shares)
+local max_attempts = tonumber(A.max_attempts)
+local function ev(ref) return filled(A.event_key, SLOT.ref, ref) end
+local function pending(app) return filled(A.pending_key, SLOT.app, app) end
+local ended = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', 0, 1000)
+for _, ref in ipairs(ended) do
+  redis.call('ZREM', K.leased, ref)
+  local key = ev(ref)
+  if redis.call('HGET', key, F.status) == S.queued then
+    local attempts = tonumber(redis.call('HGET', key, F.attempts) or '0')
+    if attempts >= max_attempts then
+      local id = string.sub(ref, #app_of(ref) + #SEP + 1)
+      local result = cjson.encode({event_id = id, status = S.failed, error = A.died_error})
+      mark_failed(key, ref, result, A.died, K.counters, K.failed, now)
     else
-      out[j] = 0
+      redis.call('ZADD', pending(app_of(ref)), now, ref)
+      join(K.apps, K.vt, app_of(ref))
     end
   end
-  if n_cmds == 0 or fresh == n_ev then
-    for j = i, last do
-      if out[j] == 1 then create(j) else out[j] = stored(j) end
-    end
-    if n_cmds > 0 then
-      local p = first_cmd
-      for _ = 1, n_cmds do
-        local nargs = tonumber(ARGV[p])
-        redis.call(unpack(ARGV, p + 1, p + nargs))
-        p = p + 1 + nargs
-      end
-    end
-  elseif fresh == 0 then
-    for j = i, last do out[j] = stored(j) end
-  else
-    for j = i, last do out[j] = -1 end
-  end
-  i = last + 1
 end
+local vt = tonumber(redis.call('GET', K.vt) or '0')
+local listed = redis.call('ZRANGE', K.apps, 0, -1, 'WITHSCORES')
+local apps = {}
+for a = 1, #listed, 2 do
+  apps[#apps + 1] = {name = listed[a], pass = tonumber(listed[a + 1]), key = pending(listed[a])}
+end
+local function head(app)
+  local first = redis.call('ZRANGE', app.key, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    app.empty = true
+    app.due = false
+  else
+    app.ref = first[1]
+    app.due = tonumber(first[2]) <= now
+  end
+end
+for _, app in ipairs(apps) do head(app) end
+local lease_end = string.format('%.17g', now + tonumber(A.lease_s))
+local out = {0, lease_end}
+local limit = tonumber(A.limit)
+while #out - 2 < limit do
+  local best = nil
+  for _, app in ipairs(apps) do
+    if app.due and (best == nil or math.max(app.pass, vt) < math.max(best.pass, vt)) then
+      best = app
+    end
+  end
+  if best == nil then break end
+  local ref = best.ref
+  redis.call('ZREM', best.key, ref)
+  local key = ev(ref)
+  if redis.call('HGET', key, F.status) == S.queued then
+    best.pass = math.max(best.pass, vt)
+    vt = best.pass
+    best.pass = best.pass + 1 / tonumber(shares[best.name] or 1)
+    best.moved = true
+    redis.call('HINCRBY', key, F.attempts, 1)
+    redis.call('ZADD', K.leased, lease_end, ref)
+    out[#out + 1] = ref
+  end
+  head(best)
+end
+for _, app in ipairs(apps) do
+  if app.empty then
+    redis.call('ZREM', K.apps, app.name)
+  elseif app.moved then
+    redis.call('ZADD', K.apps, string.format('%.17g', app.pass), app.name)
+  end
+  if app.due then out[1] = 1 end
+end
+redis.call('SET', K.vt, string.format('%.17g', vt))
 return out
+""",
+)
+
+# A passing judge failure (timeout, 429, 5xx, connection) of a leased event (`Delivery.retry`):
+# only while the caller's lease (`lease_end`) still holds it, the event goes back to its app's
+# pending set, due after `delays[attempts]` seconds (JSON list), with the error kept for GET;
+# past the last delay it is marked failed with `result` and `reason`.
+# Returns 1 (back in pending), 2 (failed), 0 (not this caller's any more).
+RETRY = Script(
+    "RETRY",
+    ("event", "leased", "pending", "apps", "vt", "counters", "failed"),
+    ("ref", "app", "lease_end", "error", "delays", "result", "reason"),
+    _DELIVERY
+    + """
+local held = redis.call('ZSCORE', K.leased, A.ref)
+if not held or tonumber(held) ~= tonumber(A.lease_end) then return 0 end
+redis.call('ZREM', K.leased, A.ref)
+if redis.call('HGET', K.event, F.status) ~= S.queued then return 0 end
+local now = now_s()
+local attempts = tonumber(redis.call('HGET', K.event, F.attempts) or '0')
+local delays = cjson.decode(A.delays)
+redis.call('HSET', K.event, F.error, A.error)
+if attempts > #delays then
+  mark_failed(K.event, A.ref, A.result, A.reason, K.counters, K.failed, now)
+  return 2
+end
+redis.call('ZADD', K.pending, now + delays[attempts], A.ref)
+join(K.apps, K.vt, A.app)
+return 1
+""",
+)
+
+# Put events into their apps' pending sets, due now (`Delivery.requeue`, `Delivery.adopt`):
+# the refs of ARGV's tail, and with `legacy` 1 also every ref of the two sets where events
+# waited before the delivery path (`Keys.legacy_waiting`), which are then deleted. A `failed`
+# event becomes queued again (its attempts start over) when `requeue` is 1; a queued one is
+# added unless a drain job leases it; a gone one (expired) leaves the failed set. Returns how
+# many were added.
+PENDING = Script(
+    "PENDING",
+    ("apps", "vt", "leased", "failed", "old_ungrouped", "old_claimed"),
+    ("requeue", "legacy", "event_key", "pending_key"),
+    _DELIVERY
+    + """
+local now = now_s()
+local refs = {}
+for i = ARGV_REST, #ARGV do refs[#refs + 1] = ARGV[i] end
+if tonumber(A.legacy) == 1 then
+  for _, old in ipairs({K.old_ungrouped, K.old_claimed}) do
+    for _, ref in ipairs(redis.call('ZRANGE', old, 0, -1)) do refs[#refs + 1] = ref end
+    redis.call('DEL', old)
+  end
+end
+local added = 0
+for _, ref in ipairs(refs) do
+  local key = filled(A.event_key, SLOT.ref, ref)
+  local st = redis.call('HGET', key, F.status)
+  if not st then
+    redis.call('ZREM', K.failed, ref)
+  elseif st == S.failed and tonumber(A.requeue) == 1 then
+    redis.call('HSET', key, F.status, S.queued)
+    redis.call('HDEL', key, F.attempts)
+    redis.call('ZREM', K.failed, ref)
+    st = S.queued
+  end
+  if st == S.queued and not redis.call('ZSCORE', K.leased, ref) then
+    local app = app_of(ref)
+    added = added + redis.call('ZADD', filled(A.pending_key, SLOT.app, app), 'NX', now, ref)
+    join(K.apps, K.vt, app)
+  end
+end
+return added
 """,
 )
 
@@ -133,11 +297,13 @@ return out
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
-     "series_per_app"),
+     "leased", "pending", "series_per_app"),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
      "series_counts", "n_obs"),
     """
+redis.call('ZREM', K.leased, A.ref)
+redis.call('ZREM', K.pending, A.ref)
 local st = redis.call('HGET', K.event, F.status)
 if st ~= S.queued and st ~= S.failed then return 0 end
 local series = A.series
@@ -195,17 +361,17 @@ return 1
 """,
 )  # fmt: skip
 
-# Mark one queued event failed, once.
+# Mark one queued event failed, once (a lasting judge failure); it leaves leased and pending.
 FAIL = Script(
     "FAIL",
-    ("event", "counters", "failed"),
+    ("event", "counters", "failed", "leased", "pending"),
     ("result", "reason", "now", "ref"),
-    """
-local st = redis.call('HGET', K.event, F.status)
-if st ~= S.queued then return 0 end
-redis.call('HSET', K.event, F.status, S.failed, F.result, A.result)
-redis.call('HINCRBY', K.counters, N.events_failed .. SEP .. A.reason, 1)
-redis.call('ZADD', K.failed, tonumber(A.now), A.ref)
+    _DELIVERY
+    + """
+redis.call('ZREM', K.leased, A.ref)
+redis.call('ZREM', K.pending, A.ref)
+if redis.call('HGET', K.event, F.status) ~= S.queued then return 0 end
+mark_failed(K.event, A.ref, A.result, A.reason, K.counters, K.failed, tonumber(A.now))
 return 1
 """,
 )
@@ -233,68 +399,6 @@ for s = last_field + 1, #ARGV, 2 do
   end
 end
 return freed
-""",
-)
-
-# Turn events waiting in the grouping window into one RQ job, once (`Store.grouping.group`).
-# ARGV tail: the `n_refs` event refs, then the job's commands (argument count, arguments;
-# recorded from RQ like INGEST_JOBS's). When every ref is still waiting: remove them and run
-# the commands, return 1. Otherwise do nothing and return the refs still waiting (a sweep or
-# another API process grouped the others): the caller records a job for those.
-GROUP = Script(
-    "GROUP",
-    ("ungrouped",),
-    ("n_refs",),
-    """
-local n = tonumber(A.n_refs)
-local last = ARGV_REST + n - 1
-local present = {}
-for i = ARGV_REST, last do
-  if redis.call('ZSCORE', K.ungrouped, ARGV[i]) then present[#present + 1] = ARGV[i] end
-end
-if #present < n then return present end
-redis.call('ZREM', K.ungrouped, unpack(ARGV, ARGV_REST, last))
-local p = last + 1
-while p <= #ARGV do
-  local nargs = tonumber(ARGV[p])
-  redis.call(unpack(ARGV, p + 1, p + nargs))
-  p = p + 1 + nargs
-end
-return 1
-""",
-)
-
-# A running job takes up to `limit` events waiting in the grouping window
-# (`Store.grouping.claim`): they leave the ungrouped zset for the claimed one, scored by the
-# lease's end (epoch s). Returns the claimed refs, oldest first.
-CLAIM = Script(
-    "CLAIM",
-    ("ungrouped", "claimed"),
-    ("limit", "lease_end"),
-    """
-local refs = redis.call('ZRANGE', K.ungrouped, 0, tonumber(A.limit) - 1)
-for _, ref in ipairs(refs) do
-  redis.call('ZREM', K.ungrouped, ref)
-  redis.call('ZADD', K.claimed, A.lease_end, ref)
-end
-return refs
-""",
-)
-
-# Claims whose lease ended by `now` (their work horse died, or gave them back with score 0) go
-# back to the ungrouped zset with score 0, so the next sweep groups them into an RQ job at once.
-# Returns how many.
-EXPIRED_CLAIMS = Script(
-    "EXPIRED_CLAIMS",
-    ("claimed", "ungrouped"),
-    ("now",),
-    """
-local refs = redis.call('ZRANGEBYSCORE', K.claimed, '-inf', A.now)
-for _, ref in ipairs(refs) do
-  redis.call('ZREM', K.claimed, ref)
-  redis.call('ZADD', K.ungrouped, 0, ref)
-end
-return #refs
 """,
 )
 
@@ -388,8 +492,8 @@ return trim(A.series)
 """,
 )
 
-ALL = (INGEST, INGEST_JOBS, FINISH, FAIL, FREE_SERIES, GROUP, CLAIM, EXPIRED_CLAIMS,
-       EXPLORE_INDEX, EXPLORE_TRIM)  # fmt: skip
+ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
+       EXPLORE_TRIM)  # fmt: skip
 
 # Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
 # KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:

@@ -23,6 +23,10 @@ NEED_KEY = (
 )
 
 
+class SealingKeyMissing(SettingsError):
+    """A sealed payload that no key of RAGMON_TEXT_KEYS opens (a key dropped too early)."""
+
+
 class Sealer:
     """Seals payloads when text storage is off; opens sealed ones (and passes others as is)."""
 
@@ -48,15 +52,19 @@ class Sealer:
         if not text.startswith(SEALED):
             return text
         if not self.keys:
-            raise SettingsError(NEED_KEY)
+            raise SealingKeyMissing(
+                "an event is sealed but RAGMON_TEXT_KEYS is empty: set the keys that sealed "
+                "it (RAGMON_STORE_TEXT was false when it arrived)"
+            )
         from cryptography.fernet import InvalidToken
 
         try:
             return self._fernet.decrypt(text[len(SEALED) :].encode()).decode()
         except InvalidToken:
-            raise SettingsError(
+            raise SealingKeyMissing(
                 "an event was sealed with a key not in RAGMON_TEXT_KEYS: the API and the "
-                "workers need the same keys (after a rotation keep the old key listed)"
+                "workers need the same keys (after a rotation keep the old key listed until "
+                "RAGMON_RESULT_TTL_DAYS have passed)"
             ) from None
 
 

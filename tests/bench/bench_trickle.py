@@ -8,8 +8,8 @@ the requests do not overlap. Per fake-LLM latency (`tests.support.fake_llm`, rea
 pointwise, K = 10, 20 judged TREC DL passages an event, every event its own query so the
 judgment cache never hits), in one run:
 
-- batched (the baseline): one `ragmon worker` drains `--batched-events` events stored with
-  their jobs at once (RAGMON_JOB_BATCH_SIZE events a job, as the SDK's batches make them);
+- batched (the baseline): one `ragmon worker` drains `--batched-events` events stored at
+  once (as the SDK's batches make them);
 - trickle: `ragmon serve` and one `ragmon worker`; an open-loop sender POSTs single events to
   /v1/retrievals at each `--rates` for `--seconds`, while a poller reads /metrics every 50 ms
   (the n-th 202 counts as fresh when `ragmon_retrieval_ndcg_count` reaches n).
@@ -122,7 +122,7 @@ def ready_worker(redis_url: str, env: dict[str, str]) -> tuple[Child, float, flo
 
 
 def batched(llm_env: dict[str, str], pairs: list, n: int) -> Run:
-    """The baseline: the worker drains `n` events stored with their jobs all at once."""
+    """The baseline: the worker drains `n` events stored all at once."""
     with redis_server() as rs:
         store = Store.connect(Settings.from_env(ragmon_env(rs.url, **llm_env), dotenv=None))
         worker, at_start, at_ready = ready_worker(rs.url, llm_env)
@@ -215,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = Settings.from_env({}, dotenv=None)
     print(
         f"one worker; RAGMON_JUDGE_CONCURRENCY={defaults.judge_concurrency}, "
-        f"RAGMON_JOB_BATCH_SIZE={defaults.job_batch_size}, "
-        f"RAGMON_GROUP_WINDOW_S={defaults.group_window_s:g}; {seconds:g} s per rate, "
+        f"RAGMON_JOB_BATCH_SIZE={defaults.job_batch_size}; {seconds:g} s per rate, "
         f"{n_batched} events batched" + (" (short mode)" if args.short else "")
     )
     ok = True

@@ -93,7 +93,8 @@ def start_fake_llm(latency: float) -> tuple[subprocess.Popen, str]:
 
 
 def enqueue(store: Store, n: int, pairs: list[tuple[str, list[str]]]) -> list[str]:
-    """`n` new events, each with its own query (no judgment-cache hits), queued as RQ jobs."""
+    """`n` new events, each with its own query (no judgment-cache hits), waiting for a drain
+    job (the write enqueues one)."""
     run = uuid.uuid4().hex[:8]
     now = datetime.now(UTC)
     items = []

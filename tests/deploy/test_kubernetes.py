@@ -303,9 +303,8 @@ def test_prometheus_scrapes_exactly_one_ragmon_serve(objects):
     assert not selector <= api_svc["metadata"]["labels"].items(), "API replicas must not be scraped"
 
 
-def test_keda_scales_workers_on_the_rq_queue_key(objects, kustomization):
-    import redis
-    from rq import Queue
+def test_keda_scales_workers_on_the_events_waiting(objects):
+    from ragmon.core.catalog import BY_NAME
 
     worker = find(objects, "Deployment", "ragmon-worker")
     (c,) = pod_spec(worker)["containers"]
@@ -314,16 +313,11 @@ def test_keda_scales_workers_on_the_rq_queue_key(objects, kustomization):
     scaled = find(objects, "ScaledObject", "ragmon-worker")
     assert scaled["spec"]["scaleTargetRef"]["name"] == worker["metadata"]["name"]
     (trigger,) = scaled["spec"]["triggers"]
-    assert trigger["type"] == "redis"
-    queue = Settings.from_env(config_env(objects), dotenv=None).queue_name
-    expected_key = Queue(queue, connection=redis.Redis()).key  # no connection is made
-    assert trigger["metadata"]["listName"] == expected_key == f"rq:queue:{queue}"
-    assert int(trigger["metadata"]["listLength"]) > 0
-    # KEDA resolves the address from its own namespace: it must be the FQDN of our Redis.
-    host, port = trigger["metadata"]["address"].rsplit(":", 1)
-    redis_svc = find(objects, "Service", "ragmon-redis")
-    assert host == f"ragmon-redis.{kustomization['namespace']}.svc.cluster.local"
-    assert int(port) == redis_svc["spec"]["ports"][0]["port"]
+    assert trigger["type"] == "prometheus"
+    assert trigger["metadata"]["query"] == 'max(ragmon_queue_depth{job="ragmon"})'
+    assert "ragmon_queue_depth" in BY_NAME  # the gauge the API exports
+    assert trigger["metadata"]["serverAddress"].startswith("http")
+    assert float(trigger["metadata"]["threshold"]) > 0
     assert scaled["spec"]["minReplicaCount"] >= 1
     assert scaled["spec"]["maxReplicaCount"] > scaled["spec"]["minReplicaCount"]
     assert pod_spec(worker)["terminationGracePeriodSeconds"] >= 60, "RQ warm shutdown needs time"

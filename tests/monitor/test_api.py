@@ -120,16 +120,15 @@ def test_accepted_then_duplicate_answers_stored_status(api):
     got = api.client.get(result_url(event)).json()
     assert got["status"] == "queued" and got["k"] == 5 and got["labels"]["app"] == "test"
     assert got["labels"]["segment"] == "default"
-    wait_grouped(api.store)  # the job waits for company for up to RAGMON_GROUP_WINDOW_S
-    assert api.store.queue_depth() == 1
+    assert api.store.queue_depth() == 1  # pending, in the write that answered 202
     assert api.store.counters()["events_received"] == 1
 
 
-def wait_grouped(store, timeout: float = 15.0) -> None:
-    """Wait until the API turned the events of its grouping window into RQ jobs."""
+def wait_drain_job(store, timeout: float = 15.0) -> None:
+    """Wait until the API enqueued the drain job it owes after its write."""
     deadline = time.monotonic() + scaled(timeout)
-    while store.client.zcard(store.keys.ungrouped):
-        assert time.monotonic() < deadline, "events left in the grouping window"
+    while store.delivery.jobs.waiting() == 0:
+        assert time.monotonic() < deadline, "no drain job enqueued"
         time.sleep(0.05)
 
 
@@ -165,8 +164,7 @@ def test_sampling_is_deterministic_on_the_id(make_api):
     api.store.client.flushall()
     second = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
     assert [r["status"] for r in first] == [r["status"] for r in second]
-    wait_grouped(api.store)
-    assert api.store.queue_depth() * api.settings.job_batch_size >= 400 - out
+    assert api.store.queue_depth() == 400 - out  # only the sampled-in wait for the judge
     out_id = next(r["event_id"] for r in first if r["status"] == "sampled_out")
     got = api.client.get(f"/v1/retrievals/{out_id}", params={"app": "test"})
     assert got.json()["status"] == "sampled_out"
@@ -181,15 +179,23 @@ def test_body_over_limit_is_413(make_api):
     assert api.store.client.keys("ragmon:ev:*") == []
 
 
-def test_queue_over_limit_is_503_with_retry_after(make_api):
-    api = make_api(RAGMON_QUEUE_LIMIT="1", RAGMON_JOB_BATCH_SIZE="1")
-    assert api.client.post("/v1/retrievals", json=make_event(seed=1)).status_code == 202
-    import time
-
-    time.sleep(0.6)  # the API re-reads the queue depth every 0.5 s
-    r = api.client.post("/v1/retrievals", json=make_event(seed=2))
+def test_an_app_at_its_queue_limit_gets_503_and_the_other_apps_go_on(make_api):
+    api = make_api(RAGMON_QUEUE_LIMIT="2")
+    busy = [make_event(seed=i, labels={"app": "busy"}) for i in range(3)]
+    assert api.client.post("/v1/retrievals/batch", json={"events": busy[:2]}).status_code == 202
+    r = api.client.post("/v1/retrievals", json=busy[2])
     assert r.status_code == 503 and int(r.headers["retry-after"]) > 0
-    assert api.store.statuses([ref(make_event(seed=2))]) == [None]
+    assert "'busy'" in r.json()["detail"] and "RAGMON_QUEUE_LIMIT=2" in r.json()["detail"]
+    assert api.store.statuses([ref(busy[2])]) == [None]
+    quiet = make_event(seed=9, labels={"app": "quiet"})
+    assert api.client.post("/v1/retrievals", json=quiet).status_code == 202
+    # a batch naming the app at its limit is refused whole, its other app's event too
+    mixed = [make_event(seed=20, labels={"app": "quiet"}), busy[2]]
+    r = api.client.post("/v1/retrievals/batch", json={"events": mixed})
+    assert r.status_code == 503 and "'busy'" in r.json()["detail"]
+    assert api.store.statuses([ref(mixed[0])]) == [None]
+    # an id already stored is answered, not refused: nothing new would wait
+    assert api.client.post("/v1/retrievals", json=busy[0]).status_code == 200
 
 
 def test_rejections_are_counted_by_reason(api):
@@ -226,39 +232,20 @@ def test_readyz_when_redis_is_down(make_api, redis_server):
         redis_server.start()
 
 
-def test_single_events_share_a_job_through_the_grouping_window(make_api):
-    api = make_api(RAGMON_GROUP_WINDOW_S="2")
+def test_writes_enqueue_one_drain_job_while_none_waits(make_api):
+    api = make_api()
     for seed in range(3):
         assert api.client.post("/v1/retrievals", json=make_event(seed=seed)).status_code == 202
-    wait_grouped(api.store)
-    assert api.store.queue_depth() == 1  # one job holds the three events
-    job = api.store.queue.jobs[0]
-    assert sorted(job.args[0]) == sorted(ref(make_event(seed=s)) for s in range(3))
-
-
-@pytest.mark.slow
-def test_events_a_running_job_claimed_do_not_start_the_window_of_the_rest(make_api):
-    """A job claims what arrives while it runs; the API must not turn the rest into an RQ job
-    when the *claimed* event's window ends (that job would make the running one stop)."""
-    api = make_api(RAGMON_GROUP_WINDOW_S="4")
-    first, second = make_event(seed=1), make_event(seed=2)
-    assert api.client.post("/v1/retrievals", json=first).status_code == 202
-    assert api.store.grouping.claim(10, 30.0) == [ref(first)]  # as a running job does
-    time.sleep(2.0)
-    assert api.client.post("/v1/retrievals", json=second).status_code == 202
-    time.sleep(3.0)  # the first one's window has ended, not the second one's
-    assert api.store.queue_depth() == 0
-    assert api.store.client.zscore(api.store.keys.ungrouped, ref(second)) is not None
-    wait_grouped(api.store)  # then its own window ends
-    assert [job.args[0] for job in api.store.queue.jobs] == [[ref(second)]]
-
-
-def test_without_a_grouping_window_each_write_gets_its_job(make_api):
-    api = make_api(RAGMON_GROUP_WINDOW_S="0")
-    for seed in range(3):
-        assert api.client.post("/v1/retrievals", json=make_event(seed=seed)).status_code == 202
-    assert api.store.queue_depth() == 3
-    assert api.store.client.zcard(api.store.keys.ungrouped) == 0
+    wait_drain_job(api.store)
+    assert api.store.delivery.jobs.waiting() == 1  # one drain job for the three events
+    job = api.store.delivery.jobs.queue.jobs[0]
+    assert job.func_name == "ragmon.workers.jobs.drain" and job.args == ()
+    api.store.delivery.started()  # as the job does when a worker starts it
+    assert api.client.post("/v1/retrievals", json=make_event(seed=5)).status_code == 202
+    deadline = time.monotonic() + scaled(15)
+    while api.store.delivery.jobs.waiting() < 2:  # the next write wakes another
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("event_id", ["a/b", "/lead", "trail/", "a//b", "a/../b", "a?b#c", "ü"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -45,3 +46,28 @@ def test_redis_down_is_503_and_one_log_line_per_kind(
     assert all(r.exc_info is None and "\n" not in r.getMessage() for r in lines)
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]  # no "Exception in ASGI application"
+
+
+def test_readyz_the_pages_and_metrics_say_what_to_check_not_where(
+    api_without_redis: ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`/readyz` is open to anyone and pages reach browsers: they name the setting to check,
+    never Redis' address or the exception's text (before: "Error 111 connecting to
+    127.0.0.1:PORT. Connection refused."); the log has both."""
+    api = api_without_redis
+    caplog.set_level(logging.WARNING)
+    address = urlsplit(api.settings.redis_url or "").netloc
+    answers = {
+        "/readyz": api.client.get("/readyz"),
+        "/ui/events": api.client.get("/ui/events"),
+        "/ui/events/shop/e1": api.client.get("/ui/events/shop/e1"),
+        "/metrics": api.client.get("/metrics"),
+        "/v1/retrievals": api.client.get("/v1/retrievals"),
+    }
+    for path, r in answers.items():
+        assert r.status_code == 503, (path, r.text)
+        assert "cannot connect to Redis (REDIS_URL)" in r.text, (path, r.text)
+        for leak in (address, str(api.settings.redis_url), "Error ", "refused", "Traceback"):
+            assert leak not in r.text, (path, leak, r.text)
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert address in logged  # the details are in the log

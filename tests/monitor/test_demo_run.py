@@ -10,8 +10,10 @@ from tests.support.stack import clean_env
 pytestmark = pytest.mark.slow
 
 
-def test_demo_once_writes_the_report_of_its_traffic(tmp_path):
-    tmp = tmp_path / "tmp"
+@pytest.mark.parametrize("long_tmpdir", [False, True], ids=["short-tmpdir", "long-tmpdir"])
+def test_demo_once_writes_the_report_of_its_traffic(tmp_path, long_tmpdir):
+    # A TMPDIR too long for a unix socket's path (107 bytes) gets the embedded Redis on TCP.
+    tmp = tmp_path / ("t" * 120 if long_tmpdir else "tmp")
     tmp.mkdir()
     out = tmp_path / "reports"
     args = ["demo", "--once", "--port", "0", "--days", "8", "--per-day", "10", "--workers", "1"]

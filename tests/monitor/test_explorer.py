@@ -49,8 +49,15 @@ def test_a_search_survives_its_url(query: dict[str, str]) -> None:
     search = parse_search(query)
     again = parse_search(search.params())
     assert again == search
-    cursor = encode_cursor(search, "0001795132800000|shop|e1")
-    assert parse_search(search.params(cursor)).after == "0001795132800000|shop|e1"
+    member = "1795132800.25" if search.status == "failed" else "1795132800000|shop|e1"
+    cursor = encode_cursor(search, member)  # failed events: a failure time
+    assert parse_search(search.params(cursor)).after == member
+
+
+@given(st.floats(allow_nan=False))
+def test_any_finite_threshold_encodes(value: float) -> None:
+    """A threshold past the encodable range (1e308) takes its end, never an OverflowError."""
+    assert len(encode_value(value)) == 13
 
 
 def test_grafana_all_and_empty_values_mean_any() -> None:

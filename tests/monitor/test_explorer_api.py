@@ -3,6 +3,7 @@ an app-bound key that never sees another app's events, in JSON or in HTML."""
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ from ragmon.store.keys import event_ref
 from ragmon.store.sealing import new_key
 from ragmon.workers.jobs import strip_text
 from tests.support.api_server import ApiServer
+from tests.support.events import make_event
 
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"
@@ -67,6 +69,17 @@ def api(make_api: Callable[..., ApiServer]) -> ApiServer:
     return server
 
 
+NESTED = base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode()
+FAILED_NAN = base64.urlsafe_b64encode(b'["time",true,"nan"]').decode()
+FAILED_WORD = base64.urlsafe_b64encode(b'["time",true,"abc"]').decode()
+
+
+def ui_client(api: ApiServer) -> httpx.Client:
+    ui = httpx.Client(base_url=api.url, follow_redirects=False)
+    assert ui.post("/ui/login", data={"key": ADMIN}).status_code == 303
+    return ui
+
+
 def get(api: ApiServer, key: str, path: str = "/v1/retrievals", **params: str) -> httpx.Response:
     return api.client.get(path, params=params, headers={"Authorization": f"Bearer {key}"})
 
@@ -96,12 +109,34 @@ def test_search_filters_and_pages_with_cursors(api: ApiServer) -> None:
         ({"cursor": "nonsense!"}, "cursor: not a cursor"),
         ({"from": "yesterday"}, "from: expected epoch milliseconds or ISO 8601"),
         ({"limit": "5000"}, "limit: between 1 and 200"),
+        # hostile values (before: 500, or a 503 "event store unavailable" from the store thread)
+        ({"ndcg_lt": "nan"}, "ndcg_lt: expected a finite number, got 'nan'"),
+        ({"t_gt": "inf"}, "t_gt: expected a finite number"),
+        ({"hit": "-Infinity"}, "hit: expected a finite number"),
+        ({"ndcg_ge": "1e400"}, "ndcg_ge: expected a finite number"),
+        ({"from": "9" * 400}, "from: epoch milliseconds out of range (at most 13 digits)"),
+        ({"to": "-" + "9" * 400}, "to: epoch milliseconds out of range"),
+        ({"from": "99999999999999"}, "from: epoch milliseconds out of range"),
+        ({"from": "\u00b2"}, "from: expected epoch milliseconds or ISO 8601"),
+        ({"cursor": NESTED}, "cursor: not a cursor"),
+        ({"cursor": "A" * 5000}, "cursor: not a cursor"),
+        ({"status": "failed", "cursor": FAILED_NAN}, "cursor: not a cursor"),
+        ({"status": "failed", "cursor": FAILED_WORD}, "cursor: not a cursor"),
     ],
 )
 def test_a_bad_parameter_is_named_in_one_line(api: ApiServer, params: dict, says: str) -> None:
     r = get(api, ADMIN, **params)
     assert r.status_code == 400
     assert r.json()["detail"].startswith(says) and "\n" not in r.json()["detail"]
+    page = ui_client(api).get("/ui/events", params=params)  # the explorer's page says the same
+    assert page.status_code == 400 and "Bad search" in page.text
+
+
+def test_thresholds_past_the_measures_range_are_searches_not_errors(api: ApiServer) -> None:
+    """Finite values outside any measure's range (1e308) are valid thresholds: all or none."""
+    assert len(get(api, ADMIN, ndcg_lt="1e308", app="shop").json()["events"]) == 12
+    assert get(api, ADMIN, ndcg_gt="1e308").json()["events"] == []
+    assert len(get(api, ADMIN, ndcg_gt="-1e308", app="blog").json()["events"]) == 5
 
 
 def test_an_app_bound_key_never_sees_another_apps_events(api: ApiServer) -> None:
@@ -144,3 +179,20 @@ def test_text_storage_off_shows_hashes_and_says_why(make_api: Callable[..., ApiS
     assert "Text storage is off (RAGMON_STORE_TEXT=false)" in page
     assert "secret question" not in page and "text hash" in page
     assert text_hash("text 0") in page and text_hash("secret question shop 1") in page
+
+
+def test_a_sealing_key_dropped_too_early_is_named_not_a_store_outage(
+    make_api: Callable[..., ApiServer],
+) -> None:
+    """An event still queued (sealed) read after its key left RAGMON_TEXT_KEYS: the answer
+    names the setting (before: 503 "event store unavailable", as if Redis were down)."""
+    first = make_api(RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=new_key())
+    assert first.client.post("/v1/retrievals", json=make_event(event_id="e1")).status_code == 202
+    rotated = make_api(RAGMON_STORE_TEXT="false", RAGMON_TEXT_KEYS=new_key())  # old key dropped
+    r = rotated.client.get("/v1/retrievals/e1?app=test")
+    assert r.status_code == 500 and "not in RAGMON_TEXT_KEYS" in r.json()["detail"], r.text
+    assert "unavailable" not in r.text and "retry-after" not in r.headers
+    page = rotated.client.get("/ui/events/test/e1")
+    assert page.status_code == 500 and "not in RAGMON_TEXT_KEYS" in page.text
+    assert "Event store unavailable" not in page.text
+    assert rotated.client.get("/readyz").status_code == 200  # Redis itself is fine

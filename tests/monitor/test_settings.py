@@ -134,7 +134,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_SECOND_JUDGE_MODEL", " gpt-4o ", "second_judge_model", "gpt-4o"),
         ("RAGMON_SECOND_JUDGE_RATE", "0.1", "second_judge_rate", 0.1),
         ("RAGMON_METRICS_REFRESH_S", "0", "metrics_refresh_s", 0.0),
-        ("RAGMON_GROUP_WINDOW_S", "0.5", "group_window_s", 0.5),
+        ("RAGMON_APP_SHARES", " big=3, small=0.5 ", "app_shares", {"big": 3.0, "small": 0.5}),
         ("RAGMON_METRICS_PROCESS", "false", "metrics_process", False),
         ("RAGMON_HEADER_TIMEOUT_S", "3", "header_timeout_s", 3.0),
         ("RAGMON_BODY_TIMEOUT_S", "30", "body_timeout_s", 30.0),
@@ -314,6 +314,8 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_OTLP_K", "bot=0", "for every app, or app=k pairs"),
         ("RAGMON_OTLP_K", "bot=5,bot=6", "for every app, or app=k pairs"),
         ("RAGMON_OTLP_K", "bad app=5", "for every app, or app=k pairs"),
+        ("RAGMON_APP_SHARES", "big=0", "must be app=share pairs"),
+        ("RAGMON_APP_SHARES", "3", "must be app=share pairs"),
         ("RAGMON_OTLP_NESTED", "twice", "one of skip, own"),
     ],
 )

@@ -1,189 +1,214 @@
-"""The one-round-trip ingest (`scripts.INGEST_JOBS`) against a real Redis: events and their RQ
-jobs together, duplicates answered from the store, mixed jobs through the exact path."""
+"""The delivery path's Redis side against a real Redis: the ingest write (`scripts.INGEST`:
+events, their apps' pending sets, the per-app queue limit, one drain job while none waits),
+and the claims (`scripts.CLAIM`: apps in turn, leases, the one way back)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from rq.job import Job
 
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
-from ragmon.store.keys import event_ref, split_ref
-from tests.support.ingest import write_deferred
+from ragmon.store.delivery import MAX_ATTEMPTS, RETRY_DELAYS_S
+from ragmon.store.ingest import AppAtLimit
+from ragmon.store.keys import event_ref
 
 PAYLOAD = json.dumps({"k": 1})
 
 
-def item(event_id: str, sampled_out: bool = False) -> IngestItem:
-    return IngestItem(event_id, PAYLOAD, sampled_out)
+def item(event_id: str, sampled_out: bool = False, app: str = "default") -> IngestItem:
+    return IngestItem(event_id, PAYLOAD, sampled_out, app)
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Store]:
-    s = Store.connect(replace(settings, job_batch_size=2))
+    s = Store.connect(replace(settings, job_batch_size=2, queue_limit=1000))
     yield s
     s.client.close()
-
-
-def job_refs(store: Store) -> list[list[str]]:
-    """The event refs of each queued job, in queue order (fetched through RQ itself)."""
-    return [Job.fetch(j, connection=store.client).args[0] for j in store.queue.get_job_ids()]
-
-
-def jobs(store: Store) -> list[list[str]]:
-    """The event ids of each queued job (all of app `default`)."""
-    out = []
-    for refs in job_refs(store):
-        assert {split_ref(r)[0] for r in refs} == {"default"}
-        out.append([split_ref(r)[1] for r in refs])
-    return out
 
 
 def refs(*ids: str, app: str = "default") -> list[str]:
     return [event_ref(app, i) for i in ids]
 
 
-def test_new_events_are_stored_with_one_rq_job_per_chunk(store: Store) -> None:
-    answers = store.ingest([item("a"), item("b"), item("c"), item("s", sampled_out=True)])
-    assert answers == [("queued", True)] * 3 + [("sampled_out", True)]
-    assert job_refs(store) == [["default|a", "default|b"], ["default|c"]]
-    job = Job.fetch(store.queue.get_job_ids()[0], connection=store.client)
-    assert job.func_name == "ragmon.workers.jobs.process_events"
-    assert job.retries_left == 5 and job.timeout == 3600
-    assert store.statuses(refs("a", "b", "c", "s")) == ["queued", "queued", "queued", "sampled_out"]
+def pending(store: Store, app: str = "default") -> list[str]:
+    return [r.decode() for r in store.client.zrange(store.keys.pending(app), 0, -1)]
+
+
+def drain_jobs(store: Store) -> int:
+    return store.delivery.jobs.waiting()
+
+
+def test_new_events_wait_in_their_apps_pending_set_and_one_drain_job_is_enqueued(
+    store: Store,
+) -> None:
+    written = store.ingest([item("a"), item("b"), item("c"), item("s", sampled_out=True)])
+    assert written.outcomes == [("queued", True)] * 3 + [("sampled_out", True)]
+    assert pending(store) == refs("a", "b", "c")  # sampled out: never judged
+    assert drain_jobs(store) == 1
+    job = store.delivery.jobs.queue.jobs[0]
+    assert job.func_name == "ragmon.workers.jobs.drain" and job.args == ()
+    store.ingest([item("d")])
+    assert drain_jobs(store) == 1  # one waits already
+    store.delivery.started()  # a worker took it
+    store.ingest([item("e")])
+    assert drain_jobs(store) == 2
+    assert store.statuses(refs("a", "s")) == ["queued", "sampled_out"]
     counters = store.counters()
-    assert counters["events_received"] == 4 and counters["events_sampled_out"] == 1
-    sampled_out = store.keys.event(event_ref("default", "s"))
-    assert store.client.hget(sampled_out, "p") is None  # sampled out: no payload
+    assert counters["events_received"] == 6 and counters["events_sampled_out"] == 1
+    assert store.client.hget(store.keys.event(event_ref("default", "s")), "p") is None
 
 
-def test_known_ids_answer_their_status_and_add_no_job(store: Store) -> None:
+def test_known_ids_answer_their_status_and_wait_once(store: Store) -> None:
     store.ingest([item("a"), item("b")])
     store.client.hset(store.keys.event(event_ref("default", "b")), "s", "done")
-    assert store.ingest([item("a"), item("b")]) == [("queued", False), ("done", False)]
-    assert jobs(store) == [["a", "b"]]
-    assert store.counters()["events_received"] == 2
-
-
-def test_a_job_mixing_known_and_new_ids_enqueues_only_the_new(store: Store) -> None:
-    store.ingest([item("a")])
-    answers = store.ingest([item("a"), item("x"), item("y"), item("y")])
-    assert answers == [("queued", False), ("queued", True), ("queued", True), ("queued", False)]
-    assert sorted(sum(jobs(store), [])) == ["a", "x", "y"]  # each id in exactly one job
+    written = store.ingest([item("a"), item("b"), item("x"), item("x")])
+    assert written.outcomes == [("queued", False), ("done", False), ("queued", True),
+                                ("queued", False)]  # fmt: skip
+    assert pending(store) == refs("a", "b", "x")  # b: left for the claim to drop
     assert store.counters()["events_received"] == 3
 
 
 def test_async_ingest_matches_and_survives_a_script_flush(store: Store) -> None:
-    async def run() -> list[tuple[str, bool]]:
+    async def run() -> list:
         ingest = store.async_ingest()
         assert ingest is not None
         try:
-            first = await ingest([item("a"), item("b")])
+            first = await ingest.write([item("a"), item("b")])
             store.client.script_flush()  # as after a Redis restart: NOSCRIPT, then reload
-            return first + await ingest([item("b"), item("c")])
+            return first.outcomes + (await ingest.write([item("b"), item("c")])).outcomes
         finally:
             await ingest.aclose()
 
-    assert asyncio.run(run()) == [
-        ("queued", True),
-        ("queued", True),
-        ("queued", False),
-        ("queued", True),
-    ]
-    assert jobs(store) == [["a", "b"], ["c"]]
+    assert asyncio.run(run()) == [("queued", True), ("queued", True), ("queued", False),
+                                  ("queued", True)]  # fmt: skip
 
 
 def test_the_same_id_in_two_apps_is_two_events(store: Store) -> None:
     """Ids are scoped by app: appB's event is stored and queued although appA used its id."""
-    a = IngestItem("same", PAYLOAD, app="appA")
-    b = IngestItem("same", PAYLOAD, app="appB")
-    assert store.ingest([a]) == [("queued", True)]
-    assert store.ingest([b, a]) == [("queued", True), ("queued", False)]
-    assert store.statuses(refs("same", app="appA") + refs("same", app="appB")) == ["queued"] * 2
-    assert sorted(sum(job_refs(store), [])) == ["appA|same", "appB|same"]
+    a, b = item("same", app="appA"), item("same", app="appB")
+    assert store.ingest([a]).outcomes == [("queued", True)]
+    assert store.ingest([b, a]).outcomes == [("queued", True), ("queued", False)]
+    assert pending(store, "appA") == ["appA|same"] and pending(store, "appB") == ["appB|same"]
     assert store.counters()["events_received"] == 2
-    assert store.ingest_exact([IngestItem("same", PAYLOAD, app="appC"), b]) == [
-        ("queued", True),
-        ("queued", False),
-    ]
 
 
-# ---- the grouping window ------------------------------------------------------------------
+def test_an_app_at_its_limit_refuses_its_requests_whole_and_no_other(settings: Settings) -> None:
+    store = Store.connect(replace(settings, queue_limit=2))
+    try:
+        store.ingest([item("a1", app="a"), item("a2", app="a")])
+        written = store.ingest(
+            [item("b1", app="b"), item("a3", app="a"), item("b2", app="b"), item("b3", app="b")],
+            sizes=[1, 2, 1],
+        )
+        limit = AppAtLimit("a", 2)
+        assert written.outcomes == [("queued", True), limit, limit, ("queued", True)]
+        assert written.request(1, 3) == limit and written.request(0, 1) == [("queued", True)]
+        assert "'a'" in limit.message and "RAGMON_QUEUE_LIMIT=2" in limit.message
+        assert store.statuses(refs("a3", "b2", app="x")) == [None, None]
+        assert pending(store, "b") == refs("b1", "b3", app="b")
+        # known ids of an app at its limit are answered: nothing new would wait
+        assert store.ingest([item("a1", app="a")]).outcomes == [("queued", False)]
+        # a claim frees room
+        assert len(store.delivery.claim(1).refs) == 1
+        assert store.ingest([item("a3", app="a")]).outcomes == [("queued", True)]
+    finally:
+        store.client.close()
 
 
-def ungrouped(store: Store) -> list[str]:
-    return sorted(r.decode() for r in store.client.zrange(store.keys.ungrouped, 0, -1))
+# ---- claims ------------------------------------------------------------------------------
 
 
-def test_deferred_writes_keep_full_jobs_and_leave_the_rest_to_the_window(store: Store) -> None:
-    answers, deferred = write_deferred(store, [item("a"), item("b"), item("c")])
-    assert answers == [("queued", True)] * 3
-    assert jobs(store) == [["a", "b"]]  # a full job is enqueued at once
-    assert deferred == refs("c") and ungrouped(store) == refs("c")
-    assert write_deferred(store, [item("c")]) == ([("queued", False)], [])  # a retried POST
-    assert write_deferred(store, [item("d")]) == ([("queued", True)], refs("d"))
-    assert ungrouped(store) == refs("c", "d") and jobs(store) == [["a", "b"]]
-    assert store.statuses(refs("c", "d")) == ["queued", "queued"]
+def test_a_claim_takes_apps_in_turn_not_one_apps_backlog_first(store: Store) -> None:
+    store.ingest([item(f"e{i}", app="busy") for i in range(50)])
+    store.ingest([item("q1", app="quiet"), item("q2", app="quiet")])
+    claimed = store.delivery.claim(4)
+    assert [r.split("|")[0] for r in claimed.refs] == ["busy", "quiet", "busy", "quiet"]
+    assert claimed.left  # the backlog is still there
+    # within an app, the oldest first
+    assert claimed.refs[0] == "busy|e0" and claimed.refs[1] == "quiet|q1"
+    # an app that had nothing joins at the current turn: after at most one of the others
+    store.ingest([item("late", app="late")])
+    assert "late|late" in store.delivery.claim(2).refs
 
 
-def test_grouping_enqueues_each_waiting_event_once(store: Store) -> None:
-    write_deferred(store, [item("a")])
-    write_deferred(store, [item("b")])
-    write_deferred(store, [item("c")])
-    assert jobs(store) == [] and ungrouped(store) == refs("a", "b", "c")
-    assert store.grouping.group(refs("a", "b", "c")) == 3
-    assert jobs(store) == [["a", "b"], ["c"]] and ungrouped(store) == []
-    assert store.grouping.group(refs("a", "b", "c")) == 0  # a retried group call, or a late sweep
-    assert jobs(store) == [["a", "b"], ["c"]]
+def test_shares_weigh_the_turns(settings: Settings) -> None:
+    store = Store.connect(replace(settings, app_shares={"big": 3.0}))
+    try:
+        store.ingest([item(f"b{i}", app="big") for i in range(30)])
+        store.ingest([item(f"s{i}", app="small") for i in range(30)])
+        apps = [r.split("|")[0] for r in store.delivery.claim(20).refs]
+        assert apps.count("big") == 15 and apps.count("small") == 5
+    finally:
+        store.client.close()
 
 
-def test_a_group_partly_taken_by_another_process_enqueues_only_the_rest(store: Store) -> None:
-    write_deferred(store, [item("a")])
-    write_deferred(store, [item("b")])
-    assert store.grouping.group(refs("a")) == 1  # e.g. a sweep got there first
-    assert store.grouping.group(refs("a", "b")) == 1
-    assert jobs(store) == [["a"], ["b"]] and ungrouped(store) == []
+def test_a_lease_that_ends_brings_the_event_back_then_fails_it_after_the_last_attempt(
+    store: Store,
+) -> None:
+    store.ingest([item("a")])
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        claimed = store.delivery.claim(5, lease_s=0.05)
+        assert claimed.refs == refs("a"), attempt  # back at once after the lease ended
+        assert pending(store) == []
+        time.sleep(0.1)  # the work horse died: its lease ends unrenewed
+    assert store.delivery.claim(5).refs == []
+    assert store.statuses(refs("a")) == ["failed"]
+    assert store.counters()["events_failed|worker_died"] == 1
+    assert store.failed_refs() == refs("a")
+    assert store.requeue(refs("a")) == 1  # `ragmon requeue-failed`: attempts start over
+    assert store.delivery.claim(5).refs == refs("a")
 
 
-def test_sweep_groups_only_events_older_than_the_age(store: Store) -> None:
-    write_deferred(store, [item("old")])
-    store.client.zadd(store.keys.ungrouped, {"default|old": 1.0})  # its writer died long ago
-    write_deferred(store, [item("new")])
-    assert store.grouping.sweep(age_s=60) == 1
-    assert jobs(store) == [["old"]] and ungrouped(store) == refs("new")
-    assert store.grouping.sweep(age_s=60) == 0
+def test_finish_or_fail_ends_the_lease_and_a_renewed_lease_holds(store: Store) -> None:
+    store.ingest([item("a"), item("b")])
+    claimed = store.delivery.claim(5, lease_s=0.05)
+    store.delivery.renew(claimed.refs, lease_s=30)
+    time.sleep(0.1)
+    assert store.delivery.claim(5).refs == []  # renewed: still held
+    assert store.fail(event_ref("default", "a"), "malformed", "no grade")
+    assert store.client.zscore(store.keys.leased, "default|a") is None
+    assert store.delivery.counts() == (1, 0)  # b, leased
 
 
-def claimed(store: Store) -> dict[str, float]:
-    return {
-        r.decode(): s for r, s in store.client.zrange(store.keys.claimed, 0, -1, withscores=True)
-    }
+def test_a_passing_failure_puts_the_event_back_after_its_delay(store: Store) -> None:
+    store.ingest([item("a")])
+    claimed = store.delivery.claim(1)
+    ref = claimed.refs[0]
+    assert store.delivery.retry(ref, claimed.lease_end + 1, "timeout: x") == 0  # not our lease
+    assert store.delivery.retry(ref, claimed.lease_end, "timeout: slow") == 1
+    due = store.client.zscore(store.keys.pending("default"), ref)
+    assert due is not None and due > time.time() + RETRY_DELAYS_S[0] - 5
+    assert store.delivery.claim(1).refs == []  # not due yet
+    assert store.delivery.counts() == (1, 1) and not store.delivery.due()
+    assert store.client.hget(store.keys.event(ref), "e") == b"timeout: slow"
+    store.client.zadd(store.keys.pending("default"), {ref: 0})  # its delay passed
+    assert store.delivery.claim(1).refs == [ref]
 
 
-def test_a_running_job_claims_waiting_events_which_no_group_then_takes(store: Store) -> None:
-    for i in "abc":
-        write_deferred(store, [item(i)])
-    assert store.grouping.claim(2, lease_s=30) == refs("a", "b")
-    assert ungrouped(store) == refs("c") and sorted(claimed(store)) == refs("a", "b")
-    assert store.grouping.group(refs("a", "b", "c")) == 1  # the API's window closes: only c is left
-    assert jobs(store) == [["c"]]
-    store.grouping.release(refs("a"))
-    assert list(claimed(store)) == refs("b")
+def test_the_last_passing_failure_fails_the_event(store: Store) -> None:
+    store.ingest([item("a")])
+    ref = event_ref("default", "a")
+    store.client.hset(store.keys.event(ref), "at", MAX_ATTEMPTS - 1)
+    claimed = store.delivery.claim(1)
+    assert store.delivery.retry(ref, claimed.lease_end, "rate_limited: 429") == 2
+    assert store.statuses([ref]) == ["failed"]
+    assert store.counters()["events_failed|judge_unavailable"] == 1
 
 
-def test_claims_of_a_dead_horse_and_given_back_ones_are_swept_into_jobs(store: Store) -> None:
-    for i in "abc":
-        write_deferred(store, [item(i)])
-    store.grouping.claim(3, lease_s=30)
-    store.client.zadd(store.keys.claimed, {"default|a": 1.0})  # its lease ended long ago
-    store.grouping.release(refs("b"), retry=True)  # a passing judge failure: RQ retries it
-    store.grouping.renew(refs("c"), lease_s=30)
-    assert store.grouping.sweep(age_s=60) == 2
-    assert sorted(sum(jobs(store), [])) == ["a", "b"] and list(claimed(store)) == refs("c")
-    store.grouping.renew(refs("a"), lease_s=30)  # a late renewal does not bring a claim back
-    assert list(claimed(store)) == refs("c")
+def test_events_of_the_previous_path_are_adopted_once(store: Store) -> None:
+    store.ingest([item("a"), item("b"), item("c")])
+    store.client.delete(store.keys.pending("default"), store.keys.pending_apps)
+    ungrouped, claimed = store.keys.legacy_waiting
+    store.client.zadd(ungrouped, {"default|a": 1.0})
+    store.client.zadd(claimed, {"default|b": 1.0, "default|gone": 1.0})
+    assert store.delivery.adopt(refs("c"), legacy=False) == 1  # a shimmed process_events job
+    assert store.delivery.adopt() == 2
+    assert store.client.exists(ungrouped, claimed) == 0
+    assert sorted(pending(store)) == refs("a", "b", "c")
+    assert store.delivery.adopt(refs("a")) == 0  # already pending

@@ -50,7 +50,7 @@ def test_the_header_binds_each_name_to_its_position() -> None:
     assert "local K = {event = KEYS[1], hist = KEYS[2]," in source
     assert f"series_per_app = KEYS[{len(scripts.FINISH.keys)}]}}" in source
     assert "n_obs = ARGV[18]}" in source and len(scripts.FINISH.args) == 18
-    assert "local KEYS_REST, ARGV_REST = 10, 19\n" in source
+    assert "local KEYS_REST, ARGV_REST = 12, 19\n" in source
     assert "local F = {payload = 'p', status = 's'," in source
 
 

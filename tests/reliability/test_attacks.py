@@ -20,6 +20,8 @@ EXPECTED = {  # the answers each attack must get (any other status fails the tes
     "otlp-60k-retrievers": {"413"},
     "otlp-deep-json": {"400"},
     "batch-32mb": {"422"},
+    "login-300mb": {"413"},
+    "bad-searches": {"400"},
 }
 
 

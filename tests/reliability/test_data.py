@@ -179,8 +179,11 @@ def test_every_redis_key_is_documented_with_its_ttl(redis_url, fake_llm):
         assert set(st.values()) == {"done", "sampled_out"}, st
         fake_llm.script(*[Reply.text("nonsense")] * 40)
         bad = make_event(n=4, k=2, seed=99, event_id="bad-one")
+        for passage in bad["passages"]:  # texts of its own: no grade cached from the others
+            passage["text"] += " (the failing event's own text)"
         stack.post([bad])
-        wait_status(stack, ["bad-one"], timeout=30, want="failed", app="test")
+        st = wait_status(stack, ["bad-one"], timeout=30, want="failed", app="test")
+        assert st == {"bad-one": "failed"}, st
         stack.client.post("/v1/retrievals", json={"query": ""})  # a rejection counter
         stack.metrics()
         client = redis.Redis.from_url(redis_url)

@@ -13,8 +13,6 @@ import time
 import pytest
 import redis
 from rq import Queue, Worker
-from rq.job import Job
-from rq.registry import ScheduledJobRegistry
 
 from tests.reliability.conftest import llm_env
 from tests.reliability.support import (
@@ -53,14 +51,14 @@ def _observed_once(redis_url: str, n: int) -> None:
 
 
 # Each fault on batched traffic (the SDK) and on single events posted one by one (an HTTP hook
-# under steady traffic: the API's grouping window puts them into shared jobs).
+# under steady traffic: a running drain job takes them as they arrive).
 TRAFFIC = pytest.mark.parametrize("single", [False, True], ids=["batches", "single-events"])
 
 
 @TRAFFIC
 def test_sigkill_worker_mid_job(redis_url, single):
-    """A worker and its work horse die by SIGKILL while judging; RQ's abandoned-job cleanup
-    (execution heartbeat TTL: monitoring interval + 60 s) retries the job on another worker."""
+    """A worker and its work horse die by SIGKILL while judging; the events its drain job held
+    come back when their leases end (30 s) and another worker's drain job judges them."""
     fake = FakeLLM(latency=3.0).start()
     stack = Stack(redis_url, workers=0, env=llm_env(fake)).start()
     try:
@@ -69,23 +67,22 @@ def test_sigkill_worker_mid_job(redis_url, single):
         evs = events(16, seed0=1000)
         tally = Tally(f"SIGKILL a worker mid-job{SUFFIX[single]}", sent=len(evs))
         tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs, single))
-        # wait until the victim is inside a job
+        # wait until the victim is inside a drain job that holds events
         conn = redis.Redis.from_url(redis_url)
         name = worker_name(victim.pid)
         deadline = time.monotonic() + scaled(30)
         job_id = None
-        while job_id is None:
+        while job_id is None or not conn.zcard("ragmon:leased"):
             w = next((w for w in Worker.all(connection=conn) if w.name == name), None)
             job_id = w.get_current_job_id() if w is not None else None
-            assert time.monotonic() < deadline, "the victim never started a job"
+            assert time.monotonic() < deadline, "the victim never started a drain job"
             time.sleep(0.1)
         time.sleep(1.0)  # mid-request: the fake LLM answers after 3 s
         # the work horse calls setpgrp(): kill the worker's whole process tree, as a node
         # or container death would
+        held = conn.zcard("ragmon:leased")
         killed_at = time.monotonic()
         assert len(victim.kill_tree()) >= 2, "no work horse under the victim"
-        job = Job.fetch(job_id, connection=conn)
-        job_events = job.args[0]
         calls_before = len(fake.chat_requests())
 
         st = wait_status(stack, [e["event_id"] for e in evs], timeout=150)
@@ -93,20 +90,13 @@ def test_sigkill_worker_mid_job(redis_url, single):
         tally.done = sum(s == "done" for s in st.values())
         tally.failed = sum(s == "failed" for s in st.values())
         tally.counted = labeled(stack)
-        # the retried job returns a little after its last event is done: it lingers for new
-        # events (ragmon.workers.jobs.CLAIM_LINGER_S) before it ends
-        until = time.monotonic() + 60
-        while job.get_status() != "finished" and time.monotonic() < until:
-            time.sleep(0.1)
-        job.refresh()
         tally.notes += [
-            f"killed job {job_id[:8]} ({len(job_events)} events) retried, "
-            f"retries_left={job.retries_left}",
+            f"the killed drain job held {held} events under lease",
             f"all done {recovered_s:.0f} s after the kill",
         ]
         tally.record()
         assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
-        assert job.get_status() == "finished" and job.retries_left == 4
+        assert held > 0 and conn.zcard("ragmon:leased") == 0
         assert len(fake.chat_requests()) > calls_before  # the killed job's events judged again
         _observed_once(redis_url, len(evs))
         conn.close()
@@ -153,8 +143,8 @@ def test_redis_restart_while_events_flow(aof_redis, single):
 
 @TRAFFIC
 def test_llm_down_then_back(redis_url, single):
-    """The LLM server is down ~30 s: jobs fail with a retryable JudgeError, RQ reschedules them
-    (Retry intervals 10 s, 30 s via the workers' scheduler); nothing fails; all drain after."""
+    """The LLM server is down ~30 s: judging fails with a retryable JudgeError, the events go
+    back to pending with a delay (10 s, then 30 s); nothing fails; all drain after."""
     port = free_port()
     fake = FakeLLM(port=port).start()
     env = llm_env(fake, RAGMON_JUDGE_MAX_RETRIES="1", RAGMON_JUDGE_TIMEOUT="2")
@@ -170,10 +160,8 @@ def test_llm_down_then_back(redis_url, single):
         answers = stack.post(backlog, single)
         assert all(a["status"] == "queued" for a in answers)  # the API does not need the LLM
         scheduled_seen = 0
-        conn = redis.Redis.from_url(redis_url)
-        registry = ScheduledJobRegistry(queue=Queue("ragmon", connection=conn))
         while time.monotonic() - down_at < 30:
-            scheduled_seen = max(scheduled_seen, registry.count)
+            scheduled_seen = max(scheduled_seen, metric(stack, "ragmon_jobs_waiting_retry"))
             st = statuses(stack, [e["event_id"] for e in backlog])
             assert set(st.values()) == {"queued"}, st  # waiting, not failed, not done
             time.sleep(1)
@@ -188,41 +176,41 @@ def test_llm_down_then_back(redis_url, single):
         tally.counted = labeled(stack)
         conn_err = metric(stack, "ragmon_judge_requests_total", {"outcome": "connection_error"})
         tally.notes += [
-            f"{scheduled_seen} jobs waited in RQ's scheduled registry",
+            f"{int(scheduled_seen)} events waited out a retry delay",
             f"{int(conn_err)} judge calls refused while down",
             f"drained {drained_s:.0f} s after recovery",
         ]
         tally.record()
         assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
-        assert scheduled_seen > 0, "no job was rescheduled: the RQ retry path was not exercised"
+        assert scheduled_seen > 0, "no event waited for a retry: the retry path was not exercised"
         assert conn_err > 0
-        conn.close()
     finally:
         stack.stop()
         fake.stop()
 
 
-def test_api_killed_inside_the_grouping_window(redis_url):
-    """The API answers 202 to single events, then dies (SIGKILL) before it enqueued their job:
-    the events wait in `ragmon:ungrouped`, a worker's maintenance sweep enqueues them once."""
-    stack = Stack(redis_url, workers=0, env={"RAGMON_GROUP_WINDOW_S": "60"}).start()
+def test_api_killed_before_it_enqueued_a_drain_job(redis_url):
+    """The API answers 202, then dies before its drain job reached RQ's queue (emptied here to
+    make that moment): the events wait in their app's pending set, and a worker's maintenance
+    tick, finding events due and no job queued, enqueues one."""
+    stack = Stack(redis_url, workers=0).start()
     try:
         evs = events(6, seed0=8000)
-        tally = Tally("API SIGKILL inside the grouping window", sent=len(evs))
+        tally = Tally("API SIGKILL before it enqueued a drain job", sent=len(evs))
         tally.accepted = sum(r["status"] == "queued" for r in stack.post(evs, single=True))
         assert stack.api is not None
         stack.api.kill_tree()
         conn = redis.Redis.from_url(redis_url)
-        assert conn.zcard("ragmon:ungrouped") == len(evs)  # stored, no job yet
-        assert conn.llen("rq:queue:ragmon") == 0
-        stack.add_worker()  # its maintenance (every 5 s) sweeps refs older than SWEEP_AGE_S
+        Queue("ragmon", connection=conn).empty()
+        assert conn.zcard("ragmon:q:ev:rel") == len(evs)  # stored and pending, no job
+        stack.add_worker()  # its maintenance runs at start, then every 5 s
         st = wait_status(stack, [e["event_id"] for e in evs], timeout=90)
         tally.done = sum(s == "done" for s in st.values())
         tally.failed = sum(s == "failed" for s in st.values())
-        assert conn.zcard("ragmon:ungrouped") == 0
+        assert conn.zcard("ragmon:q:ev:rel") == 0
         stack.start()  # an API again, for /metrics
         tally.counted = labeled(stack)
-        tally.notes.append("grouped by a worker's sweep")
+        tally.notes.append("a worker's maintenance tick enqueued the drain job")
         tally.record()
         assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
         _observed_once(redis_url, len(evs))
@@ -285,8 +273,8 @@ def test_workers_run_rq_scheduler(stack):
 
 
 def test_backpressure_sdk_backs_off_and_nothing_is_lost(redis_url, fake_llm):
-    """A tiny RAGMON_QUEUE_LIMIT: the API answers 503 + Retry-After, the SDK waits and sends
-    again, and every recorded event is accepted, judged and counted once."""
+    """A tiny RAGMON_QUEUE_LIMIT: the API answers the app's writes 503 + Retry-After, the SDK
+    waits and sends again, and every recorded event is accepted, judged and counted once."""
     from ragmon.client import RetrievalMonitor
 
     fake_llm.latency = 0.5
@@ -297,7 +285,7 @@ def test_backpressure_sdk_backs_off_and_nothing_is_lost(redis_url, fake_llm):
         evs = events(40, seed0=3000)
         for i, e in enumerate(evs):
             if i and i % 20 == 0:
-                time.sleep(1.0)  # waves: the API reads the queue depth at most every 0.5 s
+                time.sleep(1.0)  # waves: the second finds the first still waiting
             mon.record(e["query"], e["passages"], e["k"], e["labels"], e["event_id"])
         assert mon.flush(timeout=120)
         stats = mon.stats()

@@ -1,12 +1,12 @@
-"""The RQ job itself (`ragmon.workers.jobs._process`) against a real Redis, in this process: the
-events that arrive while it runs, or shortly after its own are done, are judged by it (one fork,
-event loop and HTTP client for many single events), and nothing is judged or counted twice."""
+"""The drain job (`ragmon.workers.jobs.drain_pending`) against a real Redis, in this process:
+it takes events from the apps in turn, judges and records each once, takes the events that
+arrive while it runs (one fork, event loop and HTTP client for many single events), and ends
+once nothing came for its idle time."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -18,57 +18,68 @@ from ragmon.store.keys import event_ref
 from ragmon.workers import jobs
 from ragmon.workers.context import build_context
 from tests.support.events import make_event
-from tests.support.ingest import write_deferred
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Store]:
-    s = Store.connect(replace(settings, group_window_s=0.5))
+    s = Store.connect(settings)
     yield s
     s.client.close()
 
 
-def single(store: Store, seed: int) -> str:
-    """One event written as the API writes a single POST: left to the grouping window."""
-    event = RetrievalEvent.model_validate(make_event(seed=seed, labels={"app": "a"}))
+def post(store: Store, seed: int, app: str = "a") -> str:
+    """One event written as the API writes a POST."""
+    event = RetrievalEvent.model_validate(make_event(seed=seed, labels={"app": app}))
     event.timestamp = datetime.now(UTC)  # as the API stamps it
-    item = IngestItem(event.event_id, event.model_dump_json(exclude_none=True), app="a")
-    assert write_deferred(store, [item])[1] == [event_ref("a", event.event_id)]
-    return event_ref("a", event.event_id)
+    item = IngestItem(event.event_id, event.model_dump_json(exclude_none=True), app=app)
+    assert store.ingest([item]).outcomes == [("queued", True)]
+    return event_ref(app, event.event_id)
 
 
-def test_a_job_with_nothing_left_still_takes_an_event_arriving_within_its_linger(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(jobs, "CLAIM_LINGER_S", 3.0)  # room for a slow machine
-    first = single(store, 1)
-    assert store.grouping.group([first]) == 1  # the window closes: the job we run below
-    store.queue.empty()  # ... which a worker took from the queue
+def test_a_drain_job_takes_an_event_arriving_within_its_idle_time(store: Store) -> None:
+    first = post(store, 1)
     ctx = build_context(store.settings, store)
 
     async def run() -> dict[str, int]:
-        job = asyncio.ensure_future(jobs._process(ctx, [first]))
-        while store.statuses([first]) != ["done"]:  # its own event is done: it now lingers
+        job = asyncio.ensure_future(jobs.drain_pending(ctx, idle_s=3.0))  # room for a slow box
+        while store.statuses([first]) != ["done"]:  # its first event is done: it now idles
             assert not job.done(), job.result()
             await asyncio.sleep(0.02)
-        later = await asyncio.to_thread(single, store, 2)
+        later = await asyncio.to_thread(post, store, 2)
         counts = await job
         assert store.statuses([later]) == ["done"]
         return counts
 
-    counts = asyncio.run(run())
-    assert counts["done"] == 1 and counts["claimed"] == 1, counts
-    assert store.grouping.sweep(age_s=0) == 0  # nothing left waiting, claimed or leased
-    assert store.queue.count == 0  # no RQ job was made for the late event
+    assert asyncio.run(run()) == {"done": 2}
+    assert store.delivery.counts() == (0, 0)  # nothing pending or leased is left
+    assert not store.delivery.due()
 
 
-def test_a_job_ends_once_its_linger_passes_with_nothing_new(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(jobs, "CLAIM_LINGER_S", 0.0)
-    first = single(store, 1)
-    assert store.grouping.group([first]) == 1
-    store.queue.empty()
-    counts = asyncio.run(jobs._process(build_context(store.settings, store), [first]))
-    assert counts["done"] == 1 and counts["claimed"] == 0, counts
+def test_a_drain_job_ends_once_its_idle_time_passes(store: Store) -> None:
+    first = post(store, 1)
+    counts = asyncio.run(jobs.drain_pending(build_context(store.settings, store), idle_s=0.0))
+    assert counts == {"done": 1}
     assert store.statuses([first]) == ["done"]
+
+
+def test_each_event_is_counted_once_when_two_drain_jobs_judge_it(store: Store) -> None:
+    """A slow work horse whose lease ended and the job that took the event back both finish
+    it: FINISH counts the first only."""
+    ref = post(store, 1)
+    claimed = store.delivery.claim(1, lease_s=0.0)  # a job that stalled past its lease
+    assert claimed.refs == [ref]
+    ctx = build_context(store.settings, store)
+    assert asyncio.run(jobs.drain_pending(ctx, idle_s=0.0)) == {"done": 1}
+    assert asyncio.run(jobs._one(ctx, store, ctx.make_judge(), store.settings.measure_params(),
+                                 store.load_events([ref])[0], jobs.InFlight(),
+                                 jobs.Decision(1.0))) == "skipped"  # fmt: skip
+    assert store.counters()["events_labeled"] == 1
+    assert store.delivery.counts() == (0, 0)
+
+
+def test_decide_gives_the_ingest_sampling_probability(settings: Settings) -> None:
+    from dataclasses import replace
+
+    assert jobs.decide(replace(settings, sample_rate=0.25), {}).probability == 0.25
+    own = {"inclusion_probability": 0.5}
+    assert jobs.decide(settings, own).probability == 0.5

@@ -19,13 +19,14 @@ import pytest
 from ragmon.export import RagmonCollector
 from ragmon.settings import Settings
 from ragmon.store import Store
+from ragmon.store.delivery import MAX_ATTEMPTS
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import utc_today
 from ragmon.workers.grading import grade_event
 from ragmon.workers.judges import JudgeError, injection, prompt
 from ragmon.workers.judges.accounting import price_of
 from ragmon.workers.judges.lexical import lexical_grades
-from ragmon.workers.judges.llm import OpenAIJudge, retry_after_s, warm_up
+from ragmon.workers.judges.llm import OpenAIJudge, retry_after_s
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM, Reply
@@ -117,10 +118,9 @@ def test_pointwise_structured_output_tokens_cost_latency(redis_url, fake):
     assert int(hist[f"judge_latency_seconds|{MODEL}|count".encode()]) == 3
 
 
-def test_the_worker_warm_up_sends_nothing_and_writes_nothing(redis_url, fake):
-    """`make_worker` builds a client before RQ forks: no request, no counter, no spend."""
+def test_making_a_worker_sends_nothing_and_writes_nothing(redis_url, fake):
+    """`make_worker` sends no request and counts nothing (no counter, no spend)."""
     settings = judge_settings(redis_url, fake)
-    warm_up(settings)
     make_worker(settings)
     assert fake.requests == []
     assert not any(k.startswith("judge_") for k in counters(settings))
@@ -717,16 +717,15 @@ def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
     assert "ragmon_events_failed_total{" not in metrics  # no event failed
 
 
-def _retries_now(api: ApiServer) -> None:
-    """Make every waiting retry due now and run a worker (the delivery's own retry path, its
-    delays skipped): RQ's scheduled registry moved to the past, then a burst worker whose
-    scheduler enqueues what is due."""
+def _retries_now(api: ApiServer, app: str = "test") -> None:
+    """Make every waiting retry of `app` due now and run a worker (the delivery's own retry
+    path, its delays skipped: the app's pending set scored now)."""
     store = Store.connect(api.settings)
-    registry = store.queue.scheduled_job_registry
-    due = dict.fromkeys(registry.get_job_ids(), 0)
+    key = store.keys.pending(app)
+    due = dict.fromkeys(store.client.zrange(key, 0, -1), 0)
     if due:
-        store.client.zadd(registry.key, due, xx=True)
-    make_worker(api.settings).work(burst=True, with_scheduler=True)
+        store.client.zadd(key, due, xx=True)
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
 
 
 def _through_every_try(api: ApiServer, event: dict) -> tuple[dict, int]:
@@ -750,7 +749,7 @@ def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_even
     failing = _event()["passages"][1]["text"]  # in the top K
     fake.rule = _passage_fails(failing)
     res, tries = _through_every_try(api, _event())
-    assert tries == 6  # the first try and RQ's five retries
+    assert tries == MAX_ATTEMPTS  # the first try and five retries
     assert res["status"] == "done", res
     assert res["unjudged"] == {"server_error": 1}
     assert [p["grade"] is None for p in res["passages"]] == [False, True, False, False]
@@ -767,7 +766,7 @@ def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_even
 def test_an_event_nothing_of_which_could_be_graded_fails_after_every_retry(api, fake):
     fake.rule = lambda rec: Reply.error(503)
     res, tries = _through_every_try(api, _event())
-    assert tries == 6
+    assert tries == MAX_ATTEMPTS
     assert res["status"] == "failed" and res["error"].startswith("judge_unavailable"), res
     metrics = api.client.get("/metrics").text
     assert 'ragmon_events_failed_total{reason="judge_unavailable"} 1.0' in metrics

@@ -42,44 +42,12 @@ T = TypeVar("T")
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
-MAX_INLINE_WAIT_S = 60.0  # a longer Retry-After gives the job back to RQ (retried later)
+MAX_INLINE_WAIT_S = 60.0  # a longer Retry-After puts the event back in pending (retried later)
 LISTWISE_MAX = 20  # passages per listwise call; more are split into several calls
 EST_OUTPUT_TOKENS = 8  # per grade, for the TPM reservation before usage is known
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")  # reject temperature != 1
 # What `chat.completions.create` sends besides the body: the API key as a bearer token only.
 _REQUEST_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
-
-
-# One answer of the shape the judge parses, for `warm_up`.
-_SAMPLE_COMPLETION: dict[str, Any] = {
-    "id": "warm-up",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "warm-up",
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "stop",
-            "message": {"role": "assistant", "content": '{"grade": 0}'},
-            "logprobs": None,
-        }
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
-
-
-def warm_up(settings: Settings) -> None:
-    """Pay a process's first-client and first-answer costs (the SDK's lazy set-up, the
-    completion model's first build) once in the worker, before RQ forks a work horse per job:
-    ~50 ms of CPU less per job (docs/performance.md). Sends nothing."""
-
-    async def client() -> None:
-        judge = OpenAIJudge(settings)
-        judge._client_for_loop()
-        await judge.aclose()
-
-    asyncio.run(client())
-    ChatCompletion.construct(**_SAMPLE_COMPLETION)
 
 
 class _Transient(Exception):
@@ -396,7 +364,7 @@ class OpenAIJudge:
 
     async def _wait_or_raise(self, failure: _Transient, attempt: int) -> int:
         """Sleep before the next attempt, or raise a retryable JudgeError after the last one
-        (RQ then retries the job later; `ragmon requeue-failed` after its last retry)."""
+        (the event goes back to pending for a later attempt)."""
         hint = failure.retry_after
         if attempt >= self.settings.judge_max_retries or (
             hint is not None and hint > MAX_INLINE_WAIT_S
