@@ -199,6 +199,28 @@ async def _ask(
             out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
 
 
+def pooled(event: dict, graded: Graded, judge: Judge, store: Store) -> list[int] | None:
+    """The query's pooled ideal (`ragmon.store.pool`) with this event's grades merged in: the
+    best grade, on the judge's scale, of every passage graded for the query in this app by this
+    judge identity, across retrievers and time. Only grades that weigh in an ideal join it
+    (0-3 grade 1 and up). None when no pool is kept (RAGMON_CACHE_TTL_DAYS=0) and for a judge
+    whose grades depend on the call's other passages (the lexical judge: never shared, as
+    with the cache): the pooled measures then equal the per-event ones."""
+    if judge.per_call:
+        return None
+    five = _grades_1_to_5(judge)
+    useful = 2 if five else 1  # 1-5 grade 2 maps to 0-3 grade 1
+    own: dict[str, int] = {}
+    for p, g, dup in zip(event["passages"], graded.grades, graded.duplicate_of, strict=True):
+        if g is not None and dup is None and g >= useful:
+            h = text_hash(p["text"])
+            own[h] = max(g, own.get(h, g))
+    who = judge.identity
+    pool = store.pool.merge(event["labels"]["app"], who.model, who.cache_version,
+                            event["query"], own)  # fmt: skip
+    return None if pool is None else list(pool.values())
+
+
 def _grades_1_to_5(judge: Judge) -> bool:
     return getattr(getattr(judge, "scale", None), "name", "") == "utility5"
 

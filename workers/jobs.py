@@ -24,7 +24,7 @@ from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
 from ragmon.store.finish import inclusion_probability
 from ragmon.store.keys import SEP
 from ragmon.workers.context import WorkerContext, current_context
-from ragmon.workers.grading import InFlight, grade_event, on_both_scales, probe_event
+from ragmon.workers.grading import InFlight, grade_event, on_both_scales, pooled, probe_event
 from ragmon.workers.judges.base import Judge, JudgeError
 from ragmon.workers.second import second_opinion
 
@@ -172,9 +172,14 @@ async def _one(
     if ctx.settings.utility and event["passages"]:
         ps, missing = await probe_event(event, judge, store, last_try)
     p_no = None if missing else ps
+    pool, pool_utility = None, None
+    pool_raw = pooled(event, graded, judge, store)
+    if pool_raw is not None:
+        pool, pool_utility = on_both_scales(list(pool_raw), judge)
     measures = compute(
-        grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats()
-    )
+        grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats(),
+        pool, pool_utility,
+    )  # fmt: skip
     result = {
         "event_id": event["event_id"],
         "status": "done",

@@ -190,6 +190,37 @@ MEASURES: tuple[Measure, ...] = (
         "made it into the prompt (at most K counted).",
         unit="percentunit", calibrate=True,
     ),
+    # The pooled ideal: the same measures against every passage ragmon has graded for the
+    # query (across retrievers and time), so that a retriever that stops finding the relevant
+    # passages falls instead of being measured against what it still finds.
+    Measure(
+        "ndcg_pooled", "nDCG@K (pooled)", 0.0, 1.0, "higher",
+        "Järvelin & Kekäläinen, TOIS 2002; pooling as in TREC (Voorhees & Harman 2005)",
+        "nDCG@K against the pooled ideal: the best grades ragmon has seen for the query "
+        "across retrievers and time (per app); falls when relevant passages stop being found.",
+        buckets=_UNIT,
+        panel="How close the prompt's passages are to the best ones ragmon has ever seen for the "
+        "query, from any retriever: unlike nDCG@K it falls when a retriever stops finding the "
+        "relevant passages; 1 is the best ever seen.",
+        title="nDCG@K against the pooled ideal", report=True,
+    ),
+    Measure(
+        "ra_nwg_pooled", "RA-nWG@K (pooled)", 0.0, 1.0, "higher", f"{_DALLAIRE}; pooled ideal",
+        "RA-nWG@K over the pooled ideal: the best grades ragmon has seen for the query across "
+        "retrievers and time (per app), on the 1-5 utility scale.",
+        buckets=_UNIT,
+        panel="Share of the best evidence ragmon has ever seen for the query, from any "
+        "retriever, that made it into the prompt (Dallaire's rarity weights); falls when a "
+        "retriever stops finding it.",
+        title="RA-nWG@K against the pooled ideal", report=True,
+    ),
+    Measure(
+        "n_recall4_pooled", "N-Recall4+@K (pooled)", 0.0, 1.0, "higher",
+        f"{_DALLAIRE}; pooled ideal",
+        "N-Recall4+@K over the pooled ideal: share of the grade-4+ passages ragmon has seen "
+        "for the query (out of at most K) that the top K holds.",
+        buckets=_UNIT, unit="percentunit",
+    ),
 )  # fmt: skip
 
 BY_KEY: dict[str, Measure] = {m.key: m for m in MEASURES}

@@ -17,6 +17,9 @@ the worked example):
   passage's p(NO-RESPONSE) from the utility probe (`udcg`).
 - RA-nWG@K, N-Recall4+@K, Precision4+@K, N-Recall5@K: Dallaire, "Practical RAG Evaluation: A
   Rarity-Aware Set-Based Metric" (arXiv 2511.09545), section 2.4, on the 1-5 utility scale.
+- nDCG@K, RA-nWG@K and N-Recall4+@K (pooled): the same numerators against the pooled ideal,
+  the grades of every passage judged for the query across retrievers and time (TREC's
+  pooling), which the caller passes as `pool`; with no pool they equal the per-event ones.
 
 Unjudged passages (grade `None`, e.g. the judge failed on one passage or the budget ran out)
 follow trec_eval's convention: they count as non-relevant (in n_n, gain 0) and never as
@@ -154,6 +157,8 @@ def compute(
     p_no_response: Sequence[float | None] | None = None,
     utility: Sequence[int | None] | None = None,
     repeats: Sequence[bool] | None = None,
+    pool: Sequence[int | None] | None = None,
+    pool_utility: Sequence[int | None] | None = None,
 ) -> dict[str, float | None]:
     """All measures of one ranked list of grades (best first) cut at K.
 
@@ -168,6 +173,14 @@ def compute(
     any top-K passage unprobed, UDCG is None. An unjudged top-K passage counts as not relevant
     there too, so UDCG is then a lower bound. `utility` is the list on the 1-5 scale for
     RA-nWG, N-Recall4+ and Precision4+; by default the grades mapped by `utility_grades`.
+
+    `pool` holds the 0-3 grade of every passage graded for this query so far, each distinct
+    passage once with its best grade (None is skipped), this event's own included; it is the
+    ideal of `ndcg_pooled` and the pool of `ra_nwg_pooled` and `n_recall4_pooled`
+    (`pool_utility`: the same passages on the 1-5 scale, by default mapped). Each grade's count
+    in it is taken as at least this event's own, so a pool that misses some of the event's
+    passages never gives a pooled value above 1. Without a pool the pooled measures equal the
+    per-event ones.
 
     Returns a dict with every key of `MEASURE_KEYS`; a measure that is undefined for this
     event is `None` (F_e and K/N̂_p need 2K passages; F and recall need `relevant_total`,
@@ -229,6 +242,9 @@ def compute(
         "n_recall4": None,
         "precision4": None,
         "n_recall5": None,
+        "ndcg_pooled": None,
+        "ra_nwg_pooled": None,
+        "n_recall4_pooled": None,
     }
     if p_no_response is not None:
         if len(p_no_response) != len(grades):
@@ -244,12 +260,19 @@ def compute(
             out["udcg"] = udcg(top_rel, top_p, params.udcg_gamma)  # type: ignore[arg-type]
     if utility is None:  # the 0-3 counts, moved to the 1-5 grades they map to (0 1 2 3 -> 1 2 4 5)
         head = grades[:k]
-        pool = [0, counts[0], counts[1], 0, counts[2], counts[3]]
+        counts5 = [0, counts[0], counts[1], 0, counts[2], counts[3]]
         top = [0, head.count(0), head.count(1), 0, head.count(2), head.count(3)]
     else:
-        pool, top = _counts5(_checked_utility(utility, len(grades)), k)
-    out["ra_nwg"], out["n_recall4"], out["precision4"] = _set_utility(pool, top, k, params.ra_alpha)
-    out["n_recall5"] = _n_recall5(pool, top, k)
+        counts5, top = _counts5(_checked_utility(utility, len(grades)), k)
+    out["ra_nwg"], out["n_recall4"], out["precision4"] = _set_utility(
+        counts5, top, k, params.ra_alpha
+    )
+    out["n_recall5"] = _n_recall5(counts5, top, k)
+    out["ndcg_pooled"], out["ra_nwg_pooled"], out["n_recall4_pooled"] = (
+        (out["ndcg"], out["ra_nwg"], out["n_recall4"])
+        if pool is None
+        else _pooled(dcg, counts, counts5, top, pool, pool_utility, k, params)
+    )
     if len(grades) >= 2 * k:
         below = grades[k : 2 * k]  # ranks K+1..2K; the top K's share is n_p
         np_hat = n_p
@@ -373,6 +396,38 @@ def _set_utility(
         good_top / min(k, good_pool) if good_pool else None,
         good_top / k,
     )
+
+
+def _pooled(
+    dcg: float,
+    own: Sequence[int],
+    own5: Sequence[int],
+    top5: Sequence[int],
+    pool: Sequence[int | None],
+    pool_utility: Sequence[int | None] | None,
+    k: int,
+    params: MeasureParams,
+) -> tuple[float, float | None, float | None]:
+    """nDCG@K, RA-nWG@K and N-Recall4+@K against the query's pool (see `compute`): the event's
+    own DCG and top-K weights over the pool's ideal, each grade counted at least as often as
+    in the event's own passages (`own`: 0-3 counts, `own5`: 1-5 counts)."""
+    pool = list(pool)
+    if not all(_is_grade(g) for g in pool):
+        raise ValueError("pool grades must be 0, 1, 2, 3 or None")
+    counts = [max(pool.count(g), own[g]) for g in range(4)]
+    gain = _GAINS[params.ndcg_gain]
+    idcg, slot = 0.0, 0
+    for g in (3, 2, 1):
+        for _ in range(min(counts[g], k - slot)):
+            idcg += gain[g] * _DISCOUNT[slot]
+            slot += 1
+    if pool_utility is None:
+        five = [0, counts[0], counts[1], 0, counts[2], counts[3]]
+    else:
+        five = _counts5(_checked_utility(pool_utility, len(pool_utility)), 0)[0]
+    five = [max(five[g], own5[g]) for g in range(6)]
+    ra, recall4, _ = _set_utility(five, top5, k, params.ra_alpha)
+    return (dcg / idcg if idcg > 0 else 0.0), ra, recall4
 
 
 def _n_recall5(pool: Sequence[int], top: Sequence[int], k: int) -> float | None:

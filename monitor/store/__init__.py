@@ -29,6 +29,7 @@ from ragmon.store.finish import day_keys, fail_call, finish_call
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest
 from ragmon.store.keys import SEP, Keys, event_ref
+from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
     QUERY_KEY_CHARS,
     Histogram,
@@ -81,6 +82,7 @@ class Store:
         self.anchors = Anchors(self)
         self.second_opinions = SecondOpinions(self)
         self.sampling = SamplingState(client, self.keys)
+        self.pool = QueryPool(self)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads

@@ -207,6 +207,13 @@ class Keys:
         tail = f"{model}:{prompt_version}:{query_hash}:{text_hash}"
         return f"{self.prefix}:jc:{tail}" if app is None else f"{self.prefix}:jca:{app}{SEP}{tail}"
 
+    def pool(self, app: str, model: str, prompt_version: str, query_hash: str) -> str:
+        """Hash of one query's pooled ideal in one app, for one judge identity: passage text
+        hash → `<best grade> <unix seconds last seen>` (`ragmon.store.pool`). Always per app,
+        as the judgment cache's `jca:{app}|...`: an app's pooled measures never read what
+        another app retrieved."""
+        return f"{self.prefix}:pool:{app}{SEP}{model}:{prompt_version}:{query_hash}"
+
     def human_grades(self, ref: str) -> str:
         """Hash of people's grades of one event: field `["passage_id", "reviewer"]` (JSON) →
         the grade's record (`ragmon.store.human`)."""

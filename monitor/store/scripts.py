@@ -682,3 +682,48 @@ if changed then redis.call('INCR', K.generation) end
 return out
 """,
 )
+
+# The pooled ideal of one query (`ragmon.store.pool`): merge this event's grades into the best
+# grade seen per passage, drop entries not seen for the TTL, bound the pool, and answer it.
+# Fields: passage text hashes; values `<grade> <unix seconds last seen>`. ARGV tail: pairs
+# (text hash, grade). Returns the pool as it is after the merge, before the bound:
+# {hash, grade, hash, grade ...}.
+POOL = Script(
+    "POOL",
+    ("pool",),
+    ("ttl", "now", "cap"),
+    """
+local ttl, now, cap = tonumber(A.ttl), tonumber(A.now), tonumber(A.cap)
+local best, seen = {}, {}
+local cur = redis.call('HGETALL', K.pool)
+for i = 1, #cur, 2 do
+  local g, t = string.match(cur[i + 1], '^(%d+) (%d+)$')
+  if g and now - tonumber(t) < ttl then
+    best[cur[i]], seen[cur[i]] = tonumber(g), tonumber(t)
+  else
+    redis.call('HDEL', K.pool, cur[i])
+  end
+end
+for i = ARGV_REST, #ARGV, 2 do
+  local h, g = ARGV[i], tonumber(ARGV[i + 1])
+  if best[h] == nil or g > best[h] then best[h] = g end
+  seen[h] = now
+  redis.call('HSET', K.pool, h, best[h] .. ' ' .. now)
+end
+local out, rows = {}, {}
+for h, g in pairs(best) do
+  out[#out + 1] = h
+  out[#out + 1] = g
+  rows[#rows + 1] = {h, g, seen[h]}
+end
+if #rows > cap then  -- the lowest grades go first, the longest unseen among them
+  table.sort(rows, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[3] < b[3]
+  end)
+  for i = 1, #rows - cap do redis.call('HDEL', K.pool, rows[i][1]) end
+end
+if #rows > 0 then redis.call('EXPIRE', K.pool, ttl) end
+return out
+""",
+)

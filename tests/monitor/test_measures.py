@@ -275,6 +275,9 @@ def test_all_unjudged_counts_nothing_as_relevant() -> None:
         "n_recall4": None,
         "precision4": 0.0,
         "n_recall5": None,
+        "ndcg_pooled": 0.0,
+        "ra_nwg_pooled": None,
+        "n_recall4_pooled": None,
     }
 
 
@@ -423,7 +426,43 @@ def reference(
         out["f"] = n_p / denom if denom else 0.0
         out["recall"] = n_p / n if n else None
     out.update(reference_llm(grades, k, p, None))  # UDCG, RA-nWG...: test_measures_llm.py
+    out.update(reference_pooled(grades, k, p, [g for g in grades if g is not None]))
     return out
+
+
+def reference_pooled(
+    grades: list[int | None], k: int, p: MeasureParams, pool: list[int]
+) -> dict[str, float | None]:
+    """The pooled measures spelled out from docs/measures.md: the event's own DCG@K and top-K
+    weights over the ideal of `pool` (every passage graded for the query, the event's own
+    included), sorted passage by passage."""
+
+    def gain(g: int | None) -> float:
+        if not g:
+            return 0.0
+        return float(2**g - 1) if p.ndcg_gain == "exponential" else float(g)
+
+    dcg = sum(gain(g) / math.log2(i + 2) for i, g in enumerate(grades[:k]))
+    ideal = sorted(pool, reverse=True)[:k]
+    idcg = sum(gain(g) / math.log2(i + 2) for i, g in enumerate(ideal))
+    five = {0: 1, 1: 2, 2: 4, 3: 5}
+    util = [five[g] for g in pool]
+    n = {u: util.count(u) for u in range(1, 6)}
+    if n[5] == 0:
+        w = {1: 0.0, 2: 0.0, 3: 0.2, 4: 1.0, 5: 1.0}
+    else:
+        r5 = 1.0 / (n[5] / len(util)) ** p.ra_alpha
+        w = {1: 0.0, 2: 0.0, 5: 1.0}
+        w[4] = min(0.5 / (n[4] / len(util)) ** p.ra_alpha / r5, 1.0) if n[4] else 0.0
+        w[3] = min(0.1 / (n[3] / len(util)) ** p.ra_alpha / r5, 0.25) if n[3] else 0.0
+    top = [five[g] for g in grades[:k] if g is not None]
+    best = sum(sorted((w[u] for u in util), reverse=True)[:k])
+    good_pool = n[4] + n[5]
+    return {
+        "ndcg_pooled": dcg / idcg if idcg else 0.0,
+        "ra_nwg_pooled": sum(w[u] for u in top) / best if best else None,
+        "n_recall4_pooled": sum(u >= 4 for u in top) / min(k, good_pool) if good_pool else None,
+    }
 
 
 # --- property-based tests -------------------------------------------------------------------
@@ -470,6 +509,54 @@ def test_matches_the_reference(
     want = reference(grades, k, params, relevant_total)
     for key in MEASURE_KEYS:
         assert close(got[key], want[key]), (key, got[key], want[key])
+
+
+@given(events(), params_st, st.lists(st.integers(0, 3), max_size=40))
+def test_pooled_measures_match_the_reference(
+    event: tuple[list[int | None], int], params: MeasureParams, others: list[int]
+) -> None:
+    """Against a pool of the event's graded passages and `others` (passages other events of
+    the query showed): each pooled measure as spelled out, within [0, 1], and nDCG never above
+    the event's own (a larger pool only raises the ideal)."""
+    grades, k = event
+    pool = [g for g in grades if g is not None] + others
+    got = compute(grades, k, params, pool=pool)
+    want = reference_pooled(grades, k, params, pool)
+    for key, value in want.items():
+        assert close(got[key], value), (key, got[key], value)
+        assert got[key] is None or 0.0 <= got[key] <= 1.0 + 1e-12, key
+    assert got["ndcg_pooled"] <= got["ndcg"] + 1e-12
+
+
+def test_pooled_measures_hand_worked() -> None:
+    """K = 2, the event shows two distractors [1, 1] (nDCG 1.0: the best order of what it
+    found); other retrievers found a 3 and a 2 for the query. Pooled ideal [3, 2]:
+    IDCG = 7 + 3 / log2(3) = 8.893, DCG = 1 + 1 / log2(3) = 1.631, nDCG (pooled) = 0.1834.
+    On the 1-5 scale the pool is {5, 4, 2, 2}: w5 = 1, w4 = min(0.5 * 1/1, 1) = 0.5; the top
+    holds two 2s (weight 0), so RA-nWG (pooled) = 0 and N-Recall4+ (pooled) = 0 of 2."""
+    out = compute([1, 1, 0, 0], 2, pool=[1, 1, 3, 2])
+    assert out["ndcg"] == 1.0 and out["ra_nwg"] is None and out["n_recall4"] is None
+    assert out["ndcg_pooled"] == pytest.approx((1 + 1 / math.log2(3)) / (7 + 3 / math.log2(3)))
+    assert out["ra_nwg_pooled"] == 0.0 and out["n_recall4_pooled"] == 0.0
+
+
+def test_without_a_pool_the_pooled_measures_are_the_event_own() -> None:
+    out = compute([3, 1, 0, 2, None], 3)
+    assert (out["ndcg_pooled"], out["ra_nwg_pooled"], out["n_recall4_pooled"]) == (
+        out["ndcg"], out["ra_nwg"], out["n_recall4"],
+    )  # fmt: skip
+
+
+def test_a_pool_missing_some_of_the_event_own_passages_never_gives_more_than_1() -> None:
+    out = compute([3, 3, 2], 3, pool=[1])
+    assert out["ndcg_pooled"] == out["ndcg"] == 1.0 and out["ra_nwg_pooled"] == 1.0
+
+
+def test_a_utility5_pool_feeds_ra_nwg_its_own_grades() -> None:
+    # The event [5, 2] (1-5); other retrievers found two more 5s: w5 = 1, ideal of K = 2 is 2.
+    out = compute([3, 1], 2, utility=[5, 2], pool=[3, 1, 3, 3], pool_utility=[5, 2, 5, 5])
+    assert out["ra_nwg"] == 1.0 and out["ra_nwg_pooled"] == 0.5
+    assert out["n_recall4_pooled"] == 0.5
 
 
 @given(events(), params_st, st.one_of(st.none(), st.integers(0, 50)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import time
 
@@ -854,6 +855,46 @@ def test_one_apps_spend_never_fails_anothers_events(redis_url, fake):
         )
     finally:
         server.stop()
+
+
+def test_a_retriever_that_misses_what_another_found_falls_in_the_pooled_measures(api, fake):
+    """The pooled ideal end to end: bm25 finds the query's two relevant passages; dense, later,
+    only its two distractors. Against its own pool dense's nDCG@2 is 1 (the best order of what
+    it found); against the query's pool (per app) it is 0.183, and RA-nWG (pooled) 0 where the
+    per-event one is null. Another app asking the same question has a pool of its own."""
+    grades = {"Fleas go from egg to adult": 3, "A flea lives": 2, "Fleas are insects": 1,
+              "Fleas bite": 1, "The Eiffel": 0, "Paris has": 0}  # fmt: skip
+
+    def rule(rec):
+        prompt = rec.prompt.split("<<<PASSAGE", 1)[-1]
+        for start, g in grades.items():
+            if start in prompt:
+                return Reply.text(json.dumps({"grade": g}))
+        return None
+
+    fake.rule = rule
+    texts = {start: f"{start} and more words about it." for start in grades}
+
+    def event(app: str, retriever: str, starts: list[str]) -> dict:
+        return {"query": QUERY, "k": 2, "labels": {"app": app, "retriever": retriever},
+                "passages": [{"id": f"{retriever}-{i}", "text": texts[x]}
+                             for i, x in enumerate(starts)]}  # fmt: skip
+
+    found = ["Fleas go from egg to adult", "A flea lives", "Fleas are insects", "Fleas bite"]
+    missed = ["Fleas are insects", "Fleas bite", "The Eiffel", "Paris has"]
+    bm25 = _post_and_work(api, event("test", "bm25", found))
+    dense = _post_and_work(api, event("test", "dense", missed))
+    assert bm25["status"] == dense["status"] == "done", (bm25, dense)
+    m = dense["measures"]
+    assert m["ndcg"] == 1.0 and m["ra_nwg"] is None and m["n_recall4"] is None
+    assert m["ndcg_pooled"] == pytest.approx((1 + 1 / math.log2(3)) / (7 + 3 / math.log2(3)))
+    assert m["ra_nwg_pooled"] == 0.0 and m["n_recall4_pooled"] == 0.0
+    assert bm25["measures"]["ndcg_pooled"] == bm25["measures"]["ndcg"] == 1.0
+    r = api.client.post("/v1/retrievals", json=event("elsewhere", "dense", missed))
+    assert r.status_code == 202
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    other = api.client.get(f"/v1/retrievals/{r.json()['event_id']}?app=elsewhere").json()
+    assert other["measures"]["ndcg_pooled"] == 1.0  # its own app's pool: only what it found
 
 
 def test_past_the_budget_events_are_stored_failed_and_requeued_later(redis_url, fake):
