@@ -180,6 +180,7 @@ def test_an_event_is_graded_on_its_own_passages_whatever_was_judged_before(redis
             "query": query,
             "k": 2,
             "timestamp": "2030-01-01T00:00:00+00:00",
+            "labels": {"app": "test"},  # every stored event has its app (it pays the judge)
             "passages": passages,
         }
 
