@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import quote_plus
 
 import numpy as np
 import pytest
@@ -49,6 +50,15 @@ def _annotations(alert: dict, labels: dict[str, str], value: float) -> dict[str,
     """The alert's annotations as Prometheus renders them for these labels and value."""
     out = {}
     for key, text in alert["annotations"].items():
+        # the links' bases: no external labels in promtool, so the default after `else`
+        text = re.sub(
+            r"\{\{ with \$externalLabels\.\w+ \}\}\{\{ \. \}\}\{\{ else \}\}(.*?)\{\{ end \}\}",
+            lambda m: m[1],
+            text,
+        )
+        text = re.sub(
+            r"\{\{ \$labels\.(\w+) \| urlquery \}\}", lambda m: quote_plus(labels[m[1]]), text
+        )
         text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m[1]], text)
         text = text.replace('{{ $value | printf "%.3f" }}', f"{value:.3f}")
         out[key] = text.replace("{{ $value | humanizePercentage }}", f"{100 * value:.4g}%")
