@@ -41,11 +41,11 @@ from ragmon.store.keys import event_ref
 from tests.bench.common import (
     Bodies,
     Load,
-    closed_load,
     event_template,
     exit_on_sigterm,
     machine,
     open_loop,
+    peak_single_rate,
     topics,
 )
 from tests.support.stack import ragmon_env, redis_server, start_api
@@ -199,13 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             }
             if rate is None:  # half of the maximum, measured once on a fresh server
                 fresh(rs.url)
-                proc, url = start_api(ragmon_env(rs.url, **env))
-                try:
-                    peak = closed_load(url + "/v1/retrievals", single, min(seconds, 5.0), 32)
-                finally:
-                    proc.stop()
-                rate = peak.rps / 2
-                print(f"max {peak.rps:.0f} events/s single; half load {rate:.0f} events/s")
+                peak = peak_single_rate(ragmon_env(rs.url, **env), single, seconds)
+                rate = peak / 2
+                print(f"max {peak:.0f} events/s single; half load {rate:.0f} events/s")
             quiet: list[float] = []
             scraped: list[float] = []
             lat: list[float] = []

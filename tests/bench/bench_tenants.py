@@ -38,11 +38,11 @@ from ragmon.store.keys import event_ref
 from tests.bench.common import (
     Bodies,
     Load,
-    closed_load,
     event_template,
     exit_on_sigterm,
     machine,
     open_loop,
+    peak_single_rate,
     topics,
 )
 from tests.support.stack import ragmon_env, redis_server, start_api
@@ -153,13 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         dump = {k: snapshot.dump(k) for k in snapshot.scan_iter("*")}  # each phase from here
         rate = args.rate
         if rate is None:
-            proc, url = start_api(ragmon_env(rs.url))
-            try:
-                peak = closed_load(url + "/v1/retrievals", single, min(seconds, 5.0), 32)
-            finally:
-                proc.stop()
-            rate = peak.rps / 4
-            print(f"max {peak.rps:.0f} events/s single; a quarter: {rate:.0f} events/s")
+            peak = peak_single_rate(ragmon_env(rs.url), single, seconds)
+            rate = peak / 4
+            print(f"max {peak:.0f} events/s single; a quarter: {rate:.0f} events/s")
         quiet: list[float] = []
         loaded: list[float] = []
         pages: list[float] = []

@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
-from tests.support.stack import Child, free_port
+from tests.support.stack import Child, free_port, start_api
 
 REPO = Path(__file__).resolve().parents[2]
 TREC = REPO.parent / "shared" / "data" / "trec-dl" / "trec-dl-top20.jsonl"
@@ -452,3 +452,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def peak_single_rate(env: dict[str, str], template: str, seconds: float) -> float:
+    """The API's most single events per second (32 connections, closed loop) on a server of
+    its own: the benches load it at a share of this."""
+    proc, url = start_api(env)
+    try:
+        return closed_load(url + "/v1/retrievals", template, min(seconds, 5.0), 32).rps
+    finally:
+        proc.stop()
