@@ -20,6 +20,8 @@ from ragmon.store.keys import event_ref
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 from tests.support.stack import sample_value
 
+pytestmark = pytest.mark.process  # the API decodes OTLP in its child process
+
 PROTOBUF = {"content-type": "application/x-protobuf"}
 KEY = "k" * 16 + "-any-app"
 BOT_KEY = "b" * 16 + "-bot-only"

@@ -546,6 +546,7 @@ def store_records(data: WindowData) -> list[dict]:
     return out
 
 
+@pytest.mark.process
 def test_a_change_of_judge_identity_is_marked(live: Live, tmp_path: Path) -> None:
     """The baseline judged by the lexical judge, this week by an LLM (the fake server): the
     report says the identity changed, naming both, and never mixes their grades."""
