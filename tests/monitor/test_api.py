@@ -203,7 +203,7 @@ def test_rejections_are_counted_by_reason(api):
     api.client.post("/v1/retrievals", json={"k": 0})
     import time
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while 'ragmon_events_rejected_total{reason="invalid"}' not in api.client.get("/metrics").text:
         assert time.monotonic() < deadline
         time.sleep(0.1)

@@ -433,7 +433,7 @@ def test_serve_defaults_to_loopback_and_warns_without_keys(tmp_path, redis_url):
     port = free_port()
     proc = serve(["--port", str(port)], cli_env(REDIS_URL=redis_url), tmp_path)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while True:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
