@@ -309,7 +309,7 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
                 sb, sc = coded.samples(m)
                 # few events: segments pooled (the plain change), p by re-assigning questions
                 plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
-                seed = zlib.crc32(f"{group_name(g)}|{m}".encode())
+                seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
                 p = drift.permutation_pvalue(
                     sb.values, sb.clusters, sc.values, sc.clusters, seed=seed
                 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -26,6 +27,17 @@ def _blocks(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.nd
     counts = np.bincount(inverse, minlength=len(present)).astype(float)
     sums = np.bincount(inverse, weights=values, minlength=len(present))
     return counts, sums
+
+
+@lru_cache(maxsize=32)
+def _arrangements(m: int, k: int, reps: int, seed: int) -> tuple[np.ndarray, bool]:
+    """The blocks put in the first window, one row per arrangement (every one, or `reps` drawn
+    with `seed`), and whether that is every one. Cached: the measures of one retriever share
+    their blocks."""
+    if math.comb(m, k) <= reps:
+        return np.array(list(itertools.combinations(range(m), k)), dtype=int), True
+    rng = np.random.default_rng(seed)
+    return np.argsort(rng.random((reps, m)), axis=1)[:, :k], False
 
 
 def permutation_pvalue(
@@ -51,13 +63,7 @@ def permutation_pvalue(
     n_all, s_all = float(counts.sum()), float(sums.sum())
     k, m = len(cb), len(counts)
     observed = abs(sc.sum() / cc.sum() - sb.sum() / cb.sum())
-    if math.comb(m, k) <= reps:
-        base_sets = np.array(list(itertools.combinations(range(m), k)), dtype=int)
-        exact = True
-    else:
-        rng = np.random.default_rng(seed)
-        base_sets = np.argsort(rng.random((reps, m)), axis=1)[:, :k]
-        exact = False
+    base_sets, exact = _arrangements(m, k, reps, seed)
     nb = counts[base_sets].sum(axis=1)
     s_b = sums[base_sets].sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
