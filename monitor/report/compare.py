@@ -3,15 +3,17 @@ the within-segment change, and the distribution shift."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
-from ragmon.report.gather import Events, Group, Hists, WindowData
+from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
+from ragmon.report.spans import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
@@ -23,8 +25,6 @@ NAMES = {m.key: m.name for m in TABLE}
 LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
-MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
-MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
 PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
 
@@ -67,6 +67,8 @@ class Row:
     base_counts: list[int] | None = None
     cur_counts: list[int] | None = None
     source: str = ""  # "per-event records", "kept records (sample)" or "binned counts"
+    weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.spans`)
+    permutation: bool = False  # p from the exact permutation test (a small series' few events)
     status: str = "no data"  # regression | improvement | unchanged | too few events to tell |
     # no baseline yet | no data
 
@@ -266,6 +268,57 @@ def compare_measure(
     return row
 
 
+@dataclass(frozen=True)
+class Span:
+    """A small series compared over `weeks` weeks per window, with those windows' volumes."""
+
+    weeks: int
+    base: Volume
+    cur: Volume
+    permutation: bool  # below the weekly minimum even then: the exact permutation test
+
+
+def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
+    """A group too small for one week, over the shortest span of weeks with enough events (or
+    four weeks with the small minimum and the permutation test); None when none has."""
+    for weeks in SPANS:
+        if not spans.available(weeks):
+            return None
+        cur, base = spans.get(weeks, g)
+        eb, ec = base.events.get(g), cur.events.get(g)
+        vb, vc = volume(eb), volume(ec)
+        if vb.enough and vc.enough:
+            exact = False
+        elif (
+            weeks == SPANS[-1]
+            and min(vb.events, vc.events) >= SMALL_MIN_EVENTS
+            and min(vb.queries, vc.queries) >= SMALL_MIN_QUERIES
+        ):
+            exact = True
+        else:
+            continue
+        assert eb is not None and ec is not None
+        coded = Coded.of(eb, ec)
+        rows = []
+        for m in MEASURES:
+            row = compare_measure(coded, cur, base, g, m)
+            if m in OPTIONAL and row.base is None and row.cur is None:
+                continue
+            row.weeks, row.permutation = weeks, exact
+            if exact and row.change is not None:
+                sb, sc = coded.samples(m)
+                # few events: segments pooled (the plain change), p by re-assigning questions
+                plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
+                seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
+                p = drift.permutation_pvalue(
+                    sb.values, sb.clusters, sc.values, sc.clusters, seed=seed
+                )
+                row.change = replace(plain, pvalue=p)
+            rows.append(row)
+        return Span(weeks, vb, vc, exact), rows
+    return None
+
+
 @dataclass
 class Compared:
     """Every row, the volumes that decided whether a group could be judged at all, and the
@@ -274,13 +327,17 @@ class Compared:
     rows: list[Row]
     volumes: dict[Group, tuple[Volume, Volume]]
     coded: dict[Group, Coded]
+    spans: dict[Group, Span] = field(default_factory=dict)  # small series over several weeks
 
 
-def compare_all(cur: WindowData, base: WindowData) -> Compared:
-    """Every (group, measure) row with Holm-adjusted p-values and a status."""
+def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] = ()) -> Compared:
+    """Every (group, measure) row with Holm-adjusted p-values and a status. `trend`: the
+    weekly blocks a small series is compared over when one week has too few events."""
     rows: list[Row] = []
     volumes: dict[Group, tuple[Volume, Volume]] = {}
     codes: dict[Group, Coded] = {}
+    spans = SpanWindows(trend, cur, base)
+    widened: dict[Group, Span] = {}
     for g in groups_of(cur, base):
         eb, ec = base.events.get(g), cur.events.get(g)
         vb, vc = volume(eb), volume(ec)
@@ -291,6 +348,12 @@ def compare_all(cur: WindowData, base: WindowData) -> Compared:
         if not len(ec or ()) and hc is not None:
             vc = Volume(hc.count, hc.count)
         volumes[g] = (vb, vc)
+        if not (vb.enough and vc.enough):
+            found = _span_rows(g, spans)
+            if found is not None:
+                widened[g] = found[0]
+                rows += found[1]
+                continue
         coded = None
         if eb is not None and ec is not None and len(eb) and len(ec):
             coded = codes[g] = Coded.of(eb, ec)
@@ -316,4 +379,4 @@ def compare_all(cur: WindowData, base: WindowData) -> Compared:
             r.status = "regression" if r.worse else "improvement"
         else:
             r.status = "unchanged"
-    return Compared(rows, volumes, codes)
+    return Compared(rows, volumes, codes, widened)

@@ -11,6 +11,7 @@ thread hop per batch.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -119,7 +120,8 @@ def plan_ingest(
             plan.order.append(i)
             slot = 0 if it.sampled_out else slots.setdefault(it.app, len(slots) + 1)
             events.append(store.keys.event(it.ref))
-            tail += [it.ref, it.payload, it.status, received, slot]
+            kept = sampled_result(it.probability) if it.sampled_out else it.payload
+            tail += [it.ref, kept, it.status, received, slot]
             n += 1
         per_request.append(n)
         start += size
@@ -136,6 +138,12 @@ def plan_ingest(
     )  # fmt: skip
     plan.keys, plan.args = call
     return plan
+
+
+def sampled_result(probability: float) -> str:
+    """What a sampled-out event keeps in place of its payload: the probability with which it
+    was chosen for judging (GET shows it; every weighted mean counts the event through it)."""
+    return json.dumps({"inclusion_probability": probability})
 
 
 class AsyncIngest:

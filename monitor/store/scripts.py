@@ -39,8 +39,9 @@ end
 # Store the new events of a micro-batch of requests, and put the ones to judge into their
 # apps' pending sets, in the write that answers 202 (`ragmon.store.ingest`).
 # KEYS tail: the `n_events` event keys, then the pending keys of the apps they name. ARGV tail:
-# per event its ref, payload, status, received_at and slot (which of those pending keys, from
-# 1; 0: sampled out, never judged); then the app of each pending key; then per request its
+# per event its ref, payload (a sampled-out event's result instead: its inclusion probability,
+# all GET shows of it), status, received_at and slot (which of those pending keys, from 1; 0:
+# sampled out, never judged); then the app of each pending key; then per request its
 # event count (requests are consecutive runs of events). A request is refused whole when one
 # of the apps it adds events to already holds `limit` pending events. The deadline (unix
 # seconds, 0: none) is when the API stops waiting and answers 503: a write that reaches Redis
@@ -92,8 +93,8 @@ for r = apps_at + n_apps, #ARGV do
       out[j] = {-2, over}
     elseif out[j] == 1 then
       local key, status, s = event(j), arg(j, 2), tonumber(arg(j, 4))
-      if status == S.sampled_out then
-        redis.call('HSET', key, F.status, status, F.received, arg(j, 3))
+      if status == S.sampled_out then  -- no payload kept: its result (the probability)
+        redis.call('HSET', key, F.status, status, F.received, arg(j, 3), F.result, arg(j, 1))
         redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
       else
         redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))

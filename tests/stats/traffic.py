@@ -55,8 +55,10 @@ def order(segment: str, noise: float) -> np.ndarray:
     return np.argsort(-(pool + noise * _z(segment)), axis=1, kind="stable")[:, : 2 * K]
 
 
-def _measures(grades: Sequence[int]) -> dict[str, float]:
-    values = compute(list(grades), K, PARAMS)
+def _measures(grades: Sequence[int], segment: str) -> dict[str, float]:
+    """Every measure of one ranking; the pooled ones against the query's whole candidate set (a
+    warm pool: ragmon has seen every candidate of the query from some retriever)."""
+    values = compute(list(grades), K, PARAMS, pool=POOLS[segment])
     return {m: np.nan if values[m] is None else float(values[m]) for m in HISTOGRAM_MEASURES}
 
 
@@ -66,7 +68,7 @@ def bank(segment: str, noise: float) -> dict[str, np.ndarray]:
     grades = np.array(POOLS[segment])[order(segment, noise)]
     out = {m: np.empty(BANK) for m in HISTOGRAM_MEASURES}
     for i in range(BANK):
-        values = _measures(grades[i].tolist())
+        values = _measures(grades[i].tolist(), segment)
         for m in HISTOGRAM_MEASURES:
             out[m][i] = values[m]
     return out
@@ -88,7 +90,7 @@ def wording(
         z = np.random.default_rng([topic, word]).standard_normal(len(pool))
         score = pool + noise * (_z(segment)[row] + spread * z)
         top = np.argsort(-score, kind="stable")[: 2 * K]
-    return _measures(np.array(POOLS[segment])[top].tolist()), tuple(top[:K].tolist())
+    return _measures(np.array(POOLS[segment])[top].tolist(), segment), tuple(top[:K].tolist())
 
 
 def noise_for_mean(segment: str, target: float, measure: str = "ndcg") -> float:
