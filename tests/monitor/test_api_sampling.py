@@ -13,6 +13,7 @@ from ragmon.workers.worker import make_worker
 from tests.support.events import make_event
 
 
+@pytest.mark.process  # a 40-event batch is decoded in the API's child process
 def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):
     api = make_api(RAGMON_SAMPLE_RATE="0.5")
     events = [make_event(seed=i) for i in range(40)]
