@@ -33,6 +33,7 @@ def _pick(word: str) -> Scenario:
         "segment mix only",
         "paraphrased: 700/week, 20%",
         "paraphrased: 700/week, 40%",
+        "planned: 700/week, rates",
     ],  # fmt: skip
 )
 def test_nothing_changes_and_no_regression_is_reported(word: str) -> None:
