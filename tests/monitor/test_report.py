@@ -326,6 +326,7 @@ def window_data(window: Window, events: list[tuple]) -> WindowData:
     return data
 
 
+@pytest.mark.slow  # a report per seed
 def test_no_false_alarms_over_seeds() -> None:
     """Three stable retrievers per report, 40 reports: at most 1 flagged report (rate ~1%)."""
     cur, base = windows(end="2026-11-22", days=7)
