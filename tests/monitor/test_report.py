@@ -346,6 +346,7 @@ def test_no_false_alarms_over_seeds() -> None:
     assert flagged <= 1, f"{flagged} of 40 stable reports flagged a regression"
 
 
+@pytest.mark.slow  # a report per seed
 def test_detects_the_drop_over_seeds() -> None:
     """The 0.1 nDCG drop at 200 events a week is found, at the top, in every seed."""
     cur, base = windows(end="2026-11-22", days=7)
