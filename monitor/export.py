@@ -140,8 +140,8 @@ class RagmonCollector:
         yield from self.sampling()
 
     def sampling(self) -> Iterator[Metric]:
-        """The day's spend and, with RAGMON_SAMPLING=planned, the current plan: its pace, when
-        the budget would run out, and each series' rate."""
+        """The day's spend and the current plan: its pace, when the budget would run out, and
+        each series' rate (with RAGMON_SAMPLING=fixed, the fixed rate and its forecast)."""
         fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
                 for m in catalog.SAMPLING}  # fmt: skip
         now = time.time()
@@ -149,7 +149,7 @@ class RagmonCollector:
             [], self.store.judge_state().spent(utc_day(now))
         )
         stored = self.store.sampling.load(now)
-        if self.store.settings.sampling == "planned" and stored is not None:
+        if stored is not None:
             fams["ragmon_sampling_pace"].add_metric([], stored.pace)
             runout = stored.runout if stored.runout is not None else math.inf
             fams["ragmon_sampling_budget_runout_timestamp_seconds"].add_metric([], runout)
