@@ -130,7 +130,8 @@ def plan_ingest(
             slot = 0 if it.sampled_out else slots.setdefault(it.app, len(slots) + 1)
             group = groups.setdefault((it.series, it.day), len(groups) + 1) if it.signals else 0
             events.append(k.event(it.ref))
-            tail += [it.ref, it.payload, it.status, received, slot, group, it.signals]
+            kept = sampled_result(it.probability) if it.sampled_out else it.payload
+            tail += [it.ref, kept, it.status, received, slot, group, it.signals]
             n += 1
         per_request.append(n)
         start += size
@@ -153,6 +154,12 @@ def plan_ingest(
     )  # fmt: skip
     plan.keys, plan.args = call
     return plan
+
+
+def sampled_result(probability: float) -> str:
+    """What a sampled-out event keeps in place of its payload: the probability with which it
+    was chosen for judging (GET shows it; every weighted mean counts the event through it)."""
+    return json.dumps({"inclusion_probability": probability})
 
 
 class AsyncIngest:

@@ -65,8 +65,9 @@ end
 # pending sets, and add every new event's retrieval signals to its series, in the write that
 # answers 202 (`ragmon.store.ingest`).
 # KEYS tail: the `n_events` event keys, then the pending keys of the apps they name. ARGV tail:
-# per event its ref, payload, status, received_at, slot (which of those pending keys, from
-# 1; 0: sampled out, never judged), group (which of the groups below, from 1; 0: none) and
+# per event its ref, payload (a sampled-out event's result instead: its inclusion probability,
+# all GET shows of it), status, received_at, slot (which of those pending keys, from 1; 0:
+# sampled out, never judged), group (which of the groups below, from 1; 0: none) and
 # signals (`records.signal_record`); then the app of each pending key; then the `n_groups`
 # groups, each a series and a UTC day; then per request its event count (requests are
 # consecutive runs of events). A request is refused whole when one of the apps it adds events
@@ -152,8 +153,8 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
       out[j] = {-2, over}
     elseif out[j] == 1 then
       local key, status, s = event(j), arg(j, 2), tonumber(arg(j, 4))
-      if status == S.sampled_out then
-        redis.call('HSET', key, F.status, status, F.received, arg(j, 3))
+      if status == S.sampled_out then  -- no payload kept: its result (the probability)
+        redis.call('HSET', key, F.status, status, F.received, arg(j, 3), F.result, arg(j, 1))
         redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
       else
         redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))
