@@ -14,6 +14,7 @@ from ragmon.workers.judges import utility
 from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError
 from ragmon.workers.judges.cache import JudgmentCache
+from ragmon.workers.judges.llm import LISTWISE_MAX
 
 if TYPE_CHECKING:
     from ragmon.store import Store
@@ -43,6 +44,17 @@ class Graded:
 def judged_depth(event: dict) -> int:
     """How deep the judge goes: the top 2K (F_e's N̂_p). Known grades count at any depth."""
     return min(len(event["passages"]), 2 * event["k"])
+
+
+def judge_calls(event: dict, listwise: bool, probes: bool) -> int:
+    """The judge calls an event costs at most (a known or cached grade costs none): one a
+    judged passage, or one per `LISTWISE_MAX` of them listwise, and one a top-K passage more
+    with the utility probe (`probes`)."""
+    depth = judged_depth(event)
+    calls = -(-depth // LISTWISE_MAX) if listwise else depth
+    if probes:
+        calls += min(event["k"], len(event["passages"]))
+    return max(1, calls)
 
 
 def duplicates(passages: list[dict]) -> list[int | None]:

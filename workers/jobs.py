@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from asyncio import FIRST_COMPLETED
 from collections import Counter
@@ -24,7 +25,14 @@ from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
 from ragmon.store.finish import inclusion_probability
 from ragmon.store.keys import SEP
 from ragmon.workers.context import WorkerContext, current_context
-from ragmon.workers.grading import InFlight, grade_event, on_both_scales, pooled, probe_event
+from ragmon.workers.grading import (
+    InFlight,
+    grade_event,
+    judge_calls,
+    on_both_scales,
+    pooled,
+    probe_event,
+)
 from ragmon.workers.judges.base import Judge, JudgeError
 from ragmon.workers.second import second_opinion
 
@@ -37,6 +45,49 @@ DRAIN_MAX_S = 60.0  # a drain job claims for this long, then ends: a warm shutdo
 IDLE_S = 2.0
 POLL_S = 0.1  # how often a drain job with free slots looks for new events
 RENEW_EVERY_S = LEASE_S / 3
+# Judge calls a drain job keeps asked for (running, or waiting for one of the judge's
+# RAGMON_JUDGE_CONCURRENCY slots), as a multiple of that concurrency: enough that the judge
+# never waits for a claim, few enough that an event claimed now (another app's turn) waits
+# behind that many calls, not behind RAGMON_JOB_BATCH_SIZE events' (CONTRIBUTING.md, "Fair
+# across apps").
+CALLS_AHEAD = 2
+
+
+@dataclass
+class Slots:
+    """How many events a drain job may claim now: at most `events` in flight, and about
+    `calls` judge calls (`judge_calls` of each, an upper bound). It learns an event's calls
+    from the events it took: its first claim takes one event."""
+
+    events: int
+    calls: int
+    held_events: int = 0
+    held_calls: int = 0
+    seen_events: int = 0
+    seen_calls: int = 0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Slots:
+        return cls(settings.job_batch_size, CALLS_AHEAD * settings.judge_concurrency)
+
+    def free(self) -> int:
+        if self.held_events >= self.events or self.held_calls >= self.calls:
+            return 0
+        if not self.seen_events:
+            return 1
+        per_event = self.seen_calls / self.seen_events
+        fit = max(1, math.ceil((self.calls - self.held_calls) / per_event))
+        return min(self.events - self.held_events, fit)
+
+    def take(self, calls: int) -> None:
+        self.held_events += 1
+        self.held_calls += calls
+        self.seen_events += 1
+        self.seen_calls += calls
+
+    def give(self, calls: int) -> None:
+        self.held_events -= 1
+        self.held_calls -= calls
 
 
 @dataclass(frozen=True)
@@ -71,6 +122,9 @@ async def drain_pending(
     inflight = InFlight()  # a passage repeated across the job's events is judged once
     tasks: dict[asyncio.Future, dict] = {}
     leases: dict[str, float] = {}  # ref -> the end of its lease, as this job last set it
+    calls: dict[str, int] = {}  # ref -> its judge calls, held in `slots`
+    slots = Slots.of(settings)
+    listwise, probes = settings.judge_mode == "listwise", settings.utility
     counts: Counter[str] = Counter()
     lasting: dict[str, str] = {}
     began = busy_at = renewed_at = time.monotonic()
@@ -79,8 +133,7 @@ async def drain_pending(
         while True:
             now = time.monotonic()
             taking = taking and now - began < max_s
-            room = settings.job_batch_size - len(tasks)
-            if taking and room > 0:
+            while taking and (room := slots.free()) > 0:  # small claims: the apps in turn
                 claimed = delivery.claim(room)
                 left = claimed.left
                 if left:  # a backlog: an idle worker may join
@@ -89,10 +142,14 @@ async def drain_pending(
                     if event is None:  # expired meanwhile: its lease ends, CLAIM drops it
                         continue
                     leases[ref] = claimed.lease_end
+                    calls[ref] = judge_calls(event, listwise, probes)
+                    slots.take(calls[ref])
                     decision = decide(settings, event)
                     last_try = event["_attempts"] >= MAX_ATTEMPTS  # RETRY would fail it
                     work = _one(ctx, store, judge, params, event, inflight, decision, last_try)
                     tasks[asyncio.ensure_future(work)] = event
+                if len(claimed.refs) < room:
+                    break
             if tasks:
                 busy_at = now
             elif not taking or now - busy_at > idle_s:
@@ -105,6 +162,7 @@ async def drain_pending(
                 event = tasks.pop(task)
                 ref = ref_of(event)
                 lease_end = leases.pop(ref)
+                slots.give(calls.pop(ref))
                 outcome = task.exception() or task.result()
                 if isinstance(outcome, JudgeError) and outcome.retryable:
                     text = " ".join(f"{outcome.reason}: {outcome}".split())
@@ -201,8 +259,6 @@ async def _one(
         result["udcg_missing"] = missing
     stripped = None if ctx.settings.store_text else strip_text(event)
     counts = {f"passages_unjudged{SEP}{reason}": n for reason, n in graded.unjudged.items()}
-    if any(d is not None for d in graded.duplicate_of):
-        counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
     done = store.finish(
         event,
         result,

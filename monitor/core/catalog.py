@@ -102,8 +102,8 @@ OPERATIONS: tuple[Metric, ...] = (
     Metric(
         "ragmon_passages_duplicate",
         "counter",
-        "Passages whose id repeats an earlier one in the same ranking: a wasted slot, not judged "
-        "again, scored as not relevant.",
+        "Passages whose id repeats an earlier one in the same ranking, of every accepted event "
+        "(counted at ingest): a wasted slot, not judged again, scored as not relevant.",
         SERIES_LABELS,
     ),
     Metric(

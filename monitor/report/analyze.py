@@ -15,6 +15,7 @@ from ragmon.report.compare import (
     NAMES,
     Group,
     Row,
+    Span,
     Volume,
     compare_all,
     group_hist,
@@ -77,6 +78,7 @@ class Report:
     estimates: list[SeriesEstimates] = field(default_factory=list)  # this window's, per series
     anchor_runs: list[dict] = field(default_factory=list)  # the anchor set's re-judgings
     judged: list[Judged] = field(default_factory=list)  # this window's judged share per group
+    spans: dict[Group, Span] = field(default_factory=dict)  # small series over several weeks
 
     @property
     def tests(self) -> int:
@@ -97,9 +99,10 @@ class Report:
 
     @property
     def too_few(self) -> list[Group]:
-        """Groups with data in both windows but too few events or queries to judge."""
+        """Groups with data in both windows but too few events or queries to judge, even over
+        several weeks."""
         return [g for g, (b, c) in self.volumes.items() if b.events and c.events and not (
-            b.enough and c.enough)]  # fmt: skip
+            b.enough and c.enough) and g not in self.spans]  # fmt: skip
 
     @property
     def mix_shifts(self) -> list[SegmentMix]:
@@ -144,6 +147,25 @@ def _segment_hint(row: Row, cur: WindowData, base: WindowData) -> str | None:
     )
 
 
+# A measure against the pooled ideal and the same measure against the event's own pool.
+POOLED = {"ndcg_pooled": "ndcg", "ra_nwg_pooled": "ra_nwg", "n_recall4_pooled": "n_recall4"}
+
+
+def _recall_hint(regressed: dict[str, Row]) -> str | None:
+    """A pooled measure fell while its per-event twin held: the top K is as good as the
+    event's own candidates allow, but those candidates lost passages ragmon has seen answer the
+    same questions before (from this retriever or another): recall, not ranking."""
+    fell = [m for m, own in POOLED.items() if m in regressed and own not in regressed]
+    if not fell:
+        return None
+    names = " and ".join(f"{NAMES[m]} fell while {NAMES[POOLED[m]]} held" for m in fell)
+    return (
+        f"{names}: relevant passages seen before for the same questions are no longer "
+        "retrieved (recall loss): check the index (missing documents, a narrower candidate "
+        "set, a filter)"
+    )
+
+
 def _hints(
     reg_rows: list[Row],
     ops: OpsRow | None,
@@ -172,6 +194,9 @@ def _hints(
             f"K changed from {ops.base.k_mean:.1f} to {ops.cur.k_mean:.1f} per event: the app's "
             "prompt size changed, and P@K, Harm@K and T move with K even when the retriever did not"
         )
+    recall = _recall_hint(by)
+    if recall:
+        hints.append(recall)
     seg = _segment_hint(head, cur, base)
     if seg and seg.startswith("segment"):
         hints.append(seg)
@@ -251,6 +276,20 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
             f"too few events to tell for {names}: a verdict needs at least {MIN_EVENTS} events "
             f"from {MIN_QUERIES} distinct queries in each window"
         )
+    if report.spans:
+        names = ", ".join(
+            f"{group_name(g)} over {s.weeks} weeks ({s.base} → {s.cur})"
+            for g, s in report.spans.items()
+        )
+        notes.append(
+            f"fewer than {MIN_EVENTS} events from {MIN_QUERIES} queries in one week, compared "
+            f"over the last weeks against as many weeks before: {names}"
+            + (
+                "; below that minimum even over 4 weeks, p comes from an exact permutation test"
+                if any(s.permutation for s in report.spans.values())
+                else ""
+            )
+        )
     sources = {r.source for r in report.rows if r.change is not None}
     if "kept records (sample)" in sources:
         notes.append(
@@ -268,7 +307,7 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
 def analyze(data: Dataset, now: datetime | None = None) -> Report:
     """Compare the windows, rank the regressions and pick the events to drill into."""
     cur, base = data.current, data.baseline
-    compared = compare_all(cur, base)
+    compared = compare_all(cur, base, data.trend)
     rows = compared.rows
     groups = groups_of(cur, base)
     ops = [OpsRow(g, group_ops(base, g), group_ops(cur, g)) for g in groups]
@@ -335,6 +374,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         population=list(pops.values()),
         verdicts=judged,
         judged=judged_shares(cur.events),
+        spans=compared.spans,
     )
     report.notes = _notes(report, cur, base)
     return report

@@ -3,15 +3,17 @@ the within-segment change, and the distribution shift."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
-from ragmon.report.gather import Events, Group, Hists, WindowData
+from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
+from ragmon.report.spans import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
@@ -23,8 +25,6 @@ NAMES = {m.key: m.name for m in TABLE}
 LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
-MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
-MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
 PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
 
@@ -67,6 +67,8 @@ class Row:
     base_counts: list[int] | None = None
     cur_counts: list[int] | None = None
     source: str = ""  # "per-event records", "kept records (sample)" or "binned counts"
+    weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.spans`)
+    permutation: bool = False  # p from the exact permutation test (a small series' few events)
     status: str = "no data"  # regression | improvement | unchanged | too few events to tell |
     # no baseline yet | no data
 
@@ -173,8 +175,17 @@ class Coded:
         ):
             values = np.array(ev.values.get(measure, [np.nan] * len(ev)), dtype=float)
             ok = ~np.isnan(values)
-            out.append(drift.Sample(values[ok], seg[ok], clu[ok]))
+            w = weights_of(ev)
+            out.append(drift.Sample(values[ok], seg[ok], clu[ok], None if w is None else w[ok]))
         return out[0], out[1]
+
+
+def weights_of(events: Events) -> np.ndarray | None:
+    """Hajek's weights, 1 / each event's inclusion probability; None when every event was
+    judged (equal weights give the plain mean, as for a fixed rate)."""
+    if len(events.probs) != len(events) or all(p == 1.0 for p in events.probs):
+        return None
+    return 1.0 / np.array(events.probs, dtype=float)
 
 
 def volume(events: Events | None) -> Volume:
@@ -183,11 +194,19 @@ def volume(events: Events | None) -> Volume:
     return Volume(len(events), len(set(events.queries)))
 
 
-def _effective(interval: drift.Interval, values: np.ndarray) -> float:
-    """Events divided by the design effect: the volume PSI's noise should be judged at."""
-    iid = float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0
+def _effective(interval: drift.Interval, sample: drift.Sample) -> float:
+    """Events divided by the design effect of repeated questions and of unequal weights: the
+    volume PSI's noise should be judged at."""
+    values, w = sample.values, sample.w()
+    n = float(w.sum() ** 2 / (w @ w)) if len(w) else 0.0  # Kish: n with equal weights
+    iid = float(values.var(ddof=1)) / n if len(values) > 1 else 0.0
     clustered = interval.se**2
-    return len(values) * min(1.0, iid / clustered) if clustered > 0 else float(len(values))
+    return n * min(1.0, iid / clustered) if clustered > 0 else n
+
+
+def _stands_for(sample: drift.Sample) -> float:
+    """The events a window's records stand for: sum of 1 / inclusion probability."""
+    return float(sample.weights.sum()) if sample.weights is not None else float(len(sample))
 
 
 def _binned_cells(hists: Hists, measure: str, group: Group) -> dict[str, drift.Cell]:
@@ -221,7 +240,10 @@ def _window_interval(
         if ok.sum():
             if clusters is None:
                 clusters = drift.retrieval_clusters(events.queries, _passages(events))
-            return drift.clustered_mean(values[ok], clusters[ok])
+            w = weights_of(events)
+            return drift.clustered_mean(
+                values[ok], clusters[ok], weights=None if w is None else w[ok]
+            )
         return None
     cells = _binned_cells(hists, measure, group)
     return _binned_interval(cells) if cells else None
@@ -248,9 +270,11 @@ def compare_measure(
     if coded is not None:
         sb, sc = coded.samples(measure)
         row.change = drift.segment_change(sb, sc)
-        nb_eff, nc_eff = _effective(row.base, sb.values), _effective(row.cur, sc.values)
+        nb_eff, nc_eff = _effective(row.base, sb), _effective(row.cur, sc)
+        # a weighted histogram counts the events its judged ones stand for: so do the records
         full = all(
-            h is not None and len(s) >= KEPT_SHARE * h.count for h, s in ((hb, sb), (hc, sc))
+            h is not None and _stands_for(s) >= KEPT_SHARE * h.count
+            for h, s in ((hb, sb), (hc, sc))
         )
         row.source = "per-event records" if full else "kept records (sample)"
     else:
@@ -266,6 +290,58 @@ def compare_measure(
     return row
 
 
+@dataclass(frozen=True)
+class Span:
+    """A small series compared over `weeks` weeks per window, with those windows' volumes."""
+
+    weeks: int
+    base: Volume
+    cur: Volume
+    permutation: bool  # below the weekly minimum even then: the exact permutation test
+
+
+def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
+    """A group too small for one week, over the shortest span of weeks with enough events (or
+    four weeks with the small minimum and the permutation test); None when none has."""
+    for weeks in SPANS:
+        if not spans.available(weeks):
+            return None
+        cur, base = spans.get(weeks, g)
+        eb, ec = base.events.get(g), cur.events.get(g)
+        vb, vc = volume(eb), volume(ec)
+        if vb.enough and vc.enough:
+            exact = False
+        elif (
+            weeks == SPANS[-1]
+            and min(vb.events, vc.events) >= SMALL_MIN_EVENTS
+            and min(vb.queries, vc.queries) >= SMALL_MIN_QUERIES
+        ):
+            exact = True
+        else:
+            continue
+        assert eb is not None and ec is not None
+        coded = Coded.of(eb, ec)
+        rows = []
+        for m in MEASURES:
+            row = compare_measure(coded, cur, base, g, m)
+            if m in OPTIONAL and row.base is None and row.cur is None:
+                continue
+            row.weeks, row.permutation = weeks, exact
+            if exact and row.change is not None:
+                sb, sc = coded.samples(m)
+                # few events: segments pooled (the plain change), p by re-assigning questions
+                plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
+                seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
+                p = drift.permutation_pvalue(
+                    sb.values, sb.clusters, sc.values, sc.clusters, seed=seed,
+                    base_weights=sb.weights, cur_weights=sc.weights,
+                )  # fmt: skip
+                row.change = replace(plain, pvalue=p)
+            rows.append(row)
+        return Span(weeks, vb, vc, exact), rows
+    return None
+
+
 @dataclass
 class Compared:
     """Every row, the volumes that decided whether a group could be judged at all, and the
@@ -274,13 +350,17 @@ class Compared:
     rows: list[Row]
     volumes: dict[Group, tuple[Volume, Volume]]
     coded: dict[Group, Coded]
+    spans: dict[Group, Span] = field(default_factory=dict)  # small series over several weeks
 
 
-def compare_all(cur: WindowData, base: WindowData) -> Compared:
-    """Every (group, measure) row with Holm-adjusted p-values and a status."""
+def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] = ()) -> Compared:
+    """Every (group, measure) row with Holm-adjusted p-values and a status. `trend`: the
+    weekly blocks a small series is compared over when one week has too few events."""
     rows: list[Row] = []
     volumes: dict[Group, tuple[Volume, Volume]] = {}
     codes: dict[Group, Coded] = {}
+    spans = SpanWindows(trend, cur, base)
+    widened: dict[Group, Span] = {}
     for g in groups_of(cur, base):
         eb, ec = base.events.get(g), cur.events.get(g)
         vb, vc = volume(eb), volume(ec)
@@ -291,6 +371,12 @@ def compare_all(cur: WindowData, base: WindowData) -> Compared:
         if not len(ec or ()) and hc is not None:
             vc = Volume(hc.count, hc.count)
         volumes[g] = (vb, vc)
+        if not (vb.enough and vc.enough):
+            found = _span_rows(g, spans)
+            if found is not None:
+                widened[g] = found[0]
+                rows += found[1]
+                continue
         coded = None
         if eb is not None and ec is not None and len(eb) and len(ec):
             coded = codes[g] = Coded.of(eb, ec)
@@ -316,4 +402,4 @@ def compare_all(cur: WindowData, base: WindowData) -> Compared:
             r.status = "regression" if r.worse else "improvement"
         else:
             r.status = "unchanged"
-    return Compared(rows, volumes, codes)
+    return Compared(rows, volumes, codes, widened)

@@ -14,6 +14,9 @@ from ragmon.store import Histogram, Store
 from ragmon.store.keys import event_ref
 
 TREND_WEEKS = 8
+MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
+MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
+SMALL_WEEKS = 4  # below that, a retriever is compared over up to this many weeks (`report.spans`)
 WORST_N = 10  # events listed per drill-down table
 HIST_BOUNDS: dict[str, Sequence[float]] = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
 
@@ -79,8 +82,7 @@ class WindowData:
     def add_records(self, records: list[dict]) -> None:
         """Fold one day's compact per-event records into the columns and worst candidates."""
         for e in records:
-            lb = e["labels"]
-            self.events.setdefault((lb["app"], lb["index"], lb["retriever"]), Events()).add(e)
+            self.events.setdefault(_group(e), Events()).add(e)
             for src, n in (e.get("src") or {}).items():
                 self.sources[src] = self.sources.get(src, 0) + n
                 if src != "known" and e.get("jm"):
@@ -148,7 +150,10 @@ class _DayCache:
         self.hists: dict[str, Hists] = {}
         self.counters: dict[str, dict[str, float]] = {}
 
-    def window(self, window: Window, with_events: bool) -> WindowData:
+    def window(
+        self, window: Window, with_events: bool, keep: set[Group] | None = None
+    ) -> WindowData:
+        """One window's data; records only `with_events`, and then only `keep`'s if given."""
         data = WindowData(window)
         hists, counters = [], []
         for day in window.days:
@@ -160,7 +165,10 @@ class _DayCache:
             if self.hists[day]:
                 data.days_with_data += 1
             if with_events:
-                data.add_records(self.store.day_events(day))
+                records = self.store.day_events(day)
+                if keep is not None:
+                    records = [e for e in records if _group(e) in keep]
+                data.add_records(records)
         data.hists = merge_hists(hists)
         data.counters = merge_counters(counters)
         return data
@@ -177,14 +185,45 @@ def gather(
     progress(f"reading baseline {baseline.label} ({len(baseline.days)} days)")
     base = cache.window(baseline, with_events=True)
     progress(f"  {base.records} per-event records, {base.days_with_data} days with data")
+    # a small series is compared over up to SMALL_WEEKS weeks per window (`report.spans`): the
+    # trend's weekly blocks carry its records
+    small = _small_groups(cur, base) if _weekly(current, baseline) else set()
     trend = []
     for back in range(TREND_WEEKS - 1, -1, -1):
         block = Window(current.end, current.end).shifted(-back)
         block = Window(block.end.fromordinal(block.end.toordinal() - 6), block.end)
-        trend.append(cache.window(block, with_events=False))
+        if block == current and small:
+            trend.append(cur)
+        elif block == baseline and small:
+            trend.append(base)
+        else:
+            with_events = bool(small) and back < 2 * SMALL_WEEKS
+            trend.append(cache.window(block, with_events, keep=small))
     progress(f"read {len(cache.hists)} days of histograms for the {TREND_WEEKS}-week trend")
     s = store.settings
     return Dataset(cur, base, trend, s.store_text, s.result_ttl_days, s.explorer_url)
+
+
+def _group(record: dict) -> Group:
+    lb = record["labels"]
+    return (lb["app"], lb["index"], lb["retriever"])
+
+
+def _weekly(current: Window, baseline: Window) -> bool:
+    """A 7-day report against the 7 days before it (small series are widened only then)."""
+    return len(current.days) == 7 and baseline == current.shifted(-1)
+
+
+def _small_groups(cur: WindowData, base: WindowData) -> set[Group]:
+    """Groups below the weekly minimum of records in either window (`report.compare`)."""
+    out = set()
+    for g in set(cur.events) | set(base.events):
+        for w in (cur, base):
+            ev = w.events.get(g)
+            n = len(ev) if ev is not None else 0
+            if n < MIN_EVENTS or len(set(ev.queries if ev is not None else ())) < MIN_QUERIES:
+                out.add(g)
+    return out
 
 
 def record_ref(record: dict) -> str:

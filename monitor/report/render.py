@@ -162,7 +162,14 @@ def measures_section(doc: Doc, report: Report) -> None:
         v = verdict.get(g)
         said = f"Verdict: {v.verdict}. " if v else ""
         discounted = {id(r) for r, _ in v.discounted} if v else set()
-        if vb is not None:
+        span = report.spans.get(g)
+        if span is not None:
+            how = "; p from the exact permutation test, segments pooled" if span.permutation else ""
+            doc.p(
+                f"{said}Too few events in one week ({vb} → {vc}): the last {span.weeks} weeks "
+                f"against the {span.weeks} before ({span.base} → {span.cur}){how}."
+            )
+        elif vb is not None:
             mix = mixes.get(g)
             segments = f" Segment shares: {_shares(mix)}." if mix else ""
             doc.p(f"{said}Baseline: {vb}; this week: {vc}.{segments}")
@@ -284,8 +291,11 @@ def methods_section(doc: Doc) -> None:
     doc.ul(
         [
             f"A retriever is judged only with at least {MIN_EVENTS} events from {MIN_QUERIES} "
-            "distinct queries in each window; below that the report says 'too few events to "
-            "tell' with the counts.",
+            "distinct queries in each window. A retriever below that in one week is compared "
+            "over the last 2, 3 or 4 weeks against as many before (the shortest span that has "
+            "enough), and at 4 weeks with at least 8 events from 5 queries per window by an "
+            "exact permutation test; below that the report says 'too few events to tell' with "
+            "the counts.",
             "A regression is a measure whose change within segments, at the baseline's segment "
             "mix, points the bad way (Harm@K up, every other measure down), with a "
             f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "

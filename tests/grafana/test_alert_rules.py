@@ -24,7 +24,7 @@ REQUIRED_ALERTS = {
     "RagmonQualityDropNDCG", "RagmonQualityDropT", "RagmonHarmHigh", "RagmonHitRateLow",
     "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
     "RagmonJudgeBudgetExhausted", "RagmonIngestRejectionsHigh", "RagmonDown",
-    "RagmonJudgeDrift",
+    "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonSeriesStopped", "RagmonTopScoreDrop",
 }  # fmt: skip
 
 
@@ -91,10 +91,10 @@ def test_every_alert_has_a_unit_test_that_fires_it_and_one_that_does_not() -> No
 
 @pytest.mark.slow
 def test_promtool_unit_tests_pass(promtool: str) -> None:
-    assert len(UNIT_TESTS) == 2
+    assert len(UNIT_TESTS) == 3
     r = run(promtool, "test", "rules", *map(str, UNIT_TESTS))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("SUCCESS") == 2
+    assert r.stdout.count("SUCCESS") == 3
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from ragmon.api.guard import OUT_OF_RESOURCES, _loop_problem
 from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
-from tests.support.waiting import wait_until
+from tests.support.waiting import scaled, wait_until
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_an_unfinished_body_is_closed_and_counted(api: ApiServer) -> None:
         )
         assert b"202" not in read_all(sock)  # closed, nothing accepted
     assert api.client.get("/healthz").status_code == 200
-    deadline = time.monotonic() + 10  # the writer records rejections off the request path
+    deadline = time.monotonic() + scaled(10)  # the writer records rejections off the request path
     while "events_rejected|timeout" not in (counters := api.store.counters()):
         assert time.monotonic() < deadline, counters
         time.sleep(0.05)

@@ -14,6 +14,7 @@ from tests.support.events import make_event
 from tests.support.waiting import wait_until
 
 
+@pytest.mark.process  # a 40-event batch is decoded in the API's child process
 def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):
     api = make_api(RAGMON_SAMPLE_RATE="0.5")
     events = [make_event(seed=i) for i in range(40)]
@@ -141,3 +142,13 @@ def metrics(api) -> dict[tuple[str, tuple], float]:
         for fam in text_string_to_metric_families(text)
         for s in fam.samples
     }
+
+
+def test_a_sampled_out_event_shows_its_probability(make_api):
+    api = make_api(RAGMON_SAMPLE_RATE="0.5")
+    events = [make_event(seed=i) for i in range(40)]
+    results = api.client.post("/v1/retrievals/batch", json={"events": events}).json()["results"]
+    out = next(r["event_id"] for r in results if r["status"] == "sampled_out")
+    got = api.client.get(f"/v1/retrievals/{out}", params={"app": "test"}).json()
+    assert got["status"] == "sampled_out"
+    assert got["inclusion_probability"] == 0.5

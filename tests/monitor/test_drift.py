@@ -285,3 +285,96 @@ def test_clusters_match_a_slow_reference() -> None:
         for i in range(n):
             for j in range(n):
                 assert (got[i] == got[j]) == (find(i) == find(j))
+
+
+# ---- permutation test (small series) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n_base", "n_cur", "shift"), [(5, 6, 0.0), (6, 6, 1.0), (4, 7, 2.0)])
+def test_permutation_pvalue_is_scipys_exact_test_for_single_events(
+    n_base: int, n_cur: int, shift: float
+) -> None:
+    b = np.array(_sample(1, n_base))
+    c = np.array(_sample(2, n_cur, shift))
+    ours = drift.permutation_pvalue(b, np.arange(n_base), c, np.arange(n_base, n_base + n_cur))
+    ref = stats.permutation_test(  # two-sided as |change| >= the observed |change|
+        (c, b), lambda x, y: abs(np.mean(x) - np.mean(y)), permutation_type="independent",
+        n_resamples=10**6, alternative="greater",
+    ).pvalue  # fmt: skip
+    assert ours == pytest.approx(ref, rel=1e-9)
+
+
+def test_permutation_moves_a_question_as_one_block() -> None:
+    """A question asked three times in one window is one unit: with blocks, 2 + 2 units give
+    6 arrangements (p >= 1/3); counted as events, 8 would give 70."""
+    b = np.array([0.1, 0.1, 0.1, 0.2])
+    c = np.array([0.9, 0.9, 0.9, 0.8])
+    p = drift.permutation_pvalue(b, np.array([0, 0, 0, 1]), c, np.array([2, 2, 2, 3]))
+    assert p == pytest.approx(2 / 6)
+    single = drift.permutation_pvalue(b, np.arange(4), c, np.arange(4, 8))
+    assert single == pytest.approx(2 / 70)
+
+
+def test_permutation_sampled_when_large_is_seeded_and_valid() -> None:
+    b = np.array(_sample(3, 30))
+    c = np.array(_sample(4, 30, 0.0))
+    args = (b, np.arange(30), c, np.arange(30, 60))
+    p1, p2 = drift.permutation_pvalue(*args, seed=5), drift.permutation_pvalue(*args, seed=5)
+    assert p1 == p2 and 1 / 5000 <= p1 <= 1
+    ref = stats.ttest_ind(c, b).pvalue  # large and normal: close to Welch/Student's t
+    assert abs(p1 - ref) < 0.05
+    shifted = drift.permutation_pvalue(b, np.arange(30), c + 2.0, np.arange(30, 60))
+    assert shifted == pytest.approx(1 / 5000)  # the smallest a sampled p can be
+
+
+def test_permutation_under_the_null_holds_its_level() -> None:
+    """Over 400 null draws of 8 vs 8 events, p < 0.05 in about 5% of them (at most 8%)."""
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(400):
+        b, c = rng.normal(size=8), rng.normal(size=8)
+        hits += drift.permutation_pvalue(b, np.arange(8), c, np.arange(8, 16), reps=999) < 0.05
+    assert hits <= 32
+
+
+# ---- Hajek weights (planned sampling) -------------------------------------------------------
+
+
+def test_weighted_clustered_mean_is_hajeks_mean_with_clusters() -> None:
+    from ragmon.core.weighted import hajek
+
+    rng = np.random.default_rng(8)
+    y, p = rng.random(60), rng.choice([0.1, 0.5, 1.0], 60)
+    clusters = rng.integers(0, 25, 60)
+    ours = drift.clustered_mean(y, clusters, weights=1 / p)
+    ref = hajek(y, p, clusters=clusters)
+    for a, b in zip(
+        (ours.estimate, ours.low, ours.high, ours.df), (ref.estimate, ref.low, ref.high, ref.df),
+        strict=True,
+    ):  # fmt: skip
+        assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_weighted_change_is_the_change_of_hajeks_means() -> None:
+    rng = np.random.default_rng(9)
+    yb, yc = rng.random(80), rng.random(90)
+    pb, pc = rng.choice([0.2, 1.0], 80), rng.choice([0.2, 1.0], 90)
+    seg_b, seg_c = np.zeros(80, int), np.zeros(90, int)
+    sb = drift.Sample(yb, seg_b, np.arange(80), 1 / pb)
+    sc = drift.Sample(yc, seg_c, np.arange(80, 170), 1 / pc)
+    d = drift.segment_change(sb, sc)
+    want = float((yc / pc).sum() / (1 / pc).sum() - (yb / pb).sum() / (1 / pb).sum())
+    assert d.estimate == pytest.approx(want, rel=1e-12) and d.total == pytest.approx(want)
+    # equal weights are the plain change, to rounding
+    plain = drift.segment_change(drift.Sample(yb, seg_b, np.arange(80)),
+                                 drift.Sample(yc, seg_c, np.arange(80, 170)))  # fmt: skip
+    equal = drift.segment_change(
+        drift.Sample(yb, seg_b, np.arange(80), np.full(80, 4.0)),
+        drift.Sample(yc, seg_c, np.arange(80, 170), np.full(90, 4.0)),
+    )
+    for a, b in (
+        (plain.estimate, equal.estimate),
+        (plain.low, equal.low),
+        (plain.pvalue, equal.pvalue),
+    ):
+        assert a == pytest.approx(b, rel=1e-9)

@@ -4,6 +4,7 @@ each run through the report's own `analyze()` many times.
     nice python -m tests.stats.report_sim               # the full run (200+ reports each)
     nice python -m tests.stats.report_sim --reports 40  # quicker, noisier
     nice python -m tests.stats.report_sim --only paraphrased --query-only  # clusters by query
+    nice python -m tests.stats.report_sim --only planned --unweighted  # plain means (no weights)
 
 Prints one line per scenario: reports, the share with a regression (for the drops: with the
 dropped retriever among the regressions), the share naming a mix shift, and the time taken.
@@ -35,6 +36,9 @@ class Scenario:
     cur: list[Stream]
     target: str | None = None  # the retriever that truly got worse (power scenarios)
     limit: str = "<= 5%"
+    weeks: int = 2  # weeks of traffic: 8 gives the report its trend, so small series widen
+    # (the last `changed` weeks carry `cur`, the ones before `base`)
+    changed: int = 1
 
 
 def _three(per_week: int, **kw: object) -> list[Stream]:
@@ -47,12 +51,17 @@ def _tiny(rng: np.random.Generator) -> list[Stream]:
     return [Stream(f"r{i:02d}", int(rng.integers(2, 13)), NOISE) for i in range(30)]
 
 
-def _drop(per_week: int, drop: float, segment: str = "sharp") -> tuple[list[Stream], list[Stream]]:
-    """Three retrievers of the segment's quality; bm25's mean nDCG falls by `drop`."""
+def _drop(
+    per_week: int, drop: float, segment: str = "sharp", others: int | None = None
+) -> tuple[list[Stream], list[Stream]]:
+    """Three retrievers of the segment's quality; bm25's mean nDCG falls by `drop`. `others`:
+    the other two retrievers' events a week (default: as many as bm25's)."""
     noise = 1.0 if segment == "sharp" else NOISE
     base = [
-        Stream(r, per_week, noise, segments={segment: 1.0}) for r in ("bm25", "dense", "hybrid")
-    ]
+        Stream(r, per_week if r == "bm25" or others is None else others, noise,
+               segments={segment: 1.0})
+        for r in ("bm25", "dense", "hybrid")
+    ]  # fmt: skip
     mean = float(np.nanmean(bank(segment, noise)["ndcg"]))
     worse = noise_for_mean(segment, mean - drop)
     return base, [replace(base[0], noise=worse), *base[1:]]
@@ -63,8 +72,9 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
     mix_cur = [replace(s, segments={"billing": 0.8, "howto": 0.2}) for s in mix_base]
     d05, d10 = _drop(500, 0.05), _drop(100, 0.10)
     tiny = _tiny(rng)
+    small = [*_tiny(rng)[:3], *_three(700)]
     return [
-        Scenario("tiny series: 30 retrievers, 2-12 events/week", tiny, tiny),
+        Scenario("tiny series: 30 retrievers, 2-12 events/week", tiny, tiny, weeks=8),
         Scenario(
             "clustered: 700/week, 20% from 3 trending queries a day",
             _three(700, trending=0.2),
@@ -104,13 +114,46 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
             target="bm25",
             limit="info",
         ),  # fmt: skip
+        # small series (issue 34 item 5): 8 weeks of traffic, so the report can widen its windows
+        Scenario("small beside large: 3 of 2-12/week, 3 of 700/week", small, small, weeks=8),
+        *(
+            Scenario(
+                f"power small: nDCG -{drop:.2f} for 1 at {n}/week (others 700), 4 weeks",
+                *_drop(n, drop, others=700),
+                target="bm25",
+                limit="info",
+                weeks=8,
+                changed=4,
+            )
+            for n, drop in ((3, 0.2), (6, 0.1), (12, 0.1))
+        ),
+        # planned sampling (issue 35): rates that follow quality, the other way in each week
+        Scenario(
+            "planned: 700/week, rates 0.25/1.0 by quality, swapped in the current week",
+            _three(700, judged=(0.25, 1.0)),
+            _three(700, judged=(1.0, 0.25)),
+        ),
+        Scenario(
+            "planned: 700/week at one rate 0.3, plus 20% trending",
+            _three(700, judged=(0.3, 0.3), trending=0.2),
+            _three(700, judged=(0.3, 0.3), trending=0.2),
+        ),
     ]
 
 
 def one_report(sc: Scenario, rng: np.random.Generator, salt: int) -> Report:
-    base = window_data(rng, BASELINE, sc.base, salt=2 * salt)
-    cur = window_data(rng, CURRENT, sc.cur, salt=2 * salt + 1)
-    return analyze(Dataset(cur, base, [], True, 35.0))
+    """The report of the last week of `sc.weeks` weeks of traffic (a trend when more than 2)."""
+    weeks = [
+        window_data(
+            rng,
+            CURRENT.shifted(back - sc.weeks + 1),
+            sc.cur if back >= sc.weeks - sc.changed else sc.base,
+            salt=sc.weeks * salt + back,
+        )
+        for back in range(sc.weeks)
+    ]
+    trend = weeks if sc.weeks > 2 else []
+    return analyze(Dataset(weeks[-1], weeks[-2], trend, True, 35.0))
 
 
 @dataclass
@@ -118,6 +161,8 @@ class Outcome:
     reports: int = 0
     flagged: int = 0  # a regression (power: of the target retriever)
     mix_named: int = 0
+    retrievers: int = 0  # retrievers with data in both windows
+    decided: int = 0  # of them, with a verdict (not "too few events to tell" or another reason)
     seconds: float = 0.0
 
     @property
@@ -136,6 +181,9 @@ def run(
         groups = {r.group[2] for r in rep.regressions}
         out.flagged += (sc.target in groups) if sc.target else bool(groups)
         out.mix_named += bool(rep.mix_shifts)
+        for v in rep.verdicts:
+            out.retrievers += 1
+            out.decided += v.verdict in ("regression", "improvement", "mixed", "unchanged")
         out.reports += 1
         if progress and (i + 1) % 50 == 0:
             progress(f"  {sc.name}: {i + 1}/{reports}")
@@ -155,11 +203,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="records without passage ids: clusters by the query key alone (before issue 34)",
     )
+    parser.add_argument(
+        "--unweighted",
+        action="store_true",
+        help="judged events without their inclusion probability: plain means (before issue 35)",
+    )
     args = parser.parse_args(argv)
     traffic.PASSAGES = not args.query_only
+    traffic.WEIGHTED = not args.unweighted
     rng = np.random.default_rng(args.seed)
     print(
-        f"{'scenario':58} {'reports':>7} {'regression':>10} {'limit':>7} {'mix named':>9} {'s':>6}"
+        f"{'scenario':58} {'reports':>7} {'regression':>10} {'limit':>7} {'mix named':>9} "
+        f"{'verdicts':>8} {'s':>6}"
     )
     for i, sc in enumerate(scenarios(rng)):
         if args.only and not any(word in sc.name for word in args.only.split("|")):
@@ -167,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         o = run(sc, args.reports, args.seed * 100 + i, lambda m: print(m, flush=True))
         print(
             f"{sc.name:58} {o.reports:7d} {o.rate:10.1%} {sc.limit:>7} "
-            f"{o.mix_named / o.reports:9.0%} {o.seconds:6.1f}",
+            f"{o.mix_named / o.reports:9.0%} {o.decided / max(1, o.retrievers):8.1%} "
+            f"{o.seconds:6.1f}",
             flush=True,
         )
     return 0

@@ -17,6 +17,7 @@ from ragmon.store import IngestItem, Store
 from ragmon.store.keys import event_ref
 from ragmon.workers import jobs
 from ragmon.workers.context import build_context
+from ragmon.workers.grading import judge_calls
 from tests.support.events import make_event
 
 
@@ -83,3 +84,32 @@ def test_decide_gives_the_ingest_sampling_probability(settings: Settings) -> Non
     assert jobs.decide(replace(settings, sample_rate=0.25), {}).probability == 0.25
     own = {"inclusion_probability": 0.5}
     assert jobs.decide(settings, own).probability == 0.5
+
+
+def test_a_drain_job_holds_about_twice_the_judge_concurrency_in_calls() -> None:
+    """Few events in flight: a quiet app's event claimed at the next free slot waits behind
+    that many judge calls, not behind a whole batch (issue 37: done within 5 s)."""
+    slots = jobs.Slots(events=32, calls=256)
+    assert slots.free() == 1  # nothing seen yet: one event, to learn its calls
+    slots.take(20)
+    assert slots.free() == 12  # 236 calls left at 20 an event
+    for _ in range(12):
+        slots.take(20)
+    assert slots.free() == 0  # 260 calls held
+    slots.give(20)
+    assert slots.free() == 1
+    small = jobs.Slots(events=3, calls=256)
+    small.take(1)
+    assert small.free() == 2  # the event cap still holds
+
+
+@pytest.mark.parametrize(
+    ("passages", "k", "listwise", "probes", "calls"),
+    [(20, 10, False, False, 20), (30, 10, False, False, 20), (20, 10, True, False, 1),
+     (45, 30, True, False, 3), (20, 10, False, True, 30), (0, 10, False, False, 1)],
+)  # fmt: skip
+def test_judge_calls_of_an_event(
+    passages: int, k: int, listwise: bool, probes: bool, calls: int
+) -> None:
+    event = {"k": k, "passages": [{"id": str(i), "text": "t"} for i in range(passages)]}
+    assert judge_calls(event, listwise, probes) == calls

@@ -12,7 +12,9 @@ Production traffic breaks the textbook assumptions, and each piece here is chose
   within segments at the baseline's segment mix (the retriever itself) and the part the mix
   explains (direct standardisation, as for age-adjusted rates).
 - Small and degenerate samples: t instead of normal; a zero variance gives the exact
-  permutation bound, never p = 0; the caller gates on a minimum of events and queries.
+  permutation bound, never p = 0; the caller gates on a minimum of events and queries, and
+  below it (a small series over several weeks) `permutation_pvalue` re-assigns whole question
+  blocks between the windows, exact at any size.
 - PSI reads noise as shift at small volumes: `psi_pvalue` is the chance of a PSI this large
   with no change (PSI times the harmonic volume is about chi-square; Siddiqi, *Credit Risk
   Scorecards*, 2006, for the conventional 0.1 / 0.25 readings).
@@ -37,6 +39,7 @@ from ragmon.core.drift.changes import (
 )
 from ragmon.core.drift.clusters import OVERLAP, retrieval_clusters
 from ragmon.core.drift.distributions import chi2_sf, t_ppf, t_sf
+from ragmon.core.drift.permutation import permutation_pvalue
 from ragmon.core.drift.shift import (
     PSI_MAJOR,
     PSI_MODERATE,
@@ -66,6 +69,7 @@ __all__ = [
     "clustered_mean",
     "evidence",
     "holm",
+    "permutation_pvalue",
     "psi",
     "psi_level",
     "psi_noise",

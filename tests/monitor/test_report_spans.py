@@ -1,0 +1,114 @@
+"""Small series (issue 34 item 5): a retriever with a few events a week is compared over the
+last 2-4 weeks against as many before, and gets a verdict instead of "too few events to tell"."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+from ragmon.report.analyze import analyze
+from ragmon.report.document import to_markdown
+from ragmon.report.gather import Dataset, WindowData, gather
+from ragmon.report.render import build
+from ragmon.report.window import Window, windows
+from tests.monitor.test_report import APP, GOOD, INDEX, ranked_grades, store_records, window_data
+
+CUR, BASE = windows(end="2026-11-22", days=7)
+WEEKS = [CUR.shifted(back - 7) for back in range(8)]  # oldest first; the last is CUR
+
+
+def trend(
+    per_week: dict[str, int], noise_after: dict[str, float] | None = None
+) -> list[WindowData]:
+    """8 weekly blocks: retriever -> events a week (each its own question); `noise_after`: the
+    ranking noise of a retriever in the last 4 weeks (a drop)."""
+    rng = random.Random(7)
+    blocks = []
+    for i, w in enumerate(WEEKS):
+        events = []
+        for r, n in per_week.items():
+            noise = (noise_after or {}).get(r, GOOD) if i >= 4 else GOOD
+            events += [(r, ranked_grades(rng, noise)) for _ in range(n)]
+        data = window_data(w, events)
+        for ev in data.events.values():  # distinct questions in every week
+            ev.queries = [f"w{i}-{q}" for q in ev.queries]
+        blocks.append(data)
+    return blocks
+
+
+def report_of(blocks: list[WindowData]):  # noqa: ANN201 - the report
+    return analyze(Dataset(blocks[-1], blocks[-2], blocks, True, 35.0))
+
+
+def test_a_few_events_a_week_get_a_verdict_over_four_weeks() -> None:
+    report = report_of(trend({"tiny": 3, "big": 40}))
+    g = (APP, INDEX, "tiny")
+    span = report.spans[g]
+    assert (span.weeks, span.permutation) == (4, True)
+    assert (span.base.events, span.cur.events) == (12, 12)
+    assert report.too_few == []
+    (v,) = [v for v in report.verdicts if v.group == g]
+    assert v.verdict == "unchanged"
+    rows = [r for r in report.rows if r.group == g]
+    assert rows and all(r.weeks == 4 and r.permutation for r in rows if r.change)
+    assert (APP, INDEX, "big") not in report.spans
+    md = to_markdown(build(report, {}))
+    assert "the last 4 weeks against the 4 before" in md
+    assert any("compared over the last weeks" in n for n in report.notes)
+
+
+def test_the_shortest_span_with_enough_events_and_the_t_reference() -> None:
+    report = report_of(trend({"small": 12}))  # 24 in 2 weeks, 36 in 3: three weeks
+    span = report.spans[(APP, INDEX, "small")]
+    assert (span.weeks, span.permutation) == (3, False)
+
+
+def test_a_big_drop_of_a_small_series_is_a_regression() -> None:
+    report = report_of(trend({"tiny": 5}, noise_after={"tiny": 8.0}))
+    assert [r.group[2] for r in report.regressions] == ["tiny"]
+    assert report.regressions[0].headline.permutation
+
+
+def test_too_few_even_over_four_weeks_and_without_a_trend() -> None:
+    report = report_of(trend({"one": 1}))  # 4 events per 4 weeks: under 8
+    assert report.too_few == [(APP, INDEX, "one")] and not report.spans
+    blocks = trend({"tiny": 3})
+    report = analyze(Dataset(blocks[-1], blocks[-2], [], True, 35.0))  # no trend: one week
+    assert report.too_few == [(APP, INDEX, "tiny")]
+
+
+class _Store:
+    """The store's read side, from weekly blocks (one day per block holds its records)."""
+
+    def __init__(self, blocks: list[WindowData]) -> None:
+        self.days = {b.window.end.isoformat(): b for b in blocks}
+        self.settings = SimpleNamespace(store_text=True, result_ttl_days=35.0, explorer_url=None)
+
+    def histograms(self, bounds: object, day: str) -> dict:
+        b = self.days.get(day)
+        return b.hists if b is not None else {}
+
+    def counters(self, day: str) -> dict:
+        return {}
+
+    def day_events(self, day: str) -> list[dict]:
+        b = self.days.get(day)
+        records = store_records(b) if b is not None else []
+        return [r | {"id": f"{day}-{r['id']}"} for r in records]  # ids (questions) differ by week
+
+
+def test_gather_reads_older_weeks_for_small_series_only() -> None:
+    blocks = trend({"tiny": 3, "big": 40})
+    data = gather(_Store(blocks), CUR, BASE, progress=lambda _: None)
+    assert data.trend[-1] is data.current and data.trend[-2] is data.baseline
+    older = data.trend[0]
+    assert set(older.events) == {(APP, INDEX, "tiny")}
+    assert len(older.events[(APP, INDEX, "tiny")]) == 3
+    report = analyze(data)
+    assert report.spans[(APP, INDEX, "tiny")].weeks == 4
+    # a report over other windows never widens
+    two = Window(CUR.start.fromordinal(CUR.start.toordinal() - 7), CUR.end)
+    data = gather(_Store(blocks), two, Window(two.start.fromordinal(two.start.toordinal() - 14),
+                                              two.start.fromordinal(two.start.toordinal() - 1)),
+                  progress=lambda _: None)  # fmt: skip
+    assert all(not b.events for b in data.trend)
