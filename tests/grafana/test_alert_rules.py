@@ -214,6 +214,9 @@ ALERT_PANELS = {
     "RagmonJudgeDrift": "Judge drift: the anchor set",
     "RagmonIngestRejectionsHigh": "Rejected by reason",
     "RagmonDown": "API scraped",
+    "RagmonEmptyResultsHigh": "Empty results (share) by retriever",
+    "RagmonSeriesStopped": "Events received by retriever",
+    "RagmonTopScoreDrop": "Top score (mean) by retriever",
 }
 
 

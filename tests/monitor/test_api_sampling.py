@@ -24,6 +24,7 @@ def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):
     assert got["inclusion_probability"] == 0.5
 
 
+@pytest.mark.process  # /metrics renders in a child process
 def test_a_fixed_rate_is_exported_per_series_with_the_budgets_forecast(make_api):
     """RAGMON_SAMPLING=fixed: within seconds of a new series' first events (not at the next
     minute's plan), /metrics gives its rate, and the pace and run-out of the day's budget."""
