@@ -28,7 +28,7 @@ from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, fail_call, finish_call
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest
-from ragmon.store.keys import SEP, Keys, event_ref
+from ragmon.store.keys import DAY_TTL_S, SEP, Keys, event_ref
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
     QUERY_KEY_CHARS,
@@ -55,11 +55,10 @@ if TYPE_CHECKING:
     from ragmon.store.judge_state import JudgeState
 
 __all__ = [
-    "QUERY_KEY_CHARS", "Histogram", "IngestItem", "Store", "bucket_index", "day_record",
-    "event_day", "query_hash", "ref_of", "text_hash",
+    "DAY_TTL_S", "QUERY_KEY_CHARS", "Histogram", "IngestItem", "Store", "bucket_index",
+    "day_record", "event_day", "query_hash", "ref_of", "text_hash",
 ]  # fmt: skip
 
-DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
 HSCAN_COUNT = 1000  # fields per step of `Store.read_hash`
 CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails in seconds, not the OS's ~2 minutes
 
@@ -335,6 +334,14 @@ class Store:
         """Lifetime (or one day's) histograms by name, then label values (`histograms_of`)."""
         return histograms_of(self.read_hash(self.keys.day_hist(day) if day else self.keys.hist),
                              bounds)  # fmt: skip
+
+    def distinct_queries(self, day: str, series: Sequence[str]) -> list[int]:
+        """Each series' distinct queries on one UTC day (HyperLogLog estimates), in one round
+        trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in series:
+                pipe.pfcount(self.keys.day_queries(day, name))
+            return [int(n) for n in pipe.execute()]
 
     def day_events(self, day: str) -> list[dict]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest
