@@ -25,7 +25,7 @@ from ragmon.store.anchors import Anchors
 from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
-from ragmon.store.finish import day_keys, fail_call, finish_call
+from ragmon.store.finish import day_keys, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest
 from ragmon.store.keys import SEP, Keys, event_ref
@@ -229,7 +229,8 @@ class Store:
         )
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=call.keys, args=call.args, client=pipe)
-            self.explore.index(pipe, event, result)  # the explorer's index, in the same step
+            # the explorer's index, in the same step, each event weighing as in the histograms
+            self.explore.index(pipe, event, result, weight(self.settings, event, inclusion))
             for key in day_keys(self, event):
                 pipe.expire(key, DAY_TTL_S)
             pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)

@@ -60,9 +60,12 @@ class Part(StrEnum):
 class HourPart(StrEnum):
     """The last part of the explorer's hourly sums `<measure>|<part>` (`Keys.explore_hour`)."""
 
-    COUNT = "n"
-    SUM = "s"
-    SUMSQ = "q"
+    COUNT = "n"  # judged events
+    SUM = "s"  # of w y, w = 1 / the event's inclusion probability (1 unless sampling is planned)
+    SUMSQ = "q"  # of w y^2
+    # the weights' excess over 1: sum(w) = n + wx, sum(w^2) = n + vx (0 in hours before weights)
+    WEIGHT_EXCESS = "wx"
+    WEIGHT2_EXCESS = "vx"
 
 
 class SummaryField(StrEnum):
