@@ -46,6 +46,7 @@ class Name(StrEnum):
     EVENTS = "events"  # per day: events measured, by series
     K_SUM = "k_sum"  # per day: the sum of their k, by series
     GRADES = "grades"  # lifetime: by grade; per day: by series and grade
+    RETRIEVAL_WEIGHT_SQUARES = "retrieval_weight_squares"  # lifetime: by series, sum of w^2
 
 
 class Part(StrEnum):

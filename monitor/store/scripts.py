@@ -300,7 +300,8 @@ return added
 # alerts need) and the count; then the grades (one per graded passage). `day_events` is the
 # app's list of per-day records (trimmed to its newest `day_keep`), `day_apps` the day's apps.
 # `weight`: what one observation counts for in the quality histograms, 1 / the event's
-# inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1.
+# inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1; its square is
+# added to the series' `retrieval_weight_squares` counter (the alerts' effective events).
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
@@ -366,6 +367,9 @@ redis.call('HINCRBY', K.hist, lag .. H.bucket .. A.lag_bucket, 1)
 redis.call('HINCRBYFLOAT', K.hist, lag .. H.sum, A.lag)
 redis.call('HINCRBY', K.hist, lag .. H.count, 1)
 redis.call('HINCRBY', K.counters, N.events_labeled, 1)
+local wsq = N.retrieval_weight_squares .. SEP .. series
+if w == 1 then redis.call('HINCRBY', K.counters, wsq, 1)
+else redis.call('HINCRBYFLOAT', K.counters, wsq, string.format('%.17g', w * w)) end
 redis.call('HINCRBY', K.day_counters, N.events .. SEP .. series, 1)
 redis.call('HINCRBY', K.day_counters, N.k_sum .. SEP .. series, tonumber(A.k))
 for g = j, #ARGV do
