@@ -52,7 +52,7 @@ class RagmonWorker(Worker):
     store: Store | None = None
 
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()
+        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ is untyped there
         if self.store is not None:
             wake_drain(self.store)
 

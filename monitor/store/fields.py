@@ -24,15 +24,6 @@ class Field(StrEnum):
     ATTEMPTS = "at"  # how many times a drain job claimed it (CLAIM counts, RETRY reads)
 
 
-class Status(StrEnum):
-    """An event's stored status (the `status` of `GET /v1/retrievals/{id}`)."""
-
-    QUEUED = "queued"
-    DONE = "done"
-    FAILED = "failed"
-    SAMPLED_OUT = "sampled_out"
-
-
 class Name(StrEnum):
     """Counters and histograms the scripts write: catalog metric keys (`Metric.key`), and the
     per-day, per-series counts the drift report reads (`ragmon.report.ops`)."""

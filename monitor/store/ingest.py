@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio
 
 from ragmon.store import scripts
+from ragmon.store.records import result_ttl_s
 
 if TYPE_CHECKING:
-    from ragmon.store import IngestItem, Store
+    from ragmon.settings import Settings
+    from ragmon.store.keys import Keys
+    from ragmon.store.records import IngestItem
 
 Answer = tuple[str, bool]
 DRAIN_WANTED_TTL_S = 60  # a drain job enqueued but never started is enqueued again after this
@@ -92,14 +95,15 @@ class IngestPlan:
 
 
 def plan_ingest(
-    store: Store,
+    keys: Keys,
+    settings: Settings,
     items: Sequence[IngestItem],
     deadline: float = 0.0,
     sizes: Sequence[int] | None = None,
 ) -> IngestPlan:
     """INGEST's call for `items`, sent as requests of `sizes` items (default: one request).
     Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing."""
-    limit = store.settings.queue_limit
+    limit = settings.queue_limit
     plan = IngestPlan(items, limit)
     first: dict[str, int] = {}
     slots: dict[str, int] = {}
@@ -118,7 +122,7 @@ def plan_ingest(
             first[it.ref] = i
             plan.order.append(i)
             slot = 0 if it.sampled_out else slots.setdefault(it.app, len(slots) + 1)
-            events.append(store.keys.event(it.ref))
+            events.append(keys.event(it.ref))
             tail += [it.ref, it.payload, it.status, received, slot]
             n += 1
         per_request.append(n)
@@ -127,11 +131,11 @@ def plan_ingest(
         return plan
     apps = list(slots)
     call = scripts.INGEST.call(
-        keys={"counters": store.keys.counters, "apps": store.keys.pending_apps,
-              "vt": store.keys.virtual_time, "wake": store.keys.drain_wanted},
-        args={"ttl": store.result_ttl_s, "deadline": deadline, "limit": limit,
+        keys={"counters": keys.counters, "apps": keys.pending_apps,
+              "vt": keys.virtual_time, "wake": keys.drain_wanted},
+        args={"ttl": result_ttl_s(settings), "deadline": deadline, "limit": limit,
               "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S},
-        more_keys=[*events, *(store.keys.pending(app) for app in apps)],
+        more_keys=[*events, *(keys.pending(app) for app in apps)],
         more_args=[*tail, *apps, *per_request],
     )  # fmt: skip
     plan.keys, plan.args = call
@@ -141,9 +145,10 @@ def plan_ingest(
 class AsyncIngest:
     """`Store.ingest` on redis.asyncio, bound to the event loop that created it."""
 
-    def __init__(self, store: Store, client: redis.asyncio.Redis) -> None:
-        self.store = store
+    def __init__(self, client: redis.asyncio.Redis, keys: Keys, settings: Settings) -> None:
         self.client = client
+        self.keys = keys
+        self.settings = settings
         self._script = client.register_script(scripts.INGEST.source)
 
     async def write(
@@ -151,7 +156,7 @@ class AsyncIngest:
     ) -> Written:
         """Store items durably (requests of `sizes` items). Raises on Redis errors, and
         without writing anything when Redis runs the write past `deadline`."""
-        plan = plan_ingest(self.store, items, deadline, sizes)
+        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         return plan.settle(reply)
 
