@@ -260,8 +260,6 @@ async def _one(
         result["udcg_missing"] = missing
     stripped = None if ctx.settings.store_text else strip_text(event)
     counts = {f"passages_unjudged{SEP}{reason}": n for reason, n in graded.unjudged.items()}
-    if any(d is not None for d in graded.duplicate_of):
-        counts["passages_duplicate"] = sum(d is not None for d in graded.duplicate_of)
     done = store.finish(
         event,
         result,

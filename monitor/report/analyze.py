@@ -148,6 +148,25 @@ def _segment_hint(row: Row, cur: WindowData, base: WindowData) -> str | None:
     )
 
 
+# A measure against the pooled ideal and the same measure against the event's own pool.
+POOLED = {"ndcg_pooled": "ndcg", "ra_nwg_pooled": "ra_nwg", "n_recall4_pooled": "n_recall4"}
+
+
+def _recall_hint(regressed: dict[str, Row]) -> str | None:
+    """A pooled measure fell while its per-event twin held: the top K is as good as the
+    event's own candidates allow, but those candidates lost passages ragmon has seen answer the
+    same questions before (from this retriever or another): recall, not ranking."""
+    fell = [m for m, own in POOLED.items() if m in regressed and own not in regressed]
+    if not fell:
+        return None
+    names = " and ".join(f"{NAMES[m]} fell while {NAMES[POOLED[m]]} held" for m in fell)
+    return (
+        f"{names}: relevant passages seen before for the same questions are no longer "
+        "retrieved (recall loss): check the index (missing documents, a narrower candidate "
+        "set, a filter)"
+    )
+
+
 def _hints(
     reg_rows: list[Row],
     ops: OpsRow | None,
@@ -176,6 +195,9 @@ def _hints(
             f"K changed from {ops.base.k_mean:.1f} to {ops.cur.k_mean:.1f} per event: the app's "
             "prompt size changed, and P@K, Harm@K and T move with K even when the retriever did not"
         )
+    recall = _recall_hint(by)
+    if recall:
+        hints.append(recall)
     seg = _segment_hint(head, cur, base)
     if seg and seg.startswith("segment"):
         hints.append(seg)

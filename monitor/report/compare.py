@@ -175,8 +175,17 @@ class Coded:
         ):
             values = np.array(ev.values.get(measure, [np.nan] * len(ev)), dtype=float)
             ok = ~np.isnan(values)
-            out.append(drift.Sample(values[ok], seg[ok], clu[ok]))
+            w = weights_of(ev)
+            out.append(drift.Sample(values[ok], seg[ok], clu[ok], None if w is None else w[ok]))
         return out[0], out[1]
+
+
+def weights_of(events: Events) -> np.ndarray | None:
+    """Hajek's weights, 1 / each event's inclusion probability; None when every event was
+    judged (equal weights give the plain mean, as for a fixed rate)."""
+    if len(events.probs) != len(events) or all(p == 1.0 for p in events.probs):
+        return None
+    return 1.0 / np.array(events.probs, dtype=float)
 
 
 def volume(events: Events | None) -> Volume:
@@ -185,11 +194,19 @@ def volume(events: Events | None) -> Volume:
     return Volume(len(events), len(set(events.queries)))
 
 
-def _effective(interval: drift.Interval, values: np.ndarray) -> float:
-    """Events divided by the design effect: the volume PSI's noise should be judged at."""
-    iid = float(values.var(ddof=1)) / len(values) if len(values) > 1 else 0.0
+def _effective(interval: drift.Interval, sample: drift.Sample) -> float:
+    """Events divided by the design effect of repeated questions and of unequal weights: the
+    volume PSI's noise should be judged at."""
+    values, w = sample.values, sample.w()
+    n = float(w.sum() ** 2 / (w @ w)) if len(w) else 0.0  # Kish: n with equal weights
+    iid = float(values.var(ddof=1)) / n if len(values) > 1 else 0.0
     clustered = interval.se**2
-    return len(values) * min(1.0, iid / clustered) if clustered > 0 else float(len(values))
+    return n * min(1.0, iid / clustered) if clustered > 0 else n
+
+
+def _stands_for(sample: drift.Sample) -> float:
+    """The events a window's records stand for: sum of 1 / inclusion probability."""
+    return float(sample.weights.sum()) if sample.weights is not None else float(len(sample))
 
 
 def _binned_cells(hists: Hists, measure: str, group: Group) -> dict[str, drift.Cell]:
@@ -223,7 +240,10 @@ def _window_interval(
         if ok.sum():
             if clusters is None:
                 clusters = drift.retrieval_clusters(events.queries, _passages(events))
-            return drift.clustered_mean(values[ok], clusters[ok])
+            w = weights_of(events)
+            return drift.clustered_mean(
+                values[ok], clusters[ok], weights=None if w is None else w[ok]
+            )
         return None
     cells = _binned_cells(hists, measure, group)
     return _binned_interval(cells) if cells else None
@@ -250,9 +270,11 @@ def compare_measure(
     if coded is not None:
         sb, sc = coded.samples(measure)
         row.change = drift.segment_change(sb, sc)
-        nb_eff, nc_eff = _effective(row.base, sb.values), _effective(row.cur, sc.values)
+        nb_eff, nc_eff = _effective(row.base, sb), _effective(row.cur, sc)
+        # a weighted histogram counts the events its judged ones stand for: so do the records
         full = all(
-            h is not None and len(s) >= KEPT_SHARE * h.count for h, s in ((hb, sb), (hc, sc))
+            h is not None and _stands_for(s) >= KEPT_SHARE * h.count
+            for h, s in ((hb, sb), (hc, sc))
         )
         row.source = "per-event records" if full else "kept records (sample)"
     else:
@@ -309,10 +331,11 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
                 sb, sc = coded.samples(m)
                 # few events: segments pooled (the plain change), p by re-assigning questions
                 plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
-                seed = zlib.crc32(f"{group_name(g)}|{m}".encode())
+                seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
                 p = drift.permutation_pvalue(
-                    sb.values, sb.clusters, sc.values, sc.clusters, seed=seed
-                )
+                    sb.values, sb.clusters, sc.values, sc.clusters, seed=seed,
+                    base_weights=sb.weights, cur_weights=sc.weights,
+                )  # fmt: skip
                 row.change = replace(plain, pvalue=p)
             rows.append(row)
         return Span(weeks, vb, vc, exact), rows

@@ -37,6 +37,8 @@ class Name(StrEnum):
     EVENTS = "events"  # per day: events measured, by series
     K_SUM = "k_sum"  # per day: the sum of their k, by series
     GRADES = "grades"  # lifetime: by grade; per day: by series and grade
+    SIGNAL_SHORT = "signal_short"  # by series: accepted events with M < K (INGEST)
+    PASSAGES_DUPLICATE = "passages_duplicate"  # by series: repeated passage ids (INGEST)
 
 
 class Part(StrEnum):
@@ -73,3 +75,4 @@ class Slot(StrEnum):
     HOUR = "{H}"
     APP = "{A}"
     REF = "{R}"
+    DAY = "{D}"

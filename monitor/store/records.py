@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ragmon.core.measures import HISTOGRAM_MEASURES
 from ragmon.core.results import source_counts
+from ragmon.core.signals import SIGNALS, extract
 from ragmon.core.wire import Status, field_parts
 from ragmon.store.fields import Part
 from ragmon.store.keys import event_ref, utc_day
@@ -82,7 +83,8 @@ class Result(TypedDict):
 class IngestItem:
     """One validated event ready to store: payload is the normalized event JSON; `app` is its
     `labels.app`, the scope of its id; `series` its `app|index|retriever|segment`;
-    `probability` the one with which it was chosen for judging (its inclusion probability)."""
+    `probability` the one with which it was chosen for judging (its inclusion probability);
+    `day` the UTC day of its timestamp and `signals` its `signal_record` (empty: none kept)."""
 
     event_id: str
     payload: str
@@ -90,6 +92,8 @@ class IngestItem:
     app: str = "default"
     series: str = ""
     probability: float = 1.0
+    day: str = ""
+    signals: str = ""
 
     @property
     def ref(self) -> str:
@@ -158,6 +162,21 @@ def histograms_of(
         }
         for name, series in acc.items()
     }
+
+
+_SIGNAL_BOUNDS = tuple((i, s.buckets) for i, s in enumerate(SIGNALS))
+
+
+def signal_record(query: str, k: int, ids: Sequence[str], scores: Sequence[float | None]) -> str:
+    """One event's signals (`ragmon.core.signals.extract`) as INGEST reads them: `<short>
+    <repeated> <query hash>`, then `<signal>:<bucket>:<value>` per signal observed (its index
+    in `SIGNALS`). A string, so that it costs the API one argument per event."""
+    sig = extract(query, k, ids, scores)
+    out = f"{sig.short:d} {sig.repeated} {query_hash(query)[:QUERY_KEY_CHARS]}"
+    for (i, bounds), v in zip(_SIGNAL_BOUNDS, sig.values.values(), strict=True):
+        if v is not None:
+            out += f" {i}:{bisect_left(bounds, v - 1e-12)}:{v!r}"
+    return out
 
 
 def bucket_index(bounds: Sequence[float], value: float) -> int:

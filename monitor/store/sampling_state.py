@@ -85,8 +85,12 @@ class SamplingState:
         return plan if now - plan.at < PLAN_STALE_S else None
 
     def lead(self, owner: str, ttl_s: float) -> bool:
-        """True for the one process that plans next (the others read its plan)."""
-        return bool(self.client.set(self.keys.sampling_lead, owner, nx=True, ex=max(1, int(ttl_s))))
+        """True for the one process that plans next (the others read its plan); the process
+        holding the lead may plan again before it ends (a new series)."""
+        key = self.keys.sampling_lead
+        if self.client.set(key, owner, nx=True, ex=max(1, int(ttl_s))):
+            return True
+        return self.client.get(key) == owner.encode()
 
     def cost_per_event(self) -> float:
         """USD spent on the judge per judged event so far (every model), 0 before any."""

@@ -320,6 +320,14 @@ class Store:
         return histograms_of(self.read_hash(self.keys.day_hist(day) if day else self.keys.hist),
                              bounds)  # fmt: skip
 
+    def distinct_queries(self, day: str, series: Sequence[str]) -> list[int]:
+        """Each series' distinct queries on one UTC day (HyperLogLog estimates), in one round
+        trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for name in series:
+                pipe.pfcount(self.keys.day_queries(day, name))
+            return [int(n) for n in pipe.execute()]
+
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest
         last), after those of the list all apps shared before."""

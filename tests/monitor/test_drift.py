@@ -335,3 +335,46 @@ def test_permutation_under_the_null_holds_its_level() -> None:
         b, c = rng.normal(size=8), rng.normal(size=8)
         hits += drift.permutation_pvalue(b, np.arange(8), c, np.arange(8, 16), reps=999) < 0.05
     assert hits <= 32
+
+
+# ---- Hajek weights (planned sampling) -------------------------------------------------------
+
+
+def test_weighted_clustered_mean_is_hajeks_mean_with_clusters() -> None:
+    from ragmon.core.weighted import hajek
+
+    rng = np.random.default_rng(8)
+    y, p = rng.random(60), rng.choice([0.1, 0.5, 1.0], 60)
+    clusters = rng.integers(0, 25, 60)
+    ours = drift.clustered_mean(y, clusters, weights=1 / p)
+    ref = hajek(y, p, clusters=clusters)
+    for a, b in zip(
+        (ours.estimate, ours.low, ours.high, ours.df), (ref.estimate, ref.low, ref.high, ref.df),
+        strict=True,
+    ):  # fmt: skip
+        assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_weighted_change_is_the_change_of_hajeks_means() -> None:
+    rng = np.random.default_rng(9)
+    yb, yc = rng.random(80), rng.random(90)
+    pb, pc = rng.choice([0.2, 1.0], 80), rng.choice([0.2, 1.0], 90)
+    seg_b, seg_c = np.zeros(80, int), np.zeros(90, int)
+    sb = drift.Sample(yb, seg_b, np.arange(80), 1 / pb)
+    sc = drift.Sample(yc, seg_c, np.arange(80, 170), 1 / pc)
+    d = drift.segment_change(sb, sc)
+    want = float((yc / pc).sum() / (1 / pc).sum() - (yb / pb).sum() / (1 / pb).sum())
+    assert d.estimate == pytest.approx(want, rel=1e-12) and d.total == pytest.approx(want)
+    # equal weights are the plain change, to rounding
+    plain = drift.segment_change(drift.Sample(yb, seg_b, np.arange(80)),
+                                 drift.Sample(yc, seg_c, np.arange(80, 170)))  # fmt: skip
+    equal = drift.segment_change(
+        drift.Sample(yb, seg_b, np.arange(80), np.full(80, 4.0)),
+        drift.Sample(yc, seg_c, np.arange(80, 170), np.full(90, 4.0)),
+    )
+    for a, b in (
+        (plain.estimate, equal.estimate),
+        (plain.low, equal.low),
+        (plain.pvalue, equal.pvalue),
+    ):
+        assert a == pytest.approx(b, rel=1e-9)

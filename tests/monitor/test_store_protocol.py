@@ -30,8 +30,10 @@ from ragmon.store.protocol import Script
 
 SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
 # Literals a script may spell: Redis commands and options, number formats, the deadline error,
-# and the judge limiter's own `id:tokens` members (read and written only by its two scripts).
-LITERALS = {"", "-inf", "%.17g", "%d", "0", ":", ":(%d+)$"}
+# the judge limiter's own `id:tokens` members (read and written only by its two scripts), and
+# the patterns reading an event's signals (`records.signal_record`, read only by INGEST).
+LITERALS = {"", "-inf", "%.17g", "%d", "0", ":", ":(%d+)$", "^(%d+) (%d+) (%S+)(.*)$",
+            " (%d+):(%d+):(%S+)"}  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)

@@ -4,6 +4,7 @@ each run through the report's own `analyze()` many times.
     nice python -m tests.stats.report_sim               # the full run (200+ reports each)
     nice python -m tests.stats.report_sim --reports 40  # quicker, noisier
     nice python -m tests.stats.report_sim --only paraphrased --query-only  # clusters by query
+    nice python -m tests.stats.report_sim --only planned --unweighted  # plain means (no weights)
 
 Prints one line per scenario: reports, the share with a regression (for the drops: with the
 dropped retriever among the regressions), the share naming a mix shift, and the time taken.
@@ -126,6 +127,17 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
             )
             for n, drop in ((3, 0.2), (6, 0.1), (12, 0.1))
         ),
+        # planned sampling (issue 35): rates that follow quality, the other way in each week
+        Scenario(
+            "planned: 700/week, rates 0.25/1.0 by quality, swapped in the current week",
+            _three(700, judged=(0.25, 1.0)),
+            _three(700, judged=(1.0, 0.25)),
+        ),
+        Scenario(
+            "planned: 700/week at one rate 0.3, plus 20% trending",
+            _three(700, judged=(0.3, 0.3), trending=0.2),
+            _three(700, judged=(0.3, 0.3), trending=0.2),
+        ),
     ]
 
 
@@ -191,8 +203,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="records without passage ids: clusters by the query key alone (before issue 34)",
     )
+    parser.add_argument(
+        "--unweighted",
+        action="store_true",
+        help="judged events without their inclusion probability: plain means (before issue 35)",
+    )
     args = parser.parse_args(argv)
     traffic.PASSAGES = not args.query_only
+    traffic.WEIGHTED = not args.unweighted
     rng = np.random.default_rng(args.seed)
     print(
         f"{'scenario':58} {'reports':>7} {'regression':>10} {'limit':>7} {'mix named':>9} "

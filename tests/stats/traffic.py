@@ -38,6 +38,7 @@ POOLS: dict[str, tuple[int, ...]] = {
 BANK = 3000  # distinct rankings per (segment, noise): a query picks one by its hash
 PARAMS = MeasureParams()
 PASSAGES = True  # False: records without passage ids (clusters by query key only, as before)
+WEIGHTED = True  # False: judged events keep no probability (the report's plain means, as before)
 
 
 @lru_cache(maxsize=16)
@@ -119,6 +120,10 @@ class Stream:
     paraphrased: float = 0.0  # share of each day's events asking that day's topic in other words
     wordings: int = 50  # distinct wordings of a paraphrased topic (each its own query key)
     spread: float = 0.0  # 0: every wording gets the topic's ranking; else each its own (`wording`)
+    # planned sampling: the inclusion probability of an event whose nDCG is below the bank's
+    # median, and of one at or above it (rates that follow quality, as rates that follow the
+    # time of day do when quality does); the judged events keep it, the histograms weigh 1 / it
+    judged: tuple[float, float] = (1.0, 1.0)
 
 
 PARAPHRASE = 30_000_000  # query ids from here on: a topic's wordings (topic * 1000 + wording)
@@ -174,13 +179,20 @@ def window_data(
                     for m in HISTOGRAM_MEASURES:
                         columns[m][i] = got[m]
                     top[i] = top_i
+                pids = seg_i * 2**40 + owner[:, None] * 64 + top
+                prob, keep = np.ones(len(q)), np.ones(len(q), dtype=bool)
+                if s.judged != (1.0, 1.0):  # (no draw otherwise: the other scenarios' seeds hold)
+                    low = columns["ndcg"] < np.nanmedian(values["ndcg"])
+                    prob = np.where(low, s.judged[0], s.judged[1])
+                    keep = rng.random(len(q)) < prob
+                q, pids, prob = q[keep], pids[keep], prob[keep]
                 ev.segments += [seg] * len(q)
                 ev.queries += [f"{seg}:{x}" for x in q.tolist()]
                 ev.lengths += (5.0 + (q % 7)).tolist()
-                pids = seg_i * 2**40 + owner[:, None] * 64 + top
                 ev.passages += [tuple(r) for r in pids.tolist()] if PASSAGES else [()] * len(q)
+                ev.probs += prob.tolist() if WEIGHTED else [1.0] * len(q)
                 for m in HISTOGRAM_MEASURES:
-                    ev.values.setdefault(m, []).extend(columns[m].tolist())
+                    ev.values.setdefault(m, []).extend(columns[m][keep].tolist())
         data.events[(APP, INDEX, s.retriever)] = ev
         _fill_aggregates(data, s.retriever, ev)
     return data
@@ -194,11 +206,16 @@ def _fill_aggregates(data: WindowData, retriever: str, ev: Events) -> None:
         n = int(pick.sum())
         data.counters["|".join(["events", *labels])] = n
         data.counters["|".join(["k_sum", *labels])] = n * K
+        weights = 1.0 / np.array(ev.probs)[pick]
         for m in HISTOGRAM_MEASURES:
             v = np.array(ev.values[m])[pick]
-            v = v[~np.isnan(v)]
+            ok = ~np.isnan(v)
+            v, w = v[ok], weights[ok]
             idx = np.searchsorted(np.array(BUCKETS[m]), v - 1e-12, side="left")
-            counts = np.bincount(idx, minlength=len(BUCKETS[m]) + 1)
-            data.hists.setdefault(f"retrieval_{m}", {})[labels] = Histogram(
-                counts.tolist(), float(v.sum()), len(v), float(np.dot(v, v))
-            )
+            if (w == 1.0).all():  # every event judged: counts, as in `fixed` mode
+                counts = np.bincount(idx, minlength=len(BUCKETS[m]) + 1)
+                hist = Histogram(counts.tolist(), float(v.sum()), len(v), float(np.dot(v, v)))
+            else:  # `planned`: each judged event adds 1 / its probability (docs/sampling.md)
+                counts = np.bincount(idx, weights=w, minlength=len(BUCKETS[m]) + 1)
+                hist = Histogram(counts.tolist(), float(w @ v), float(w.sum()), float(w @ (v * v)))  # type: ignore[arg-type]
+            data.hists.setdefault(f"retrieval_{m}", {})[labels] = hist

@@ -24,9 +24,17 @@ class Sample:
     values: np.ndarray
     segments: np.ndarray
     clusters: np.ndarray
+    # 1 / each event's inclusion probability (Hajek's weights); None: every event weighs 1
+    weights: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def w(self) -> np.ndarray:
+        """Each event's weight, normalized to mean 1 (all ones without weights)."""
+        if self.weights is None or not len(self.values):
+            return np.ones(len(self.values))
+        return self.weights * (len(self.weights) / self.weights.sum())
 
 
 @dataclass(frozen=True)
@@ -99,13 +107,29 @@ def cluster_variance(
     return g / (g - 1) * s2, g, max(1.0, min(g - 1.0, eff))
 
 
-def clustered_mean(values: np.ndarray, clusters: np.ndarray, conf: float = 0.95) -> Interval:
-    """The mean with a cluster-robust t interval (equals the usual t interval for singletons)."""
+def clustered_mean(
+    values: np.ndarray,
+    clusters: np.ndarray,
+    conf: float = 0.95,
+    weights: np.ndarray | None = None,
+) -> Interval:
+    """The mean with a cluster-robust t interval (equals the usual t interval for singletons).
+
+    `weights` (1 / each event's inclusion probability): Hajek's mean sum(w y) / sum(w), its
+    variance the same sandwich over the influence values w (y - mean) / sum(w)
+    (`ragmon.core.weighted.hajek` with clusters), degrees of freedom at most Kish's effective
+    number of events minus 1."""
     n = len(values)
     if not n:
         raise ValueError("no values")
-    m = float(values.mean())
-    var, g, df = cluster_variance((values - m) / n, clusters)
+    if weights is None:
+        m = float(values.mean())
+        var, g, df = cluster_variance((values - m) / n, clusters)
+    else:
+        total = float(weights.sum())
+        m = float(weights @ values / total)
+        var, g, df = cluster_variance(weights * (values - m) / total, clusters)
+        df = max(1.0, min(df, total**2 / float(weights @ weights) - 1.0))
     half = t_ppf(0.5 + conf / 2, df) * math.sqrt(var) if var > 0 else 0.0
     return Interval(m, m - half, m + half, n, g, df)
 
@@ -148,23 +172,30 @@ def segment_change(
     """
     if len(base) < 2 or len(cur) < 2:
         raise ValueError("each window needs at least two events")
-    total = float(cur.values.mean() - base.values.mean())
+    ub, uc = base.w(), cur.w()  # Hajek's weights (ones when every event weighs the same)
+    total = float(uc @ cur.values / uc.sum() - ub @ base.values / ub.sum())
     cb, cc, n_cells = _cells(base, cur, min_cell)
     kb, kc = cb >= 0, cc >= 0
-    nb = np.bincount(cb[kb], minlength=n_cells).astype(float)
+    ub, uc = ub[kb], uc[kc]
+    nb = np.bincount(cb[kb], minlength=n_cells).astype(float)  # events
     nc = np.bincount(cc[kc], minlength=n_cells).astype(float)
-    mb = np.bincount(cb[kb], weights=base.values[kb], minlength=n_cells) / nb
-    mc = np.bincount(cc[kc], weights=cur.values[kc], minlength=n_cells) / nc
-    w = nb / nb.sum()
+    sb = np.bincount(cb[kb], weights=ub, minlength=n_cells)  # weights: the events they stand for
+    sc = np.bincount(cc[kc], weights=uc, minlength=n_cells)
+    mb = np.bincount(cb[kb], weights=ub * base.values[kb], minlength=n_cells) / sb
+    mc = np.bincount(cc[kc], weights=uc * cur.values[kc], minlength=n_cells) / sc
+    w = sb / sb.sum()
     estimate = float(np.dot(w, mc - mb))
     rb = base.values[kb] - mb[cb[kb]]
     rc = cur.values[kc] - mc[cc[kc]]
-    psi_b = -w[cb[kb]] * rb / np.sqrt(nb * (nb - 1))[cb[kb]]
-    psi_c = w[cc[kc]] * rc / np.sqrt(nc * (nc - 1))[cc[kc]]
+    # w_s u (y - mean_s) / sum_s(u) * sqrt(n_s / (n_s - 1)): with u = 1, w_s (y - mean_s) /
+    # sqrt(n_s (n_s - 1)), Welch's variance for singletons; unequal weights lower the
+    # effective number of clusters (the degrees of freedom) through these values
+    psi_b = -w[cb[kb]] * ub * rb / (sb * np.sqrt((nb - 1) / nb))[cb[kb]]
+    psi_c = w[cc[kc]] * uc * rc / (sc * np.sqrt((nc - 1) / nc))[cc[kc]]
     var, _, df = cluster_variance(
         np.concatenate([psi_b, psi_c]), np.concatenate([base.clusters[kb], cur.clusters[kc]])
     )
-    resid = float(np.dot(rb, rb) + np.dot(rc, rc))
+    resid = float(ub @ (rb * rb) + uc @ (rc * rc))
     sd = math.sqrt(resid / max(1.0, nb.sum() + nc.sum() - 2 * n_cells))
     floor = _permutation_bound(len(np.unique(base.clusters[kb])), len(np.unique(cur.clusters[kc])))
     return _tested(total, estimate, var, df, sd, n_cells, floor, conf)

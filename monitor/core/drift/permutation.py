@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -20,12 +21,26 @@ REPS = 4999  # random re-assignments when there are more than this many; p >= 1 
 _TIE = 1e-12  # a permuted change this close to the observed one counts as as large
 
 
-def _blocks(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Events and the sum of values per cluster present, in cluster order."""
+def _blocks(
+    values: np.ndarray, clusters: np.ndarray, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Events (or their weights) and the (weighted) sum of values per cluster present."""
     present, inverse = np.unique(clusters, return_inverse=True)
-    counts = np.bincount(inverse, minlength=len(present)).astype(float)
-    sums = np.bincount(inverse, weights=values, minlength=len(present))
+    w = np.ones(len(values)) if weights is None else weights
+    counts = np.bincount(inverse, weights=w, minlength=len(present))
+    sums = np.bincount(inverse, weights=w * values, minlength=len(present))
     return counts, sums
+
+
+@lru_cache(maxsize=32)
+def _arrangements(m: int, k: int, reps: int, seed: int) -> tuple[np.ndarray, bool]:
+    """The blocks put in the first window, one row per arrangement (every one, or `reps` drawn
+    with `seed`), and whether that is every one. Cached: the measures of one retriever share
+    their blocks."""
+    if math.comb(m, k) <= reps:
+        return np.array(list(itertools.combinations(range(m), k)), dtype=int), True
+    rng = np.random.default_rng(seed)
+    return np.argsort(rng.random((reps, m)), axis=1)[:, :k], False
 
 
 def permutation_pvalue(
@@ -35,15 +50,20 @@ def permutation_pvalue(
     cur_clusters: np.ndarray,
     reps: int = REPS,
     seed: int = 0,
+    base_weights: np.ndarray | None = None,
+    cur_weights: np.ndarray | None = None,
 ) -> float:
     """Two-sided p-value of mean(cur) - mean(base) by re-assigning (cluster, window) blocks.
 
     Every re-assignment that keeps each window's number of blocks is enumerated when there are
     at most `reps` of them; otherwise `reps` random ones are drawn (seeded: the same data give
     the same p) and p = (1 + as large) / (1 + reps), which is exact in the same sense.
+    With weights (1 / inclusion probabilities) the means are Hajek's; exchangeability then
+    holds only approximately (a block carries its weights with it), which is why the planned
+    sampling judges a small series whole.
     """
-    cb, sb = _blocks(base_values, base_clusters)
-    cc, sc = _blocks(cur_values, cur_clusters)
+    cb, sb = _blocks(base_values, base_clusters, base_weights)
+    cc, sc = _blocks(cur_values, cur_clusters, cur_weights)
     if not len(cb) or not len(cc):
         return 1.0
     counts = np.concatenate([cb, cc])
@@ -51,13 +71,7 @@ def permutation_pvalue(
     n_all, s_all = float(counts.sum()), float(sums.sum())
     k, m = len(cb), len(counts)
     observed = abs(sc.sum() / cc.sum() - sb.sum() / cb.sum())
-    if math.comb(m, k) <= reps:
-        base_sets = np.array(list(itertools.combinations(range(m), k)), dtype=int)
-        exact = True
-    else:
-        rng = np.random.default_rng(seed)
-        base_sets = np.argsort(rng.random((reps, m)), axis=1)[:, :k]
-        exact = False
+    base_sets, exact = _arrangements(m, k, reps, seed)
     nb = counts[base_sets].sum(axis=1)
     s_b = sums[base_sets].sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
