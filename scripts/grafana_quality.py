@@ -158,6 +158,64 @@ def corrected_panels() -> list[dict[str, Any]]:
     return p
 
 
+def signal_panels() -> list[dict[str, Any]]:
+    """The retrieval signals of every accepted event, judged or not (docs/signals.md): one
+    panel per judge-free alert, then the query mix and a score-based predictor."""
+    by = "app, index, retriever, segment"
+    events = f"sum by ({by}) (rate(ragmon_signal_results_count{{{SEL}}}[$window]))"
+    empty = (
+        f'sum by ({by}) (rate(ragmon_signal_results_bucket{{{SEL}, le="0.0"}}[$window]))\n'
+        f"/ {events}"
+    )
+    legend = "{{retriever}} {{index}} {{segment}}"
+
+    def signal_mean(key: str) -> str:  # delta: scores may be negative (as T)
+        return (
+            f"sum by ({by}) (delta(ragmon_signal_{key}_sum{{{SEL}}}[$window]))\n"
+            f"/ sum by ({by}) (delta(ragmon_signal_{key}_count{{{SEL}}}[$window]))"
+        )
+
+    return [
+        row("Signals of every event, no judge (docs/signals.md)"),
+        timeseries(
+            "Empty results (share) by retriever",
+            "Share of retrievals that returned no passage, every accepted event counted "
+            "(sampled out or not): a jump is an index outage, seen before any judged mean "
+            "moves (alert RagmonEmptyResultsHigh).",
+            [target(empty, legend)],
+            unit="percentunit",
+            defaults={"min": 0},
+        ),
+        timeseries(
+            "Events received by retriever",
+            "Retrievals accepted per second, judged or not: a line that drops to zero is a "
+            "series that stopped sending (alert RagmonSeriesStopped).",
+            [target(events, legend)],
+            unit="reqps",
+        ),
+        timeseries(
+            "Top score (mean) by retriever",
+            "The retriever's own score of its first passage, averaged: a fall means weaker "
+            "matches (alert RagmonTopScoreDrop). Scores of different retrievers are on "
+            "different scales: compare a line with its own past.",
+            [target(signal_mean("top_score"), legend)],
+        ),
+        timeseries(
+            "Query length (mean words) by retriever",
+            "Words per query: a shift means a different query mix (new users, a new "
+            "feature), a common cause of quality changes.",
+            [target(signal_mean("query_words"), legend)],
+        ),
+        timeseries(
+            "QPP: WIG (mean) by retriever",
+            "A quality estimate from the scores alone (weighted information gain): it "
+            "correlates weakly with judged nDCG@K (docs/signals.md), so read its change "
+            "within a series, not its level.",
+            [target(signal_mean("qpp_wig"), legend)],
+        ),
+    ]
+
+
 def retrieval_quality() -> dict[str, Any]:
     """The "Retrieval quality" dashboard."""
     range_mean = {k: mean(k, "$__range") for k in ("ndcg", "t", "hit", "harm", "precision")}
@@ -332,6 +390,7 @@ def retrieval_quality() -> dict[str, Any]:
                      "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
         )
     )  # fmt: skip
+    p.extend(signal_panels())
     _link_to_explorer(p)
     return dashboard(
         "ragmon-quality",

@@ -1,18 +1,32 @@
-"""Shared fixtures: a real Redis server per test session, flushed around each test."""
+"""Shared fixtures: a real Redis server per test session, flushed around each test; and the
+test tiers (`scripts/test --unit`, `--quick`, everything), kept honest while the tests run.
+
+The tiers are markers: `slow` (long waits, faults, real Prometheus), `bench` (short benchmark
+runs) and `process` (starts a child process: `ragmon serve`, workers, an RQ work horse, a CLI
+run, a Redis of its own, the API's decoding or /metrics child). `--quick` leaves out `slow` and
+`bench`; `--unit` leaves out `process` too: pure code, in-process servers and the session's one
+Redis. A test gets `process` from the fixture it uses (PROCESS_FIXTURES) or from its own mark;
+one that starts a child process without it fails at teardown, naming what it started, so a new
+test cannot land in a faster tier than it belongs to.
+"""
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
 
 from ragmon.settings import Settings
-from tests.reliability.support import FIGURE
-from tests.support.api_server import ApiServer
 from tests.support.stack import RedisServer, Stack
+
+if TYPE_CHECKING:  # imported when first used: the API pulls in FastAPI and the whole server
+    from tests.support.api_server import ApiServer
 
 # ../shared/data/trec-dl beside the checkout; TREC_DL_DIR names another place (a worktree's).
 SHARED_DATA = Path(
@@ -20,10 +34,16 @@ SHARED_DATA = Path(
     or Path(__file__).resolve().parents[2] / "shared" / "data" / "trec-dl"
 )
 
+# Fixtures that start child processes: every test that uses one (directly or through another
+# fixture) is marked `process`.
+PROCESS_FIXTURES = frozenset({"stack", "aof_redis", "own_redis", "promtool", "browser"})
+TIER_MARKS = ("slow", "bench", "process")  # a test with any of these may start processes
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer().start()
+    with _Spawns.allowed():
+        server = RedisServer().start()
     yield server
     server.cleanup()
 
@@ -54,6 +74,7 @@ def trec_dl() -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAGMON_TEST", "1")
+    _Spawns.install()
 
 
 @pytest.fixture
@@ -67,6 +88,8 @@ def stack(redis_url: str) -> Iterator[Stack]:
 @pytest.fixture
 def make_api(redis_url: str) -> Iterator[Callable[..., ApiServer]]:
     """Start the real API in-process with extra settings: `make_api(RAGMON_SAMPLE_RATE="0.5")`."""
+    from tests.support.api_server import ApiServer
+
     servers: list[ApiServer] = []
 
     def make(**env: str) -> ApiServer:
@@ -87,11 +110,103 @@ def api(make_api: Callable[..., ApiServer]) -> ApiServer:
     return make_api()
 
 
+# ---- tiers -----------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
+
+
+class _Spawns:
+    """The child processes started while a test runs (through subprocess, multiprocessing or
+    os.fork), from any thread; the session's Redis is allowed."""
+
+    item: pytest.Item | None = None
+    seen: list[str] = []  # noqa: RUF012 - one list per test process, reset per test
+    _allowed = 0
+
+    @classmethod
+    def note(cls, what: str) -> None:
+        if cls.item is not None and not cls._allowed:
+            cls.seen.append(what)
+
+    @classmethod
+    def allowed(cls) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def allow() -> Iterator[None]:
+            cls._allowed += 1
+            try:
+                yield
+            finally:
+                cls._allowed -= 1
+
+        return allow()
+
+    @classmethod
+    def install(cls) -> None:
+        """Wrap the three ways a test process starts a child (once per process)."""
+        if getattr(subprocess.Popen, "_ragmon_watched", False):
+            return
+        execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+        start = multiprocessing.process.BaseProcess.start
+        fork = os.fork
+
+        def watched_execute_child(self: subprocess.Popen, args: Any, *a: Any, **k: Any) -> Any:
+            cls.note(
+                f"subprocess {' '.join(map(str, args)) if isinstance(args, list) else args}"[:120]
+            )
+            return execute_child(self, args, *a, **k)
+
+        def watched_start(self: multiprocessing.process.BaseProcess) -> None:
+            cls.note(f"multiprocessing {self.name}")
+            start(self)
+
+        def watched_fork() -> int:
+            cls.note("os.fork")
+            return fork()
+
+        subprocess.Popen._execute_child = watched_execute_child  # type: ignore[attr-defined]
+        subprocess.Popen._ragmon_watched = True  # type: ignore[attr-defined]
+        multiprocessing.process.BaseProcess.start = watched_start  # type: ignore[method-assign]
+        os.fork = watched_fork
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _Spawns.item, _Spawns.seen = item, []
+    try:
+        return (yield)
+    finally:
+        _Spawns.item = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    result = yield
+    if _Spawns.seen and not any(item.get_closest_marker(m) for m in TIER_MARKS):
+        started = "; ".join(dict.fromkeys(_Spawns.seen))
+        raise pytest.fail.Exception(
+            f"this test started a child process ({started}) but is in the --unit tier: mark it "
+            "@pytest.mark.process (or slow), or add the fixture that starts it to "
+            "PROCESS_FIXTURES in tests/conftest.py",
+            pytrace=False,
+        )
+    return result
+
+
+# ---- the fault tests' figures ----------------------------------------------------------------
+
 _FIGURE_LINES: list[str] = []  # the fault tests' figures (tests/reliability), from their reports
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "teardown":
+    if report.when == "teardown" and report.user_properties:
+        from tests.reliability.support import FIGURE
+
         _FIGURE_LINES.extend(str(v) for k, v in report.user_properties if k == FIGURE)
 
 

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "regenerate.py"
 
@@ -22,6 +24,7 @@ def regenerate() -> ModuleType:
     return module
 
 
+@pytest.mark.process
 def test_no_generated_file_is_stale() -> None:
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--check"], cwd=ROOT, capture_output=True, text=True

@@ -362,6 +362,7 @@ print(json.dumps({k: v - baseline.get(k, 0) for k, v in counts.items()}))
 """
 
 
+@pytest.mark.process
 def test_importing_every_module_builds_nothing() -> None:
     """Import every module of monitor/ and workers/ and count the objects constructed."""
     modules = [module_name(p) for p in package_files() if p.name != "__main__.py"]
@@ -447,6 +448,7 @@ def test_the_sdk_imports_nothing_of_the_server() -> None:
     )
 
 
+@pytest.mark.process
 def test_importing_the_sdk_loads_no_server_package() -> None:
     code = (
         "import sys, ragmon.client; "

@@ -31,12 +31,13 @@ from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.api.storage import RETRY_AFTER_S as STORAGE_RETRY_AFTER_S
 from ragmon.api.storage import AppOverStorage, AppStorage
 from ragmon.core.sampling import Rates
-from ragmon.core.wire import MAX_BATCH
+from ragmon.core.wire import MAX_BATCH, series_name
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.failures import is_store_failure, what_failed
 from ragmon.store.ingest import AppAtLimit
-from ragmon.store.keys import series_name
+from ragmon.store.keys import utc_day
+from ragmon.store.records import signal_record
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
@@ -93,9 +94,9 @@ def prepare(
     rates: Rates | None = None,
 ) -> list[IngestItem]:
     """Valid events of any route → items to store: the key's app binding (`app`), ids and
-    times, sealing, sampling (each event judged with its series' rate in `rates`, by default
-    RAGMON_SAMPLE_RATE; the rate is kept in the event as its `inclusion_probability`). Pure:
-    it runs in the decoding process too."""
+    times, the retrieval signals (`signal_record`), sealing, sampling (each event judged with
+    its series' rate in `rates`, by default RAGMON_SAMPLE_RATE; the rate is kept in the event
+    as its `inclusion_probability`). Pure: it runs in the decoding process too."""
     if app is not None:
         for i, ev in enumerate(events):
             if ev.labels.app != app:
@@ -120,6 +121,10 @@ def prepare(
                 app=ev.labels.app,
                 series=series,
                 probability=p,
+                day=utc_day(ev.timestamp.timestamp()),
+                signals=signal_record(
+                    ev.query, ev.k, [x.id for x in ev.passages], [x.score for x in ev.passages]
+                ),
             )
         )
     return items

@@ -115,8 +115,8 @@ OPERATIONS: tuple[Metric, ...] = (
     Metric(
         "ragmon_passages_duplicate",
         "counter",
-        "Passages whose id repeats an earlier one in the same ranking: a wasted slot, not judged "
-        "again, scored as not relevant.",
+        "Passages whose id repeats an earlier one in the same ranking, of every accepted event "
+        "(counted at ingest): a wasted slot, not judged again, scored as not relevant.",
         SERIES_LABELS,
     ),
     Metric(
@@ -364,8 +364,8 @@ ANCHOR: tuple[Metric, ...] = (
     ),
 )
 
-# How much is judged (docs/sampling.md). The plan's gauges are absent with RAGMON_SAMPLING=fixed.
-_PLANNED = "RAGMON_SAMPLING=planned: "
+# How much is judged (docs/sampling.md). With RAGMON_SAMPLING=fixed the plan is a forecast: the
+# fixed rate per series, and the pace and run-out of the budget at that rate.
 SAMPLING: tuple[Metric, ...] = (
     Metric(
         "ragmon_judge_spend_today_usd",
@@ -375,20 +375,20 @@ SAMPLING: tuple[Metric, ...] = (
     Metric(
         "ragmon_sampling_pace",
         "gauge",
-        _PLANNED + "the day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
+        "The day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
         "(1: the budget lasts to midnight UTC; above 1: it runs out sooner; 0: no budget).",
     ),
     Metric(
         "ragmon_sampling_budget_runout_timestamp_seconds",
         "gauge",
-        _PLANNED + "when the day's budget would run out at the current rates (unix seconds); "
+        "When the day's budget would run out at the current rates (unix seconds); "
         "+Inf when it lasts the day.",
     ),
     Metric(
         "ragmon_sampling_rate",
         "gauge",
-        _PLANNED + "the probability with which a new event of the series is judged now (its "
-        "events' inclusion probability).",
+        "The probability with which a new event of the series is judged now (its events' "
+        "inclusion probability; RAGMON_SAMPLE_RATE with RAGMON_SAMPLING=fixed).",
         SERIES_LABELS,
     ),
 )

@@ -24,15 +24,6 @@ class Field(StrEnum):
     ATTEMPTS = "at"  # how many times a drain job claimed it (CLAIM counts, RETRY reads)
 
 
-class Status(StrEnum):
-    """An event's stored status (the `status` of `GET /v1/retrievals/{id}`)."""
-
-    QUEUED = "queued"
-    DONE = "done"
-    FAILED = "failed"
-    SAMPLED_OUT = "sampled_out"
-
-
 class Name(StrEnum):
     """Counters and histograms the scripts write: catalog metric keys (`Metric.key`), and the
     per-day, per-series counts the drift report reads (`ragmon.report.ops`)."""
@@ -47,6 +38,8 @@ class Name(StrEnum):
     K_SUM = "k_sum"  # per day: the sum of their k, by series
     GRADES = "grades"  # lifetime: by grade; per day: by series and grade
     RETRIEVAL_WEIGHT_SQUARES = "retrieval_weight_squares"  # lifetime: by series, sum of w^2
+    SIGNAL_SHORT = "signal_short"  # by series: accepted events with M < K (INGEST)
+    PASSAGES_DUPLICATE = "passages_duplicate"  # by series: repeated passage ids (INGEST)
 
 
 class Part(StrEnum):
@@ -86,3 +79,4 @@ class Slot(StrEnum):
     HOUR = "{H}"
     APP = "{A}"
     REF = "{R}"
+    DAY = "{D}"

@@ -19,13 +19,23 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio
 
+from ragmon.core.signals import SIGNALS
+from ragmon.core.wire import SEP
 from ragmon.store import scripts
+from ragmon.store.fields import Slot
+from ragmon.store.keys import DAY_TTL_S, OTHER, QUERIES_TTL_S, fold
+from ragmon.store.records import result_ttl_s
 
 if TYPE_CHECKING:
-    from ragmon.store import IngestItem, Store
+    from ragmon.settings import Settings
+    from ragmon.store.keys import Keys
+    from ragmon.store.records import IngestItem
 
 Answer = tuple[str, bool]
 DRAIN_WANTED_TTL_S = 60  # a drain job enqueued but never started is enqueued again after this
+# INGEST's `signals`: each signal's histogram (its `Metric.key`), 1 when it keeps a sum of squares
+SIGNAL_NAMES = json.dumps([[f"signal_{s.key}", int(s.sum_squares)] for s in SIGNALS])
+_FOLD_TAIL = fold("")[0].removeprefix(SEP)  # `other|other|other`: INGEST folds as `keys.fold`
 
 
 @dataclass(frozen=True)
@@ -93,17 +103,21 @@ class IngestPlan:
 
 
 def plan_ingest(
-    store: Store,
+    keys: Keys,
+    settings: Settings,
     items: Sequence[IngestItem],
     deadline: float = 0.0,
     sizes: Sequence[int] | None = None,
 ) -> IngestPlan:
     """INGEST's call for `items`, sent as requests of `sizes` items (default: one request).
-    Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing."""
-    limit = store.settings.queue_limit
+    Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing. Items
+    with signals are grouped by series and day: the script sums a group's and writes it once."""
+    s, k = settings, keys
+    limit = s.queue_limit
     plan = IngestPlan(items, limit)
     first: dict[str, int] = {}
     slots: dict[str, int] = {}
+    groups: dict[tuple[str, str], int] = {}
     per_request: list[int] = []
     events: list[str] = []
     tail: list[Any] = []
@@ -119,22 +133,29 @@ def plan_ingest(
             first[it.ref] = i
             plan.order.append(i)
             slot = 0 if it.sampled_out else slots.setdefault(it.app, len(slots) + 1)
-            events.append(store.keys.event(it.ref))
+            group = groups.setdefault((it.series, it.day), len(groups) + 1) if it.signals else 0
+            events.append(k.event(it.ref))
             kept = sampled_result(it.probability) if it.sampled_out else it.payload
-            tail += [it.ref, kept, it.status, received, slot]
+            tail += [it.ref, kept, it.status, received, slot, group, it.signals]
             n += 1
         per_request.append(n)
         start += size
     if not events:
         return plan
     apps = list(slots)
+    budget = {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(received)}
     call = scripts.INGEST.call(
-        keys={"counters": store.keys.counters, "apps": store.keys.pending_apps,
-              "vt": store.keys.virtual_time, "wake": store.keys.drain_wanted},
-        args={"ttl": store.result_ttl_s, "deadline": deadline, "limit": limit,
-              "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S},
-        more_keys=[*events, *(store.keys.pending(app) for app in apps)],
-        more_args=[*tail, *apps, *per_request],
+        keys={"counters": k.counters, "apps": k.pending_apps, "vt": k.virtual_time,
+              "wake": k.drain_wanted, "series": k.series, "series_per_app": k.series_per_app,
+              "hist": k.hist},
+        args={"ttl": result_ttl_s(settings), "deadline": deadline, "limit": limit,
+              "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S,
+              "n_groups": len(groups), "budget": json.dumps(budget), "signals": SIGNAL_NAMES,
+              "day_hist_key": k.day_hist(Slot.DAY),
+              "queries_key": k.day_queries(Slot.DAY, Slot.SERIES), "day_ttl": DAY_TTL_S,
+              "queries_ttl": QUERIES_TTL_S, "fold_tail": _FOLD_TAIL, "orphan": fold(OTHER)[0]},
+        more_keys=[*events, *(k.pending(app) for app in apps)],
+        more_args=[*tail, *apps, *(x for g in groups for x in g), *per_request],
     )  # fmt: skip
     plan.keys, plan.args = call
     return plan
@@ -149,9 +170,10 @@ def sampled_result(probability: float) -> str:
 class AsyncIngest:
     """`Store.ingest` on redis.asyncio, bound to the event loop that created it."""
 
-    def __init__(self, store: Store, client: redis.asyncio.Redis) -> None:
-        self.store = store
+    def __init__(self, client: redis.asyncio.Redis, keys: Keys, settings: Settings) -> None:
         self.client = client
+        self.keys = keys
+        self.settings = settings
         self._script = client.register_script(scripts.INGEST.source)
 
     async def write(
@@ -159,7 +181,7 @@ class AsyncIngest:
     ) -> Written:
         """Store items durably (requests of `sizes` items). Raises on Redis errors, and
         without writing anything when Redis runs the write past `deadline`."""
-        plan = plan_ingest(self.store, items, deadline, sizes)
+        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         return plan.settle(reply)
 

@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ragmon.core.wire import LABEL_KEYS, SEP
+from ragmon.core.wire import LABEL_KEYS, SEP, field_name
 from ragmon.store.fields import Name, Slot
 
 OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
-
-
-def series_name(labels: Mapping[str, str]) -> str:
-    """The series an event is counted in: its label values in `LABEL_KEYS` order,
-    `app|index|retriever|segment`."""
-    return SEP.join(labels[k] for k in LABEL_KEYS)
+DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
+QUERIES_TTL_S = 15 * 86400  # a day's distinct-query HyperLogLogs (up to 12 kB each): 2 weeks
 
 
 def fold(app: str) -> tuple[str, str]:
     """Where an event of `app` past the series budget is counted: the folded series
     `app|other|other|other` and its `series_folded|app` counter field (`OTHER` as `app`: the
     all-`other` series of apps without a series of their own)."""
-    return SEP.join([app, *[OTHER] * (len(LABEL_KEYS) - 1)]), f"{Name.SERIES_FOLDED}{SEP}{app}"
+    return field_name(app, *[OTHER] * (len(LABEL_KEYS) - 1)), field_name(Name.SERIES_FOLDED, app)
 
 
 def event_ref(app: str, event_id: str) -> str:
@@ -185,6 +180,11 @@ class Keys:
         """Per-UTC-day counters: events, k sums and grades per series, judge spend."""
         return f"{self.prefix}:day:{day}:c"
 
+    def day_queries(self, day: str, series: str) -> str:
+        """HyperLogLog of one series' distinct normalized queries on one UTC day (by the
+        events' timestamps), written at ingest: `ragmon_signal_queries_distinct`."""
+        return f"{self.prefix}:day:{day}:q:{series}"
+
     def day_events(self, day: str, app: str | None = None) -> str:
         """Per-UTC-day list of one app's compact per-event records (the drift report's
         comparisons, worst events, clustering), kept per app so that one app's flood of a day
@@ -292,7 +292,7 @@ class Keys:
 
 def utc_day(ts: float) -> str:
     """The UTC day of unix time `ts`, as the per-day keys spell it."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()  # YYYY-MM-DD; strftime: 4x the CPU
 
 
 def utc_today() -> str:

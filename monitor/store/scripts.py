@@ -36,24 +36,61 @@ local function mark_failed(key, ref, result, reason, counters, failed, now)
 end
 """
 
-# Store the new events of a micro-batch of requests, and put the ones to judge into their
-# apps' pending sets, in the write that answers 202 (`ragmon.store.ingest`).
+# The series budget (`ragmon.store.series`), shared by INGEST and FINISH (both name the keys
+# `series`, `series_per_app` and `counters`): the series an event of `app` is counted in. An
+# admitted series is seen `budget.now`; a new one is admitted while both the fleet's
+# (`budget.total`) and its app's (`budget.per_app`) budgets have room, else folded: into
+# `folded` when its app holds series, `orphan` when it holds none. `counts` (nil: none) names
+# the two fold counters, each adding `n` when its fold is taken.
+_ADMIT = """
+local function admit(series, app, folded, orphan, budget, counts, n)
+  if redis.call('ZSCORE', K.series, series) then
+    redis.call('ZADD', K.series, budget.now, series)
+    return series
+  end
+  local held = tonumber(redis.call('HGET', K.series_per_app, app) or '0')
+  if held < budget.per_app and redis.call('ZCARD', K.series) < budget.total then
+    redis.call('ZADD', K.series, budget.now, series)
+    redis.call('HINCRBY', K.series_per_app, app, 1)
+    return series
+  end
+  local into, counter = orphan, counts and counts[2]
+  if held > 0 then into, counter = folded, counts and counts[1] end
+  if counter then redis.call('HINCRBY', K.counters, counter, n) end
+  return into
+end
+"""
+
+# Store the new events of a micro-batch of requests, put the ones to judge into their apps'
+# pending sets, and add every new event's retrieval signals to its series, in the write that
+# answers 202 (`ragmon.store.ingest`).
 # KEYS tail: the `n_events` event keys, then the pending keys of the apps they name. ARGV tail:
 # per event its ref, payload (a sampled-out event's result instead: its inclusion probability,
-# all GET shows of it), status, received_at and slot (which of those pending keys, from 1; 0:
-# sampled out, never judged); then the app of each pending key; then per request its
-# event count (requests are consecutive runs of events). A request is refused whole when one
-# of the apps it adds events to already holds `limit` pending events. The deadline (unix
-# seconds, 0: none) is when the API stops waiting and answers 503: a write that reaches Redis
-# later (a stalled Redis catching up) is refused whole, so a client that retries after the
-# 503 is never counted twice. Returns per event 1 (created), its stored status (the id
-# existed) or {-2, app} (its request was refused: that app is at its limit); then 1 when the
-# caller must enqueue a drain job (none waits: `Keys.drain_wanted` was absent), else 0.
+# all GET shows of it), status, received_at, slot (which of those pending keys, from 1; 0:
+# sampled out, never judged), group (which of the groups below, from 1; 0: none) and
+# signals (`records.signal_record`); then the app of each pending key; then the `n_groups`
+# groups, each a series and a UTC day; then per request its event count (requests are
+# consecutive runs of events). A request is refused whole when one of the apps it adds events
+# to already holds `limit` pending events. The deadline (unix seconds, 0: none) is when the
+# API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis
+# catching up) is refused whole, so a client that retries after the 503 is never counted
+# twice.
+# The signals of a group's new events are summed here and written once per group: each
+# `signals` entry ([name, 1 to keep the sum of squares], by index) into the lifetime and the
+# day's histograms (`day_hist_key`, `SLOT.day` the day), short results and repeated passages
+# into the counters, the queries' hashes into the day's HyperLogLog (`queries_key`, also with
+# `SLOT.series`); the series passes the series budget first (`admit`, folded names from
+# `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events).
+# Returns per event 1 (created), its stored status (the id existed) or {-2, app} (its request
+# was refused: that app is at its limit); then 1 when the caller must enqueue a drain job
+# (none waits: `Keys.drain_wanted` was absent), else 0.
 INGEST = Script(
     "INGEST",
-    ("counters", "apps", "vt", "wake"),
-    ("ttl", "deadline", "limit", "n_events", "wake_ttl"),
+    ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist"),
+    ("ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "budget", "signals",
+     "day_hist_key", "queries_key", "day_ttl", "queries_ttl", "fold_tail", "orphan"),
     _DELIVERY
+    + _ADMIT
     + """
 local n = tonumber(A.n_events)
 local ttl = tonumber(A.ttl)
@@ -64,14 +101,37 @@ if deadline > 0 and now > deadline then
   return redis.error_reply('DEADLINE the API has already answered 503 for this write')
 end
 local function event(i) return KEYS[KEYS_REST + i - 1] end
-local function arg(i, field) return ARGV[ARGV_REST + 5 * (i - 1) + field] end
+local function arg(i, field) return ARGV[ARGV_REST + 7 * (i - 1) + field] end
 local function pending(s) return KEYS[KEYS_REST + n + s - 1] end
-local apps_at = ARGV_REST + 5 * n
+local apps_at = ARGV_REST + 7 * n
 local n_apps = #KEYS - KEYS_REST + 1 - n
+local groups_at = apps_at + n_apps
+local sums = {}
+local function observe(g, sig)  -- one new event's signals into its group's sums
+  local a = sums[g]
+  if not a then
+    a = {short = 0, rep = 0, queries = {}, b = {}, s = {}, q = {}, c = {}}
+    sums[g] = a
+  end
+  local short, rep, qh, rest = string.match(sig, '^(%d+) (%d+) (%S+)(.*)$')
+  a.short = a.short + tonumber(short)
+  a.rep = a.rep + tonumber(rep)
+  a.queries[#a.queries + 1] = qh
+  for i, b, v in string.gmatch(rest, ' (%d+):(%d+):(%S+)') do
+    local x = tonumber(v)
+    i = tonumber(i) + 1
+    local buckets = a.b[i] or {}
+    a.b[i] = buckets
+    buckets[b] = (buckets[b] or 0) + 1
+    a.s[i] = (a.s[i] or 0) + x
+    a.q[i] = (a.q[i] or 0) + x * x
+    a.c[i] = (a.c[i] or 0) + 1
+  end
+end
 local out = {}
 local added = false
 local i = 1
-for r = apps_at + n_apps, #ARGV do
+for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
   local last = i + tonumber(ARGV[r]) - 1
   local adding = {}
   for j = i, last do
@@ -106,16 +166,49 @@ for r = apps_at + n_apps, #ARGV do
         join(K.apps, K.vt, ARGV[apps_at + s - 1])
         added = true
       end
+      local g = tonumber(arg(j, 5))
+      if g > 0 then observe(g, arg(j, 6)) end
     end
   end
   i = last + 1
+end
+if next(sums) then
+  local names = cjson.decode(A.signals)
+  local budget = cjson.decode(A.budget)
+  for g, a in pairs(sums) do
+    local sent, day = ARGV[groups_at + 2 * (g - 1)], ARGV[groups_at + 2 * g - 1]
+    local app = app_of(sent)
+    local series = admit(sent, app, app .. SEP .. A.fold_tail, A.orphan, budget, nil, 0)
+    local day_hist = filled(A.day_hist_key, SLOT.day, day)
+    for _, h in ipairs({K.hist, day_hist}) do
+      for si, buckets in pairs(a.b) do
+        local f = names[si][1] .. SEP .. series .. SEP
+        for b, c in pairs(buckets) do redis.call('HINCRBY', h, f .. H.bucket .. b, c) end
+        redis.call('HINCRBYFLOAT', h, f .. H.sum, string.format('%.17g', a.s[si]))
+        if names[si][2] == 1 then
+          redis.call('HINCRBYFLOAT', h, f .. H.sumsq, string.format('%.17g', a.q[si]))
+        end
+        redis.call('HINCRBY', h, f .. H.count, a.c[si])
+      end
+    end
+    redis.call('EXPIRE', day_hist, tonumber(A.day_ttl))
+    if a.short > 0 then
+      redis.call('HINCRBY', K.counters, N.signal_short .. SEP .. series, a.short)
+    end
+    if a.rep > 0 then
+      redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
+    end
+    local queries = filled(filled(A.queries_key, SLOT.day, day), SLOT.series, series)
+    redis.call('PFADD', queries, unpack(a.queries))
+    redis.call('EXPIRE', queries, tonumber(A.queries_ttl))
+  end
 end
 local wake = 0
 if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then wake = 1 end
 out[n + 1] = wake
 return out
 """,
-)
+)  # fmt: skip
 
 # A drain job takes up to `limit` events (`Delivery.claim`). First, every lease that ended
 # (its work horse died) puts its event back into its app's pending set, or, after
@@ -292,13 +385,14 @@ return added
 )
 
 # Mark one event done and record its observations, once (`ragmon.store.finish`).
-# `series` is the event's series; past the series budget it is counted in `folded` (its app
-# holds series) or `orphan` (it holds none), adding 1 to `folded_count` or `orphan_count`
-# (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON [[name, reason,
-# n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs` triples (name,
-# bucket, value), each adding to the bucket, the sum, the sum of squares (for the variance the
-# alerts need) and the count; then the grades (one per graded passage). `day_events` is the
-# app's list of per-day records (trimmed to its newest `day_keep`), `day_apps` the day's apps.
+# `series` is the event's series; past the series budget (`admit`) it is counted in `folded`
+# (its app holds series) or `orphan` (it holds none), adding 1 to `folded_count` or
+# `orphan_count` (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON
+# [[name, reason, n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs`
+# triples (name, bucket, value), each adding to the bucket, the sum, the sum of squares (for the
+# variance the alerts need) and the count; then the grades (one per graded passage).
+# `day_events` is the app's list of per-day records (trimmed to its newest `day_keep`),
+# `day_apps` the day's apps.
 # `weight`: what one observation counts for in the quality histograms, 1 / the event's
 # inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1; its square is
 # added to the series' `retrieval_weight_squares` counter (the alerts' effective events).
@@ -311,29 +405,14 @@ FINISH = Script(
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
      "series_counts", "n_obs", "weight"),
-    """
+    _ADMIT
+    + """
 redis.call('ZREM', K.leased, A.ref)
 redis.call('ZREM', K.pending, A.ref)
 local st = redis.call('HGET', K.event, F.status)
 if st ~= S.queued and st ~= S.failed then return 0 end
-local series = A.series
-local budget = cjson.decode(A.budget)
-if redis.call('ZSCORE', K.series, series) then
-  redis.call('ZADD', K.series, budget.now, series)
-else
-  -- a new series: admitted while both the fleet's and its app's budgets have room
-  local held = tonumber(redis.call('HGET', K.series_per_app, A.app) or '0')
-  if held < budget.per_app and redis.call('ZCARD', K.series) < budget.total then
-    redis.call('ZADD', K.series, budget.now, series)
-    redis.call('HINCRBY', K.series_per_app, A.app, 1)
-  elseif held > 0 then
-    series = A.folded
-    redis.call('HINCRBY', K.counters, A.folded_count, 1)
-  else
-    series = A.orphan
-    redis.call('HINCRBY', K.counters, A.orphan_count, 1)
-  end
-end
+local series = admit(A.series, A.app, A.folded, A.orphan, cjson.decode(A.budget),
+                     {A.folded_count, A.orphan_count}, 1)
 redis.call('HSET', K.event, F.status, S.done, F.result, A.result, F.series, series)
 if A.payload ~= '' then redis.call('HSET', K.event, F.payload, A.payload) end
 redis.call('EXPIRE', K.event, tonumber(A.ttl))

@@ -204,9 +204,14 @@ def run(
     rounds = rounds or (3 if short else 12)
     seconds = seconds or (1.0 if short else 3.0)
     where = placement(cpus, sidecar_on)
+    before = os.sched_getaffinity(0) if where["generator"] else None
     if where["generator"]:
         os.sched_setaffinity(0, where["generator"])  # the load generator, off the apps' CPU
-    results = [measure_state(s, rate, seconds, rounds, where, shape) for s in states]
+    try:
+        results = [measure_state(s, rate, seconds, rounds, where, shape) for s in states]
+    finally:  # the caller's CPUs back (a test process ran every later test on one CPU)
+        if before is not None:
+            os.sched_setaffinity(0, before)
     return {
         "machine": machine(),
         "rate_rps": rate,

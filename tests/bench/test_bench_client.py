@@ -1,4 +1,5 @@
-"""The SDK benchmarks run in short mode so they cannot rot (no timing assertions: CI is noisy)."""
+"""The SDK benchmarks run in short mode so they cannot rot (no timing assertions: CI is noisy);
+their statistics and CPU placement are unit tests."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from tests.bench import bench_app_latency, bench_gil, bench_record
 from tests.bench.hook_apps import Shape
 from tests.bench.stats import median_interval, overlaps, quantile
 
-pytestmark = [pytest.mark.bench, pytest.mark.slow]
 
-
+@pytest.mark.bench
+@pytest.mark.slow
 @pytest.mark.parametrize("sidecar", ["healthy", "down"])
 def test_bench_record_short(sidecar: str) -> None:
     figures = bench_record.run(short=True, sidecar=sidecar)
@@ -47,8 +48,12 @@ def test_bench_app_latency_places_the_sidecar_on_a_cpu_of_its_own_where_there_is
     assert bench_app_latency.placement("none") == dict.fromkeys(("apps", "sidecar", "generator"))
 
 
+@pytest.mark.bench
+@pytest.mark.slow
 def test_bench_app_latency_short() -> None:
+    cpus = os.sched_getaffinity(0)
     figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5, shape=Shape(300, 1.0))
+    assert os.sched_getaffinity(0) == cpus  # the generator's pinning is undone
     assert figures["app"] == {"scan": 300, "wait_ms": 1.0}
     assert "scores 300 passages per request after awaiting 1 ms" in bench_app_latency.report(
         figures
@@ -70,6 +75,8 @@ def test_bench_app_latency_short() -> None:
     assert report.count("of the app's CPU per request") == len(states)
 
 
+@pytest.mark.bench
+@pytest.mark.slow
 def test_bench_gil_short() -> None:
     figures = bench_gil.run(short=True)
     stats = figures["monitor_stats"]
@@ -103,6 +110,7 @@ def test_overlaps() -> None:
     assert overlaps(a, b) and not overlaps(a, c)
 
 
+@pytest.mark.process
 def test_bench_commands_have_help() -> None:
     for module in ("bench_record", "bench_app_latency", "bench_gil", "bench_instructions"):
         out = subprocess.run(
@@ -114,6 +122,8 @@ def test_bench_commands_have_help() -> None:
         assert out.returncode == 0 and "--short" in out.stdout
 
 
+@pytest.mark.bench
+@pytest.mark.slow
 def test_bench_instructions_short() -> None:
     import shutil
 

@@ -242,6 +242,7 @@ def _compose_cli() -> list[str] | None:
     return None
 
 
+@pytest.mark.process
 def test_docker_compose_config_accepts_the_file():
     cmd = _compose_cli()
     if cmd is None:
@@ -256,6 +257,7 @@ def test_docker_compose_config_accepts_the_file():
         assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.process
 def test_promtool_accepts_the_config_as_mounted(services, tmp_path):
     """`promtool check config` on prometheus.yml laid out as the compose volumes lay it out."""
     promtool = shutil.which("promtool")

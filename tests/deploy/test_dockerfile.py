@@ -136,6 +136,7 @@ def test_default_command_serves_the_api_and_healthcheck_hits_healthz():
     assert f"http://127.0.0.1:{args.port}/healthz" in probe[-1]
 
 
+@pytest.mark.process
 def test_healthcheck_probe_fails_when_nothing_listens():
     """The probe's exit status is what Docker reads: it must be non-zero on a dead API."""
     (check,) = args_of(final_stage(), "HEALTHCHECK")

@@ -143,6 +143,7 @@ def test_every_listed_resource_exists_and_parses(objects):
     assert len(names) == len(set(names)), "duplicate objects"
 
 
+@pytest.mark.process
 def test_kubectl_kustomize_builds_the_same_objects(objects):
     kubectl = shutil.which("kubectl")
     kustomize = shutil.which("kustomize")
@@ -217,6 +218,7 @@ def test_custom_resources_have_their_required_fields(objects, api_kind):
 # --- commands, settings, wiring -------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_every_container_command_is_accepted_by_the_real_cli(objects):
     containers = ragmon_containers(objects)
     assert len(containers) >= 3
@@ -336,6 +338,7 @@ def test_redis_statefulset_persists_and_matches_redis_url(objects):
     assert url == f"redis://{svc['metadata']['name']}:{svc['spec']['ports'][0]['port']}/0"
 
 
+@pytest.mark.process
 def test_weekly_report_cronjob(objects):
     cron = find(objects, "CronJob", "ragmon-weekly-report")
     assert cron["spec"]["schedule"].split()[-1] in {"1", "MON", "mon"}, "weekly, on Mondays"
@@ -398,6 +401,7 @@ def test_prometheusrule_is_identical_to_the_rule_files(objects):
     )
 
 
+@pytest.mark.process
 def test_promtool_accepts_the_prometheusrule_groups(objects, tmp_path):
     promtool = which_or_skip("promtool")
     rule = find(objects, "PrometheusRule", "ragmon")

@@ -16,6 +16,8 @@ import yaml
 from tests.grafana.provisioning import check_files, env_references, interpolate
 from tests.grafana.queries import PROVISIONING, ROOT
 
+pytestmark = pytest.mark.process  # runs grafana/contact-points.sh
+
 SCRIPT = ROOT / "grafana" / "contact-points.sh"
 SLACK = "https://hooks.slack.com/services/T000/B000/s3cretSlack"
 PAGERDUTY = "s3cretPagerDutyRoutingKey0123456"

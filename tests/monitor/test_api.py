@@ -198,11 +198,12 @@ def test_an_app_at_its_queue_limit_gets_503_and_the_other_apps_go_on(make_api):
     assert api.client.post("/v1/retrievals", json=busy[0]).status_code == 200
 
 
+@pytest.mark.process
 def test_rejections_are_counted_by_reason(api):
     api.client.post("/v1/retrievals", json={"k": 0})
     import time
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while 'ragmon_events_rejected_total{reason="invalid"}' not in api.client.get("/metrics").text:
         assert time.monotonic() < deadline
         time.sleep(0.1)
@@ -221,6 +222,7 @@ def test_health_and_openapi(api):
     assert "Passage" in spec["components"]["schemas"] and "Labels" in spec["components"]["schemas"]
 
 
+@pytest.mark.process
 def test_readyz_when_redis_is_down(make_api, redis_server):
     api = make_api()
     redis_server.stop()

@@ -7,8 +7,12 @@ import dataclasses
 import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from ragmon.settings import Settings
 from tests.support.api_server import ApiServer
+
+pytestmark = pytest.mark.process  # the /metrics renderer's child process
 
 
 def count(text: str) -> float:

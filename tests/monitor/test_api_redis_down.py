@@ -15,6 +15,8 @@ from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 from tests.support.stack import RedisServer
 
+pytestmark = pytest.mark.process  # a Redis of its own, stopped under the API
+
 
 @pytest.fixture
 def api_without_redis() -> Iterator[ApiServer]:

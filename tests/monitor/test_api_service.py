@@ -100,6 +100,7 @@ def test_a_key_bound_to_an_app_writes_that_app_only(settings: Settings) -> None:
     assert stored(settings, "billing", other["event_id"]) is None
 
 
+@pytest.mark.process
 def test_a_trace_export_stores_its_retriever_spans_and_answers_otlp(settings: Settings) -> None:
     good = span(retriever_attrs(query="how do I reset my password"))
     bad = span(retriever_attrs(query=None))
@@ -117,6 +118,7 @@ def test_a_trace_export_stores_its_retriever_spans_and_answers_otlp(settings: Se
     assert stored(settings, "support-bot", event_id(bad)) is None
 
 
+@pytest.mark.process
 def test_a_body_that_is_not_gzip_is_a_400(settings: Settings) -> None:
     with pytest.raises(Refused) as refused:
         run(settings, lambda service: service.traces(None, b"plain", PROTOBUF, "gzip"))

@@ -14,6 +14,8 @@ from ragmon.store import finish as finish_module
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 
+pytestmark = pytest.mark.process  # the API's decoding child process
+
 
 def test_an_app_at_its_storage_limit_gets_507_and_the_others_are_stored(
     make_api: Callable[..., ApiServer],

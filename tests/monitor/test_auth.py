@@ -293,6 +293,7 @@ def commands_during(redis_url: str, action) -> list[str]:
     return seen
 
 
+@pytest.mark.process
 def test_reading_another_apps_id_never_reads_its_event(make_api, redis_url):
     """A cross-app 404 took 20 ms on a large event and 1.1 ms on an unknown id: the other
     app's event was loaded, then hidden. Now only the caller's app is looked up."""
@@ -314,12 +315,14 @@ def test_reading_another_apps_id_never_reads_its_event(make_api, redis_url):
 # ---- /metrics ----------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_metrics_open_without_metrics_keys(make_api):
     api = make_api(RAGMON_API_KEYS=KEYS)
     r = api.client.get("/metrics")
     assert r.status_code == 200 and "ragmon_events_received_total" in r.text
 
 
+@pytest.mark.process
 def test_metrics_protected_separately(make_api):
     api = make_api(RAGMON_API_KEYS=KEYS, RAGMON_METRICS_API_KEYS=METRICS_KEY)
     for headers in ({}, bearer(ANY_KEY), bearer("wrong-key-0123456789abcdef")):
@@ -415,6 +418,7 @@ def serve(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.internal"])
+@pytest.mark.process
 def test_serve_refuses_public_host_without_keys(tmp_path, redis_url, host):
     port = free_port()
     proc = serve(["--host", host, "--port", str(port)], cli_env(REDIS_URL=redis_url), tmp_path)
@@ -424,11 +428,12 @@ def test_serve_refuses_public_host_without_keys(tmp_path, redis_url, host):
     assert "--allow-insecure-public" in err
 
 
+@pytest.mark.process
 def test_serve_defaults_to_loopback_and_warns_without_keys(tmp_path, redis_url):
     port = free_port()
     proc = serve(["--port", str(port)], cli_env(REDIS_URL=redis_url), tmp_path)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while True:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
@@ -474,6 +479,7 @@ def _private_netns_works() -> bool:
 
 
 @pytest.mark.parametrize("how", ["flag", "keys file"])
+@pytest.mark.process
 def test_serve_on_all_interfaces_with_flag_or_keys(tmp_path, how):
     """--host 0.0.0.0 starts with --allow-insecure-public, or with keys (here from
     RAGMON_API_KEYS_FILE); run in a private network namespace so that the test never listens

@@ -21,6 +21,8 @@ from tests.support.events import make_event
 from tests.support.stack import RedisServer, clean_env, free_port, ragmon_env
 from tests.support.waiting import scaled, wait_until
 
+pytestmark = pytest.mark.process  # runs the `ragmon` command
+
 
 def one_line(stderr: str) -> str:
     """The command's whole stderr, which must be exactly one line and no traceback."""

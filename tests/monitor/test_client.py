@@ -92,7 +92,9 @@ class Sidecar:
         self.server.server_close()
 
 
-@pytest.fixture(autouse=True, params=["in-process", "relay"])
+@pytest.fixture(
+    autouse=True, params=["in-process", pytest.param("relay", marks=pytest.mark.process)]
+)
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test here runs both ways: with the encoder and sender threads in the app's
     process (the default, and the relay's fallback) and through the relay process."""
@@ -326,6 +328,7 @@ def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sid
     assert monitor.stats()["sent"] == 20 and len(sidecar.events()) == 20
 
 
+@pytest.mark.process
 def test_events_are_flushed_at_interpreter_exit(sidecar: Sidecar) -> None:
     script = (
         "from ragmon.client import RetrievalMonitor\n"
@@ -508,6 +511,7 @@ def test_the_encoder_makes_event_ids_ahead_a_few_per_pass(closed_port: int) -> N
     monitor.close()
 
 
+@pytest.mark.process
 def test_record_returns_the_event_id_unique_across_a_fork(sidecar: Sidecar) -> None:
     monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05)
     ids = [monitor.record("q", PASSAGES, 2) for _ in range(500)]

@@ -317,6 +317,7 @@ def tls_sidecar(tmp_path):
     server.stop()
 
 
+@pytest.mark.process
 def test_https_is_verified_and_delivers(tls_sidecar, monkeypatch) -> None:
     server, cert = tls_sidecar
     url = server.url.replace("http://", "https://")

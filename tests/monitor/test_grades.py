@@ -13,6 +13,8 @@ from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 
+pytestmark = pytest.mark.process  # RQ work horses (the workers fork)
+
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"
 

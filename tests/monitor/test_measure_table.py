@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ragmon.core import catalog
 from ragmon.core.measure_table import BY_KEY, MEASURES
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MEASURE_KEYS, compute
@@ -73,6 +75,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.process
 def test_a_new_row_reaches_every_consumer() -> None:
     """CONTRIBUTING.md's promise: a measure is one table row (plus its function in measures.py)."""
     out = subprocess.run(

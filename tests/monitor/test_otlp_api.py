@@ -19,6 +19,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from ragmon.store.keys import event_ref
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 from tests.support.stack import sample_value
+from tests.support.waiting import scaled
+
+pytestmark = pytest.mark.process  # the API decodes OTLP in its child process
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
 KEY = "k" * 16 + "-any-app"
@@ -51,8 +54,9 @@ def status(r) -> Status:
 
 
 def counter(api, outcome: str) -> float:
-    """ragmon_otlp_spans_total{outcome}, once the writer has flushed it (polled, 5 s at most)."""
-    deadline = time.monotonic() + 5
+    """ragmon_otlp_spans_total{outcome}, once the writer has flushed it (polled: 5 s idle,
+    stretched by the load)."""
+    deadline = time.monotonic() + scaled(5)
     while True:
         try:
             return sample_value(api.client.get("/metrics").text, "ragmon_otlp_spans_total",

@@ -19,6 +19,8 @@ from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.stack import ragmon_env
 
+pytestmark = pytest.mark.process  # RQ work horses, the /metrics renderer, the CLI
+
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"
 JUDGE = "lexical/lexical-1/per-event"

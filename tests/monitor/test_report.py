@@ -31,6 +31,7 @@ from ragmon.settings import Settings
 from ragmon.store import Histogram, Store, bucket_index
 from ragmon.workers.worker import make_worker
 from tests.support.stack import free_port
+from tests.support.waiting import scaled
 
 POOL = (3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0)  # candidate grades per query; 10 are sent, K = 5
 K = 5
@@ -110,7 +111,7 @@ class Live:
 def start_live(settings: Settings) -> Iterator[Live]:
     live = Live(replace(settings, job_batch_size=500))
     live.thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while not live.server.started:
         assert time.monotonic() < deadline, "API did not start"
         time.sleep(0.05)
@@ -382,7 +383,7 @@ def test_weekly_schedule_registers_cron_and_job_writes_report(live: Live, tmp_pa
     worker = make_worker(s)
     schedule = register_schedule(worker, s)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while not CronScheduler.all(worker.connection):
             assert time.monotonic() < deadline, "the cron scheduler never registered"
             time.sleep(0.05)
@@ -546,6 +547,7 @@ def store_records(data: WindowData) -> list[dict]:
     return out
 
 
+@pytest.mark.process
 def test_a_change_of_judge_identity_is_marked(live: Live, tmp_path: Path) -> None:
     """The baseline judged by the lexical judge, this week by an LLM (the fake server): the
     report says the identity changed, naming both, and never mixes their grades."""

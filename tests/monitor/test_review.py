@@ -17,6 +17,8 @@ from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 
+pytestmark = pytest.mark.process  # RQ work horses (the workers fork)
+
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 SERIES = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
 

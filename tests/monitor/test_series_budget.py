@@ -118,6 +118,7 @@ def test_finish_sweeps_idle_series_once_per_hour(store: Store) -> None:
     assert store.client.ttl(store.keys.series_sweep) > 3000
 
 
+@pytest.mark.process
 def test_series_command_lists_and_frees(store: Store, settings: Settings) -> None:
     record(store, 0, labels("appA", "kb"))
     record(store, 1, labels("appB", "kb"))

@@ -264,7 +264,7 @@ def test_llm_answers_garbage_then_requeue(redis_url, fake_llm):
 def test_workers_run_rq_scheduler(stack):
     """Retries with an interval need RQ's scheduler: a ragmon worker holds the scheduler lock."""
     conn = redis.Redis.from_url(stack.env["REDIS_URL"])
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while not conn.exists("rq:scheduler-lock:ragmon"):
         assert time.monotonic() < deadline, "no worker took the RQ scheduler lock"
         time.sleep(0.2)

@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 from tests.stats.report_sim import Scenario, run, scenarios
 
 REPORTS = 12
-SCENARIOS = {sc.name: sc for sc in scenarios(np.random.default_rng(13))}
+
+
+@functools.cache
+def _scenarios() -> dict[str, Scenario]:
+    """Built when a test first needs them (seconds of work: not at collection)."""
+    return {sc.name: sc for sc in scenarios(np.random.default_rng(13))}
 
 
 def _pick(word: str) -> Scenario:
-    (sc,) = [sc for name, sc in SCENARIOS.items() if name.startswith(word) and "own" not in name]
+    (sc,) = [sc for name, sc in _scenarios().items() if name.startswith(word) and "own" not in name]
     return sc
 
 

@@ -11,6 +11,7 @@ from ragmon.api import create_app
 from ragmon.api.guard import GuardedServer, uvicorn_config
 from ragmon.settings import Settings
 from tests.support.stack import free_port
+from tests.support.waiting import scaled
 
 
 class ApiServer:
@@ -36,7 +37,7 @@ class ApiServer:
 
     def start(self) -> ApiServer:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)  # stretched by the load
         while not self.server.started:
             if time.monotonic() > deadline:
                 raise RuntimeError("API did not start")

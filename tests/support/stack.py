@@ -181,7 +181,7 @@ class RedisServer:
             "--protected-mode", "no",
         ]  # fmt: skip
         self.proc = Child(args, cwd=None, nice=self.nice, cpus=self.cpus, idle=self.idle)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         client = redis.Redis.from_url(self.url)
         while True:
             try:

@@ -661,6 +661,7 @@ def _post_and_work(api: ApiServer, event: dict) -> dict:
     return api.client.get(f"/v1/retrievals/{r.json()['event_id']}?app=test").json()
 
 
+@pytest.mark.process
 def test_same_event_twice_makes_one_set_of_llm_calls(api, fake):
     first = _post_and_work(api, _event())
     assert first["status"] == "done", first
@@ -678,6 +679,7 @@ def test_same_event_twice_makes_one_set_of_llm_calls(api, fake):
     assert f'ragmon_judge_requests_total{{model="{MODEL}",outcome="ok"}} 4.0' in metrics
 
 
+@pytest.mark.process
 def test_a_passage_repeated_across_a_jobs_events_is_judged_once(api, fake):
     """Repeated questions arrive together: three events of one job (one batch) with the same
     query and passages cost one call per passage, and all three get the same grades."""
@@ -695,6 +697,7 @@ def test_a_passage_repeated_across_a_jobs_events_is_judged_once(api, fake):
 
 
 @pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.process
 def test_one_apps_judgment_is_no_cache_hit_for_another_unless_shared(redis_url, fake, shared):
     """A cache hit would tell app B that app A asked the same question about the same passage:
     by default each app has its own cache (and its own in-flight questions within a job), so
@@ -728,6 +731,7 @@ def test_one_apps_judgment_is_no_cache_hit_for_another_unless_shared(redis_url, 
         assert len(fake.chat_requests()) == 8 + 16  # the job: 2 apps x 2 queries x 4 passages
 
 
+@pytest.mark.process
 def test_a_grade_the_first_asker_could_not_get_is_asked_again(api, fake):
     """When the event that asked first gets no grade (refused), the events waiting for it ask
     themselves rather than inherit the gap."""
@@ -743,6 +747,7 @@ def test_a_grade_the_first_asker_could_not_get_is_asked_again(api, fake):
     assert len(fake.chat_requests()) == 5  # 4 passages + the refused one asked again
 
 
+@pytest.mark.process
 def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
     fake.script(Reply.refusal())  # the first passage asked; the others get grades
     res = _post_and_work(api, _event())
@@ -779,6 +784,7 @@ def _through_every_try(api: ApiServer, event: dict) -> tuple[dict, int]:
     return res, tries
 
 
+@pytest.mark.process
 def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_event_measured(
     api, fake
 ):
@@ -800,6 +806,7 @@ def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_even
     assert not any(name.startswith("events_failed") for name in counters), counters
 
 
+@pytest.mark.process
 def test_an_event_nothing_of_which_could_be_graded_fails_after_every_retry(api, fake):
     fake.rule = lambda rec: Reply.error(503)
     res, tries = _through_every_try(api, _event())
@@ -808,6 +815,7 @@ def test_an_event_nothing_of_which_could_be_graded_fails_after_every_retry(api, 
     assert Store.connect(api.settings).counters()["events_failed|judge_unavailable"] == 1
 
 
+@pytest.mark.process
 def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):
     fake.script(*[Reply.refusal()] * len(_event()["passages"]))
     res = _post_and_work(api, _event())
@@ -816,6 +824,7 @@ def test_an_event_with_every_passage_refused_fails_with_its_reason(api, fake):
     assert 'ragmon_events_failed_total{reason="refused"} 1.0' in metrics
 
 
+@pytest.mark.process
 def test_one_apps_spend_never_fails_anothers_events(redis_url, fake):
     """RAGMON_APP_DAILY_BUDGET_USD: app `a` spends its own budget (real calls, counted per app)
     and its next event fails naming the app and the limit; app `b`'s events are still judged,
@@ -857,6 +866,7 @@ def test_one_apps_spend_never_fails_anothers_events(redis_url, fake):
         server.stop()
 
 
+@pytest.mark.process
 def test_a_retriever_that_misses_what_another_found_falls_in_the_pooled_measures(api, fake):
     """The pooled ideal end to end: bm25 finds the query's two relevant passages; dense, later,
     only its two distractors. Against its own pool dense's nDCG@2 is 1 (the best order of what
@@ -897,6 +907,7 @@ def test_a_retriever_that_misses_what_another_found_falls_in_the_pooled_measures
     assert other["measures"]["ndcg_pooled"] == 1.0  # its own app's pool: only what it found
 
 
+@pytest.mark.process
 def test_past_the_budget_events_are_stored_failed_and_requeued_later(redis_url, fake):
     s = judge_settings(redis_url, fake, RAGMON_DAILY_BUDGET_USD="0.01")
     store = Store.connect(s)
@@ -940,6 +951,7 @@ def test_listwise_uses_far_fewer_tokens_on_the_same_event(redis_url, fake):
     assert list_in < 0.35 * point_in  # the rubric is paid once per event, not once per passage
 
 
+@pytest.mark.process
 def test_fake_server_runs_as_a_process_for_benchmarks():
     import subprocess
     import sys

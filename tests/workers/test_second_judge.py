@@ -15,6 +15,8 @@ from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
 
+pytestmark = pytest.mark.process  # RQ work horses, the /metrics renderer
+
 FIRST, SECOND = "gpt-4o-mini/umbrela-1/pointwise", "gpt-4o/umbrela-1/pointwise"
 
 

@@ -179,6 +179,7 @@ def post_and_work(api: ApiServer, batch: list[dict]) -> list[dict]:
     return [api.client.get(result_url(e)).json() for e in batch]
 
 
+@pytest.mark.process
 def test_udcg_equals_an_independent_computation_for_every_event(redis_url: str) -> None:
     with FakeLLM() as fake:
         api = ApiServer(settings_for(redis_url, fake)).start()
@@ -221,6 +222,7 @@ def counter(metrics: str, name: str, labels: dict[str, str]) -> float:
         return 0.0
 
 
+@pytest.mark.process
 def test_probe_results_are_cached(redis_url: str) -> None:
     with FakeLLM() as fake:
         api = ApiServer(settings_for(redis_url, fake)).start()
@@ -239,6 +241,7 @@ def test_probe_results_are_cached(redis_url: str) -> None:
     assert sample_value(metrics, "ragmon_utility_probes_total", {"how": "cache"}) == 2
 
 
+@pytest.mark.process
 def test_no_logprobs_makes_udcg_null_and_counted(redis_url: str) -> None:
     with FakeLLM(logprobs=False) as fake:
         api = ApiServer(settings_for(redis_url, fake)).start()
@@ -259,6 +262,7 @@ def test_no_logprobs_makes_udcg_null_and_counted(redis_url: str) -> None:
     assert counter(metrics, "ragmon_retrieval_ndcg_count", {}) == n
 
 
+@pytest.mark.process
 def test_off_by_default_no_probe_and_udcg_null(redis_url: str) -> None:
     with FakeLLM() as fake:
         api = ApiServer(settings_for(redis_url, fake, RAGMON_UTILITY="off")).start()
@@ -273,6 +277,7 @@ def test_off_by_default_no_probe_and_udcg_null(redis_url: str) -> None:
 
 
 @pytest.mark.parametrize("status", [500, 429])
+@pytest.mark.process
 def test_a_passing_probe_failure_retries_the_event_not_a_null(redis_url: str, status: int) -> None:
     with FakeLLM() as fake:
         s = settings_for(redis_url, fake, RAGMON_JUDGE_MAX_RETRIES="0")
@@ -339,6 +344,7 @@ def test_utility5_prompt_and_parsing() -> None:
 
 
 @pytest.mark.parametrize("mode", ["pointwise", "listwise"])
+@pytest.mark.process
 def test_utility5_judge_feeds_ra_nwg_its_own_grades(redis_url: str, mode: str) -> None:
     with FakeLLM() as fake:
         s = settings_for(
@@ -407,6 +413,7 @@ def test_probe_calls_pass_the_fleet_rate_limiter(redis_url: str) -> None:
     assert (reqs, tokens) == (1, usage["total_tokens"])
 
 
+@pytest.mark.process
 def test_past_the_budget_udcg_is_null_with_that_reason(redis_url: str) -> None:
     from ragmon.store.keys import utc_today
 
