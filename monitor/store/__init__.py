@@ -27,7 +27,7 @@ from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, fail_call, finish_call
 from ragmon.store.human import HumanGrades
-from ragmon.store.ingest import AsyncIngest, Written, plan_ingest
+from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.keys import DAY_TTL_S, SEP, Keys, event_ref
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
@@ -71,6 +71,7 @@ class Store:
         self.settings = settings
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST.source)
+        self.signal_setup = signal_setup(self.keys, settings)  # INGEST's, built once
         self.delivery = Delivery(client, self.keys, settings)
         self._finish = client.register_script(scripts.FINISH.source)
         self._fail = client.register_script(scripts.FAIL.source)

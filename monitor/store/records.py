@@ -112,12 +112,13 @@ _SIGNAL_BOUNDS = tuple((i, s.buckets) for i, s in enumerate(SIGNALS))
 def signal_record(query: str, k: int, ids: Sequence[str], scores: Sequence[float | None]) -> str:
     """One event's signals (`ragmon.core.signals.extract`) as INGEST reads them: `<short>
     <repeated> <query hash>`, then `<signal>:<bucket>:<value>` per signal observed (its index
-    in `SIGNALS`). A string, so that it costs the API one argument per event."""
+    in `SIGNALS`; the value to 6 significant digits, the bucket from the exact one). A string,
+    so that it costs the API one argument per event."""
     sig = extract(query, k, ids, scores)
     out = f"{sig.short:d} {sig.repeated} {query_hash(query)[:QUERY_KEY_CHARS]}"
     for (i, bounds), v in zip(_SIGNAL_BOUNDS, sig.values.values(), strict=True):
         if v is not None:
-            out += f" {i}:{bisect_left(bounds, v - 1e-12)}:{v!r}"
+            out += f" {i}:{bucket_index(bounds, v)}:{v:.6g}"  # .6g: 2x faster than repr
     return out
 
 
