@@ -27,7 +27,7 @@ from ragmon.report.coverage import Judged, judged_shares
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
-from ragmon.report.signals import GroupSignals, signal_changes
+from ragmon.report.signal_shifts import GroupSignals, signal_changes
 from ragmon.report.verdict import Verdict, verdicts
 from ragmon.report.window import Window
 

@@ -114,7 +114,7 @@ def group_hist(
     hists: Hists, measure: str, group: Group, prefix: str = "retrieval_"
 ) -> Histogram | None:
     """The measure's histogram for a group, summed over its segments (`prefix` "signal_": a
-    signal's, `ragmon.report.signals`)."""
+    signal's, `ragmon.report.signal_shifts`)."""
     parts = list(segment_hists(hists, measure, group, prefix).values())
     if not parts:
         return None
