@@ -1,5 +1,5 @@
-"""The weekly report's signals (`ragmon.report.signal_shifts`): per retriever, what the app sent moved
-against the baseline, next to the judged measures, or "none moved"."""
+"""The weekly report's signals (`ragmon.report.signal_shifts`): per retriever, what the app
+sent moved against the baseline, next to the judged measures, or "none moved"."""
 
 from __future__ import annotations
 
