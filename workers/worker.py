@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import signal
 from datetime import UTC, datetime
 
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
-from rq import Worker
+from rq import Queue, Worker
+from rq.job import Job
 
 from ragmon.preflight import describe, wait_for_redis
 from ragmon.settings import Settings
@@ -45,14 +47,31 @@ def check_judge(settings: Settings) -> None:
         )
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 class RagmonWorker(Worker):
     """RQ's worker; at start and at each maintenance tick it makes sure a drain job will look
-    at the events waiting (`wake_drain`)."""
+    at the events waiting (`wake_drain`). SIGINT and SIGTERM wait across the fork of a work
+    horse until the horse has its own handlers: one that arrived in between (Ctrl-C reaches
+    the whole process group, the horse included until it leaves it) ran the worker's handler
+    inside threading's after-fork hook and logged "Exception ignored" with a traceback."""
 
     store: Store | None = None
 
+    def fork_work_horse(self, job: Job, queue: Queue) -> None:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            super().fork_work_horse(job, queue)  # the horse never returns from here
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+    def setup_work_horse_signals(self) -> None:
+        super().setup_work_horse_signals()  # type: ignore[no-untyped-call]  # RQ is untyped there
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # pending ones act now
+
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()
+        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ is untyped there
         if self.store is not None:
             wake_drain(self.store)
 

@@ -6,9 +6,10 @@ byte, nor while headers or a body trickle in), so 1,100 such connections exhaust
 descriptors and `/healthz` timed out. Here a connection must send its headers within
 RAGMON_HEADER_TIMEOUT_S (answered `408` and closed otherwise) and its body within
 RAGMON_BODY_TIMEOUT_S of them. Past RAGMON_MAX_CONNECTIONS a new connection evicts the one
-that has waited longest for its headers, else the one whose body started longest ago, so
-neither a flood of idle connections nor one of slow bodies delays a request that arrives
-whole, and a health check always gets through.
+that has been waiting longest, for its headers or its body, so neither a flood of idle
+connections nor one of slow bodies delays a request that arrives whole, and a health check
+always gets through. (Evicting idle connections first closed a health check that had just
+connected, its headers one turn of the loop away, whenever a slow-body flood reconnected.)
 
 The cap is applied before the descriptors run out: each turn of the event loop accepts at most
 `ACCEPT_BATCH` connections (asyncio accepts up to uvicorn's `backlog` at once, 2,048, before
@@ -65,6 +66,7 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._timer: asyncio.TimerHandle | None = None
         self._phase = ""
+        self._since = 0.0  # when the current wait (headers or body) began
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -72,11 +74,10 @@ class GuardedH11Protocol(H11Protocol):
         gate.open += 1
         if gate.open > gate.max_connections:
             gate.evicted += 1
-            # the longest idle connection makes room, else the oldest body still arriving
-            queue = gate.waiting or gate.bodies
-            if queue:
-                _, oldest = queue.popitem(last=False)
-                oldest._close()
+            # the connection waiting longest makes room, for its headers or its body
+            heads = [next(iter(q.values())) for q in (gate.waiting, gate.bodies) if q]
+            if heads:
+                min(heads, key=lambda p: p._since)._close()
             else:  # every connection is busy with a request: refuse this one
                 transport.abort()
                 return
@@ -116,6 +117,7 @@ class GuardedH11Protocol(H11Protocol):
     def _arm(self, phase: str, seconds: float) -> None:
         self._disarm()
         self._phase = phase
+        self._since = self.loop.time()
         self._timer = self.loop.call_later(seconds, self._expired)
 
     def _disarm(self) -> None:

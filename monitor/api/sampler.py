@@ -1,10 +1,12 @@
 """The API's side of sampling: the rate each new event is judged with, and the plan behind it.
 
-With `RAGMON_SAMPLING=fixed` (the default) every event's rate is RAGMON_SAMPLE_RATE. With
-`planned`, each API process counts the events it accepts per series (flushed to Redis every
-second), reads the current plan every few seconds, and once a minute one API process (a lock
-in Redis) makes the next plan with `ragmon.core.sampling.plan`: the series' hourly traffic, the
-day's spend, each series' spread of nDCG@K and the cost of judging one event so far.
+Each API process counts the events it accepts per series (flushed to Redis every second),
+reads the current plan every few seconds, and once a minute one API process (a lock in Redis)
+makes the next plan with `ragmon.core.sampling.plan`: the series' hourly traffic, the day's
+spend, each series' spread of nDCG@K and the cost of judging one event so far. With
+`RAGMON_SAMPLING=planned` new events take the plan's rates; with `fixed` (the default) every
+event's rate is RAGMON_SAMPLE_RATE and the plan only forecasts the budget's pace and run-out
+(the budget cliff, seen before it comes).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Sampler:
         self.counts: Counter[str] = Counter()
         self.current = Rates({}, 1.0 if self.planned else settings.sample_rate)
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.planned_series: set[str] = set()  # the series of the last plan read
+        self.unplanned: set[str] = set()  # series this process saw that it does not know
         self._task: asyncio.Task | None = None
 
     def rates(self) -> Rates:
@@ -49,13 +53,12 @@ class Sampler:
 
     def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
         """Count the events just accepted (not the duplicates) for the forecast."""
-        if self.planned:
-            for it, new in zip(items, created, strict=True):
-                if new:
-                    self.counts[it.series] += 1
+        for it, new in zip(items, created, strict=True):
+            if new:
+                self.counts[it.series] += 1
 
     def start(self) -> None:
-        if self.planned and self._task is None:
+        if self._task is None:
             self._task = asyncio.create_task(self._run(), name="ragmon-sampler")
 
     async def stop(self) -> None:
@@ -79,7 +82,9 @@ class Sampler:
         while True:
             try:
                 now = time.time()
-                await asyncio.to_thread(self.state.count, self.take(), now)
+                counts = self.take()
+                self.unplanned |= counts.keys() - self.planned_series
+                await asyncio.to_thread(self.state.count, counts, now)
                 if now - last_read >= READ_S:
                     last_read = now
                     await asyncio.to_thread(self.refresh, now)
@@ -91,12 +96,17 @@ class Sampler:
         """Read the current plan; make the next one when it is due and this process leads (or
         at once, `force`)."""
         stored = self.state.load(now)
-        due = stored is None or now - stored.at >= PLAN_S
+        # due a minute after the last plan, or sooner when a series it does not know has sent
+        # (its rate is then the plan's default, and its gauge absent, until it is planned)
+        due = stored is None or now - stored.at >= (READ_S if self.unplanned else PLAN_S)
         if force or (due and self.state.lead(self.owner, PLAN_S - 1)):
             stored = self.replan(now)
             self.state.save(stored)
         if stored is not None:
-            self.current = stored.to_rates()
+            self.planned_series = set(stored.rates)
+            self.unplanned -= self.planned_series
+            if self.planned:
+                self.current = stored.to_rates()
         return stored or StoredPlan(at=now)
 
     def replan(self, now: float) -> StoredPlan:
@@ -111,7 +121,8 @@ class Sampler:
         sds = self.state.spreads(SD_MEASURE, self.store.bounds[SD_MEASURE])
         biggest = sorted(traffic, key=lambda k: -sum(traffic[k]))[: s.max_series]
         series = {k: Traffic(traffic[k], sds.get(k, DEFAULT_SD), cost) for k in biggest}
-        policy = Policy(s.target_half_width, s.min_judged_per_day, s.daily_budget_usd)
+        fixed = None if self.planned else s.sample_rate
+        policy = Policy(s.target_half_width, s.min_judged_per_day, s.daily_budget_usd, fixed=fixed)
         p = plan(series, policy, spent, now_s)
         default = max(p.rates.values(), default=1.0)
         runout = midnight.timestamp() + p.runout_s if p.runout_s is not None else None

@@ -59,6 +59,19 @@ SUM_SQUARES: tuple[Metric, ...] = tuple(
     for m in HISTOGRAM_MEASURES
 )
 
+# The sum of squared weights per quality series: with planned sampling each judged event adds
+# 1 / its inclusion probability to the histograms' _count; the alerts read their standard
+# errors at Kish's effective number of judged events, _count^2 / this.
+WEIGHT_SQUARES = Metric(
+    "ragmon_retrieval_weight_squares",
+    "counter",
+    "Sum over judged events of their weight squared (weight: 1 / the inclusion probability "
+    "with RAGMON_SAMPLING=planned, else 1): with a quality histogram's _count (the sum of "
+    "weights) it gives the effective number of judged events, _count^2 / this, at which the "
+    "quality alerts read standard errors; the number judged when every event weighs 1.",
+    SERIES_LABELS,
+)
+
 OPERATIONS: tuple[Metric, ...] = (
     Metric("ragmon_events_received", "counter", "Events accepted by the API (202 or sampled out)."),
     Metric(
@@ -351,8 +364,8 @@ ANCHOR: tuple[Metric, ...] = (
     ),
 )
 
-# How much is judged (docs/sampling.md). The plan's gauges are absent with RAGMON_SAMPLING=fixed.
-_PLANNED = "RAGMON_SAMPLING=planned: "
+# How much is judged (docs/sampling.md). With RAGMON_SAMPLING=fixed the plan is a forecast: the
+# fixed rate per series, and the pace and run-out of the budget at that rate.
 SAMPLING: tuple[Metric, ...] = (
     Metric(
         "ragmon_judge_spend_today_usd",
@@ -362,25 +375,27 @@ SAMPLING: tuple[Metric, ...] = (
     Metric(
         "ragmon_sampling_pace",
         "gauge",
-        _PLANNED + "the day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
+        "The day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
         "(1: the budget lasts to midnight UTC; above 1: it runs out sooner; 0: no budget).",
     ),
     Metric(
         "ragmon_sampling_budget_runout_timestamp_seconds",
         "gauge",
-        _PLANNED + "when the day's budget would run out at the current rates (unix seconds); "
+        "When the day's budget would run out at the current rates (unix seconds); "
         "+Inf when it lasts the day.",
     ),
     Metric(
         "ragmon_sampling_rate",
         "gauge",
-        _PLANNED + "the probability with which a new event of the series is judged now (its "
-        "events' inclusion probability).",
+        "The probability with which a new event of the series is judged now (its events' "
+        "inclusion probability; RAGMON_SAMPLE_RATE with RAGMON_SAMPLING=fixed).",
         SERIES_LABELS,
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
+ALL: tuple[Metric, ...] = (
+    QUALITY + SUM_SQUARES + (WEIGHT_SQUARES,) + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
+)
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

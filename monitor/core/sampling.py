@@ -14,6 +14,8 @@ series' hourly traffic and the day's spend, and judges each event with its serie
   target, every series keeps its minimum and the targets are scaled down together; when it
   cannot even pay for the minimums, they are scaled down together.
 Without a target every series wants rate 1: the budget alone sets one rate for all.
+With a fixed rate (RAGMON_SAMPLING=fixed) the plan is a forecast only: the rates stay, and the
+pace and run-out say when the budget would stop the day's judging.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class Policy:
     budget: float = 0.0  # USD per UTC day; 0: none
     reserve: float = 0.02  # share of the rest of the budget held back against forecast errors
     conf: float = 0.95
+    # RAGMON_SAMPLING=fixed: every series at this rate whatever the budget, which then only
+    # forecasts (pace, run-out: when the day's judging would stop)
+    fixed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,10 @@ def rest_of_day(hours: Sequence[float], now_s: float) -> list[float]:
 
 
 def wanted_rate(t: Traffic, policy: Policy, frac: float) -> float:
-    """The rate a series asks for before the budget: its target's, at least its minimum's."""
+    """The rate a series asks for before the budget: its target's, at least its minimum's
+    (the fixed rate, with one)."""
+    if policy.fixed is not None:
+        return policy.fixed
     per_day = 24 * t.per_hour(frac)
     target = (
         rate_for(t.sd, 7 * per_day, policy.target_half_width, policy.conf)
@@ -129,7 +137,7 @@ def plan(series: Mapping[str, Traffic], policy: Policy, spent: float, now_s: flo
     if policy.budget <= 0:
         return Plan(want, want, spent, spent + cost(want), 0.0, None, False, rest)
     left = max(0.0, policy.budget - spent) * (1.0 - policy.reserve)
-    rates = _fit(want, floor, cost, left)
+    rates = dict(want) if policy.fixed is not None else _fit(want, floor, cost, left)
     forecast = spent + cost(rates)
     runout = _runout(series, rates, rest, policy.budget - spent, now_s)
     limited = any(rates[s] < want[s] - 1e-12 for s in series)

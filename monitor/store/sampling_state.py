@@ -13,8 +13,9 @@ from typing import cast
 import redis
 
 from ragmon.core.sampling import HOURS, Rates
+from ragmon.core.wire import SEP, field_name
 from ragmon.store.fields import Name
-from ragmon.store.keys import SEP, Keys
+from ragmon.store.keys import Keys
 from ragmon.store.records import histograms_of, text_of
 
 TRAFFIC_TTL_S = (HOURS + 2) * 3600
@@ -84,8 +85,12 @@ class SamplingState:
         return plan if now - plan.at < PLAN_STALE_S else None
 
     def lead(self, owner: str, ttl_s: float) -> bool:
-        """True for the one process that plans next (the others read its plan)."""
-        return bool(self.client.set(self.keys.sampling_lead, owner, nx=True, ex=max(1, int(ttl_s))))
+        """True for the one process that plans next (the others read its plan); the process
+        holding the lead may plan again before it ends (a new series)."""
+        key = self.keys.sampling_lead
+        if self.client.set(key, owner, nx=True, ex=max(1, int(ttl_s))):
+            return True
+        return self.client.get(key) == owner.encode()
 
     def cost_per_event(self) -> float:
         """USD spent on the judge per judged event so far (every model), 0 before any."""
@@ -108,5 +113,5 @@ class SamplingState:
         for labels, h in hists.items():
             if h.count >= MIN_FOR_SD and h.sum_squares is not None:
                 mean = h.sum / h.count
-                out[SEP.join(labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
+                out[field_name(*labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
         return out

@@ -43,7 +43,7 @@ def child(case: str, variant: str, n: int) -> None:
     from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
     from ragmon.settings import Settings
     from ragmon.store import Store
-    from ragmon.store.ingest import plan_ingest
+    from ragmon.store.ingest import plan_ingest, signal_setup
     from tests.bench.common import Bodies, batch_template, event_template, topics
 
     settings = Settings.from_env({"REDIS_URL": "redis://localhost:1"}, dotenv=None)
@@ -56,13 +56,14 @@ def child(case: str, variant: str, n: int) -> None:
     if variant == "without":
         service.signal_record = _no_signals  # type: ignore[assignment]
     encoder = Encoder("utf-8", "strict", False)
+    setup = signal_setup(store.keys, settings)  # as the Store builds it, once
     ready = [bodies.next() for _ in range(n)]
     gc.collect()
     gc.freeze()  # as the API does after start-up
     instrument()
     for body in ready:
         items = service.prepare_events(settings, body, model, None, store.sealer)
-        plan = plan_ingest(store, items)
+        plan = plan_ingest(store.keys, settings, items, setup=setup)
         for a in (*plan.keys, *plan.args):
             encoder.encode(a)
 

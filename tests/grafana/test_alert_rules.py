@@ -18,6 +18,7 @@ from tests.grafana.queries import (
     UNIT_TESTS,
     prometheus_rules,
 )
+from tests.support.waiting import scaled
 
 REQUIRED_ALERTS = {
     "RagmonQualityDropNDCG", "RagmonQualityDropT", "RagmonHarmHigh", "RagmonHitRateLow",
@@ -36,17 +37,25 @@ def promtool() -> str:
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=240)
+    """promtool, with a deadline for an idle machine stretched by the load (`scaled`)."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=scaled(120))
 
 
 def unit_test_with(
-    rule_files: list[Path], tmp_path: Path, promtool: str, tests: list[Path] = UNIT_TESTS
+    rule_files: list[Path],
+    tmp_path: Path,
+    promtool: str,
+    tests: list[Path] = UNIT_TESTS,
+    evaluation_interval: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run the committed promtool unit tests against other rule files."""
+    """Run the committed promtool unit tests against other rule files (optionally evaluated
+    at another interval)."""
     copies = []
     for path in tests:
         doc = yaml.safe_load(path.read_text())
         doc["rule_files"] = [str(p) for p in rule_files]
+        if evaluation_interval is not None:
+            doc["evaluation_interval"] = evaluation_interval
         copy = tmp_path / f"test-{path.name}"
         copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
         copies.append(str(copy))
@@ -158,8 +167,12 @@ def test_grafana_alerts_mirror_the_prometheus_alerts() -> None:
 
 @pytest.mark.slow
 def test_grafana_alerts_pass_the_same_unit_tests(promtool: str, tmp_path: Path) -> None:
-    """The inlined expressions, without any recording rule loaded, fire exactly as the originals."""
-    r = unit_test_with([_grafana_as_prometheus_rules(tmp_path)], tmp_path, promtool)
+    """The inlined expressions, without any recording rule loaded, fire exactly as the originals.
+    Evaluated every 10 minutes, the samples' own interval, not every 5: each step of the inlined
+    7-day windows reads the whole week (55 s of CPU at 5 m, 28 s at 10 m), and the expected
+    alerts are checked hours after each change, where both intervals agree."""
+    copy = _grafana_as_prometheus_rules(tmp_path)
+    r = unit_test_with([copy], tmp_path, promtool, evaluation_interval="10m")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -185,6 +198,26 @@ def _render(template: str, labels: dict[str, str], bases: dict[str, str]) -> str
         lambda m: quote_plus(labels.get(m.group(1), "")),
         text,
     )
+
+
+# The panel each alert's dashboard link opens: panel ids are given in build order, so a panel
+# added above shifts them, and the rules' links must follow (python scripts/regenerate.py).
+ALERT_PANELS = {
+    "RagmonQualityDropNDCG": "nDCG@K by retriever",
+    "RagmonQualityDropT": "T by retriever",
+    "RagmonHarmHigh": "Harm@K by retriever",
+    "RagmonHitRateLow": "Hit rate by retriever",
+    "RagmonLabelingLagHigh": "Labelling lag percentiles",
+    "RagmonQueueBacklogGrowing": "Queue depth",
+    "RagmonJudgeErrorsHigh": "Judge requests by outcome",
+    "RagmonJudgeBudgetExhausted": "Judge budget",
+    "RagmonJudgeDrift": "Judge drift: the anchor set",
+    "RagmonIngestRejectionsHigh": "Rejected by reason",
+    "RagmonDown": "API scraped",
+    "RagmonEmptyResultsHigh": "Empty results (share) by retriever",
+    "RagmonSeriesStopped": "Events received by retriever",
+    "RagmonTopScoreDrop": "Top score (mean) by retriever",
+}
 
 
 def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
@@ -216,8 +249,7 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
         title = panels[uid][int(query["viewPanel"])]
         if series:
             assert query["var-retriever"] == "bm25" and query["var-index"] == "kb:1", name
-            assert title.endswith("by retriever"), (name, title)
-        assert title, name
+        assert title == ALERT_PANELS.get(name, "a panel named in ALERT_PANELS"), (name, title)
     grafana = yaml.safe_load(GRAFANA_ALERTS.read_text())
     for r in (r for g in grafana["groups"] for r in g["rules"]):
         notes = r["annotations"]

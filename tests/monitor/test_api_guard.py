@@ -1,7 +1,7 @@
 """Slow clients against the real API over HTTP: unfinished headers are answered 408 and
 closed, an unfinished body is closed, and past RAGMON_MAX_CONNECTIONS a new connection evicts
-the one that has waited longest for its headers, else the oldest body still arriving (a
-health check always gets through)."""
+the one that has been waiting longest, for its headers or its body (a health check always
+gets through)."""
 
 from __future__ import annotations
 
@@ -109,6 +109,35 @@ def test_past_the_cap_the_oldest_slow_body_makes_room(settings: Settings, path: 
         assert bodies[-1].recv(4096)[:12] in (b"HTTP/1.1 303", b"HTTP/1.1 422")
     finally:
         for sock in bodies:
+            sock.close()
+        api.stop()
+
+
+def test_a_connection_just_made_outlives_older_slow_bodies(settings: Settings) -> None:
+    """A health check's connection waits a turn of the loop for its headers; a flood that
+    reconnects in that turn evicts the oldest slow body, not it (before: any connection
+    waiting for headers went first, and CI saw 2 of 66 health checks closed)."""
+    slow = dataclasses.replace(settings, body_timeout_s=60.0, max_connections=10)
+    api = ApiServer(slow).start()
+    bodies = [connect(api) for _ in range(9)]
+    fresh: list[socket.socket] = []
+    try:
+        for sock in bodies:
+            sock.sendall(
+                b"POST /v1/retrievals/batch HTTP/1.1\r\nhost: x\r\ncontent-length: 4000\r\n"
+                b"content-type: application/json\r\n\r\n["
+            )
+        gate = api.server.config.http.gate  # type: ignore[union-attr]
+        wait_until(lambda: len(gate.bodies) == 9, 5, "nine bodies on their way")
+        fresh.append(connect(api))  # the health check, its headers not sent yet
+        wait_until(lambda: len(gate.waiting) == 1, 5, "the new connection waits for headers")
+        fresh.append(connect(api))  # one past the cap: someone makes room
+        wait_until(lambda: gate.evicted == 1, 5, "one connection evicted")
+        assert b"HTTP/1.1 2" not in read_all(bodies[0])  # the oldest body went
+        fresh[0].sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert fresh[0].recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in bodies + fresh:
             sock.close()
         api.stop()
 

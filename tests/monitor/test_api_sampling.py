@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.workers.worker import make_worker
 from tests.support.events import make_event
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.process  # a 40-event batch is decoded in the API's child process
@@ -21,6 +22,25 @@ def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):
     kept = next(r["event_id"] for r in results if r["status"] != "sampled_out")
     got = api.client.get(f"/v1/retrievals/{kept}", params={"app": "test"}).json()
     assert got["inclusion_probability"] == 0.5
+
+
+@pytest.mark.process  # /metrics renders in a child process
+def test_a_fixed_rate_is_exported_per_series_with_the_budgets_forecast(make_api):
+    """RAGMON_SAMPLING=fixed: within seconds of a new series' first events (not at the next
+    minute's plan), /metrics gives its rate, and the pace and run-out of the day's budget."""
+    api = make_api(RAGMON_SAMPLE_RATE="0.5", RAGMON_DAILY_BUDGET_USD="10")
+    event = make_event(seed=7)
+    event["labels"] = {**event["labels"], "retriever": "fresh"}
+    api.client.post("/v1/retrievals", json=event)
+    where = (("app", "test"), ("index", "default"), ("retriever", "fresh"), ("segment", "default"))
+    found = wait_until(
+        lambda: metrics(api).get(("ragmon_sampling_rate", where)) is not None and metrics(api),
+        20,
+        "the new series' rate on /metrics",
+    )
+    assert found[("ragmon_sampling_rate", where)] == 0.5
+    assert found[("ragmon_sampling_pace", ())] >= 0.0
+    assert ("ragmon_sampling_budget_runout_timestamp_seconds", ()) in found
 
 
 def test_every_event_judged_has_probability_one(api):
@@ -114,6 +134,9 @@ def test_exported_means_are_the_weighted_means_of_the_events(make_api):
         count = exported[("ragmon_retrieval_ndcg_count", where)]
         assert count == pytest.approx(sum(w), rel=1e-9)
         assert total / count == pytest.approx(want, rel=1e-9)
+        # the alerts' effective number of judged events: _count^2 / the weight squares
+        squares = exported[("ragmon_retrieval_weight_squares_total", where)]
+        assert squares == pytest.approx(sum(x * x for x in w), rel=1e-9)
 
 
 def metrics(api) -> dict[tuple[str, tuple], float]:

@@ -177,3 +177,16 @@ def test_runout_at_current_rates() -> None:
     assert p.runout_s is None  # all of it fits: 1200 left for 1200 events
     gone = plan(series, Policy(budget=1000.0), spent=1000.0, now_s=12 * 3600)
     assert gone.rates["a"] == 0.0 and gone.runout_s == 12 * 3600
+
+
+def test_a_fixed_rate_is_kept_and_its_cliff_forecast() -> None:
+    """RAGMON_SAMPLING=fixed: the budget does not lower the rate; the plan says when the day's
+    judging would stop (100 events an hour at 1 USD, half judged, 600 USD left at noon: 12 h of
+    traffic cost 600 at the full rate, 1,200 at this one, so the budget runs out 6 h later)."""
+    series = {"a": flat(100), "b": flat(100)}
+    policy = Policy(budget=1200.0, reserve=0.0, fixed=0.5)
+    p = plan(series, policy, spent=600.0, now_s=12 * 3600)
+    assert p.rates == {"a": 0.5, "b": 0.5} and not p.limited
+    assert p.pace == pytest.approx((600 + 1200) / 1200)
+    assert p.runout_s == pytest.approx(18 * 3600)
+    assert plan(series, Policy(fixed=0.5), spent=0.0, now_s=0.0).pace == 0.0  # no budget
