@@ -115,6 +115,7 @@ def test_the_unit_tests_notice_a_weakened_guard(
     (series,) = [s for s in doc["tests"][0]["input_series"] if s["series"].startswith(gauge)]
     series["values"] = re.sub(r"^[\d.]+", "0", series["values"])
     doc["rule_files"] = [str(p) for p in RULE_FILES[::-1]]  # recording rules first
+    doc["evaluation_interval"] = "10m"  # the samples' interval: half the steps, same firing
     copy = tmp_path / "weakened.yml"
     copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     r = run(promtool, "test", "rules", str(copy))
