@@ -24,10 +24,11 @@ from prometheus_client.utils import floatToGoString
 from ragmon.core import catalog
 from ragmon.core.anchor import drift
 from ragmon.core.drift import Interval
+from ragmon.core.wire import SEP, field_parts, series_values
 from ragmon.oversight import Oversight, last_days
 from ragmon.store import Histogram, Store
 from ragmon.store.judge_state import Budget
-from ragmon.store.keys import SEP, utc_day
+from ragmon.store.keys import utc_day
 
 
 def _le(bound: float) -> str:
@@ -118,7 +119,7 @@ class RagmonCollector:
                     prefix = m.key + SEP
                     for field, value in sorted(counters.items()):
                         if field.startswith(prefix):
-                            values = field[len(prefix) :].split(SEP)
+                            values = field_parts(field[len(prefix) :])
                             if len(values) == len(m.labels):
                                 fam.add_metric(values, value)
                 yield fam
@@ -170,7 +171,7 @@ class RagmonCollector:
             runout = stored.runout if stored.runout is not None else math.inf
             fams["ragmon_sampling_budget_runout_timestamp_seconds"].add_metric([], runout)
             for series, rate in sorted(stored.rates.items()):
-                labels = series.split(SEP)
+                labels = list(series_values(series))
                 if len(labels) == len(catalog.SERIES_LABELS):
                     fams["ragmon_sampling_rate"].add_metric(labels, rate)
         yield from fams.values()

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragmon.core.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
+from ragmon.core.wire import SEP
 from ragmon.store import event_day, query_hash, text_hash
-from ragmon.store.keys import SEP
+from ragmon.store.records import StoredEvent, StoredPassage
 from ragmon.workers.judges import utility
 from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError
@@ -41,12 +42,12 @@ class Graded:
         return [d is not None for d in self.duplicate_of]
 
 
-def judged_depth(event: dict) -> int:
+def judged_depth(event: StoredEvent) -> int:
     """How deep the judge goes: the top 2K (F_e's N̂_p). Known grades count at any depth."""
     return min(len(event["passages"]), 2 * event["k"])
 
 
-def judge_calls(event: dict, listwise: bool, probes: bool) -> int:
+def judge_calls(event: StoredEvent, listwise: bool, probes: bool) -> int:
     """The judge calls an event costs at most (a known or cached grade costs none): one a
     judged passage, or one per `LISTWISE_MAX` of them listwise, and one a top-K passage more
     with the utility probe (`probes`)."""
@@ -57,7 +58,7 @@ def judge_calls(event: dict, listwise: bool, probes: bool) -> int:
     return max(1, calls)
 
 
-def duplicates(passages: list[dict]) -> list[int | None]:
+def duplicates(passages: list[StoredPassage]) -> list[int | None]:
     """For each passage, the 1-based rank of the first earlier passage with the same id."""
     first: dict[str, int] = {}
     out: list[int | None] = []
@@ -85,7 +86,7 @@ class InFlight:
 
 
 async def grade_event(
-    event: dict,
+    event: StoredEvent,
     judge: Judge,
     store: Store,
     inflight: InFlight | None = None,
@@ -109,7 +110,7 @@ async def grade_event(
 
 
 async def _grade_event(
-    event: dict, judge: Judge, store: Store, inflight: InFlight | None, last_try: bool
+    event: StoredEvent, judge: Judge, store: Store, inflight: InFlight | None, last_try: bool
 ) -> Graded:
     passages = event["passages"]
     depth = judged_depth(event)
@@ -180,7 +181,7 @@ async def _ask(
     idx: list[int],
     *,
     query: str,
-    passages: list[dict],
+    passages: list[StoredPassage],
     out: Graded,
     last: bool,
 ) -> None:
@@ -211,7 +212,7 @@ async def _ask(
             out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
 
 
-def pooled(event: dict, graded: Graded, judge: Judge, store: Store) -> list[int] | None:
+def pooled(event: StoredEvent, graded: Graded, judge: Judge, store: Store) -> list[int] | None:
     """The query's pooled ideal (`ragmon.store.pool`) with this event's grades merged in: the
     best grade, on the judge's scale, of every passage graded for the query in this app by this
     judge identity, across retrievers and time. Only grades that weigh in an ideal join it
@@ -248,7 +249,7 @@ def on_both_scales(
 
 
 async def probe_event(
-    event: dict, judge: Judge, store: Store, last_try: bool = False
+    event: StoredEvent, judge: Judge, store: Store, last_try: bool = False
 ) -> tuple[list[float | None], str | None]:
     """p(NO-RESPONSE) of each top-K passage for UDCG (RAGMON_UTILITY=on): the cache, then one
     probe call per missing passage. Returns `(p's, None)`, one per passage (None past K), or
@@ -264,7 +265,7 @@ async def probe_event(
 
 
 async def _probe_event(
-    event: dict, judge: Judge, store: Store, last_try: bool
+    event: StoredEvent, judge: Judge, store: Store, last_try: bool
 ) -> tuple[list[float | None], str | None]:
     passages = event["passages"]
     k = min(event["k"], len(passages))

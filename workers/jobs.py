@@ -18,12 +18,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ragmon.core.measures import MeasureParams, compute
+from ragmon.core.wire import SEP, Status
 from ragmon.preflight import judge_url
 from ragmon.settings import Settings
 from ragmon.store import Store, event_day, ref_of, text_hash
 from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
 from ragmon.store.finish import inclusion_probability
-from ragmon.store.keys import SEP
+from ragmon.store.records import Result, StoredEvent
 from ragmon.workers.context import WorkerContext, current_context
 from ragmon.workers.grading import (
     InFlight,
@@ -98,7 +99,7 @@ class Decision:
     probability: float
 
 
-def decide(settings: Settings, event: dict) -> Decision:
+def decide(settings: Settings, event: StoredEvent) -> Decision:
     """The one step between loading a claimed event and judging it, where judge money is
     decided. Today every claimed event is judged: events are sampled at ingest, uniformly at
     RAGMON_SAMPLE_RATE (`ragmon.api.batcher.sampled_in`), which is their probability."""
@@ -120,7 +121,7 @@ async def drain_pending(
     judge = ctx.make_judge()
     params = settings.measure_params()
     inflight = InFlight()  # a passage repeated across the job's events is judged once
-    tasks: dict[asyncio.Future, dict] = {}
+    tasks: dict[asyncio.Future[str], StoredEvent] = {}
     leases: dict[str, float] = {}  # ref -> the end of its lease, as this job last set it
     calls: dict[str, int] = {}  # ref -> its judge calls, held in `slots`
     slots = Slots.of(settings)
@@ -214,7 +215,7 @@ async def _one(
     store: Store,
     judge: Judge,
     params: MeasureParams,
-    event: dict,
+    event: StoredEvent,
     inflight: InFlight,
     decision: Decision,
     last_try: bool = False,
@@ -238,9 +239,9 @@ async def _one(
         grades, k, params, event.get("relevant_total"), p_no, utility, graded.repeats(),
         pool, pool_utility,
     )  # fmt: skip
-    result = {
+    result: Result = {
         "event_id": event["event_id"],
-        "status": "done",
+        "status": Status.DONE,
         "k": k,
         "labels": event["labels"],
         "grades": grades,
@@ -275,7 +276,7 @@ async def _one(
     return "done" if done else "skipped"
 
 
-def strip_text(event: dict) -> str:
+def strip_text(event: StoredEvent) -> str:
     """The stored payload without query and passage text: only their hashes remain."""
     keep = {k: v for k, v in event.items() if not k.startswith("_")}
     keep["query"] = {"sha": text_hash(event["query"])}

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ragmon.store import text_hash
+from ragmon.store.records import StoredEvent
 from ragmon.workers.grading import CACHE, JUDGE, Graded, on_both_scales
 from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError
@@ -32,7 +33,7 @@ def chosen(event_id: str, rate: float) -> bool:
 
 
 async def second_opinion(
-    settings: Settings, store: Store, event: dict, graded: Graded, first: Judge
+    settings: Settings, store: Store, event: StoredEvent, graded: Graded, first: Judge
 ) -> None:
     """Have the second judge grade what `first` graded of `event`, and keep both grades."""
     from ragmon.workers.judges.llm import OpenAIJudge

@@ -67,11 +67,11 @@ class RagmonWorker(Worker):
             signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
     def setup_work_horse_signals(self) -> None:
-        super().setup_work_horse_signals()
+        super().setup_work_horse_signals()  # type: ignore[no-untyped-call]  # RQ is untyped there
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # pending ones act now
 
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()
+        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ is untyped there
         if self.store is not None:
             wake_drain(self.store)
 

@@ -24,11 +24,11 @@ from ragmon.api.service import Refused, validation_errors
 from ragmon.core import pages, review_pages
 from ragmon.core.pages import GradeForm
 from ragmon.core.search import parse_search
-from ragmon.core.wire import LABEL_KEYS
+from ragmon.core.wire import LABEL_KEYS, Status, series_name
 from ragmon.oversight import HUMAN, Oversight, last_days
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.keys import series_name, split_ref
+from ragmon.store.keys import split_ref
 
 REVIEWER_COOKIE = "ragmon_reviewer"
 REVIEWER_AGE_S = 90 * 86400
@@ -122,7 +122,7 @@ def add_review_routes(
         async def build(principal: Principal | None) -> Built:
             bound_app(principal, app)
             found = await read(store.result, app, event_id)
-            if found is None or found.get("status") != "done":
+            if found is None or found.get("status") != Status.DONE:
                 text = "Unknown or not judged event (never received, expired, or queued)."
                 return pages.message("Review", text), 404
             labels = found["labels"]

@@ -26,11 +26,11 @@ from ragmon.core.wire import (  # noqa: F401 - re-exported: the contract's limit
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     MAX_TRACE_ID_CHARS,
+    Status,
     event_id_problem,
 )
 
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
-Status = Literal["queued", "done", "failed", "sampled_out"]
 
 
 class Passage(BaseModel):

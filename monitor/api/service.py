@@ -31,12 +31,12 @@ from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.api.storage import RETRY_AFTER_S as STORAGE_RETRY_AFTER_S
 from ragmon.api.storage import AppOverStorage, AppStorage
 from ragmon.core.sampling import Rates
-from ragmon.core.wire import MAX_BATCH
+from ragmon.core.wire import MAX_BATCH, series_name
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.failures import is_store_failure, what_failed
 from ragmon.store.ingest import AppAtLimit
-from ragmon.store.keys import series_name, utc_day
+from ragmon.store.keys import utc_day
 from ragmon.store.records import signal_record
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 

@@ -59,6 +59,19 @@ SUM_SQUARES: tuple[Metric, ...] = tuple(
     for m in HISTOGRAM_MEASURES
 )
 
+# The sum of squared weights per quality series: with planned sampling each judged event adds
+# 1 / its inclusion probability to the histograms' _count; the alerts read their standard
+# errors at Kish's effective number of judged events, _count^2 / this.
+WEIGHT_SQUARES = Metric(
+    "ragmon_retrieval_weight_squares",
+    "counter",
+    "Sum over judged events of their weight squared (weight: 1 / the inclusion probability "
+    "with RAGMON_SAMPLING=planned, else 1): with a quality histogram's _count (the sum of "
+    "weights) it gives the effective number of judged events, _count^2 / this, at which the "
+    "quality alerts read standard errors; the number judged when every event weighs 1.",
+    SERIES_LABELS,
+)
+
 OPERATIONS: tuple[Metric, ...] = (
     Metric("ragmon_events_received", "counter", "Events accepted by the API (202 or sampled out)."),
     Metric(
@@ -394,7 +407,9 @@ SAMPLING: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
+ALL: tuple[Metric, ...] = (
+    QUALITY + SUM_SQUARES + (WEIGHT_SQUARES,) + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
+)
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

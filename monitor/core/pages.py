@@ -16,7 +16,7 @@ from ragmon.core.drift.changes import Cell, binned_change
 from ragmon.core.measure_table import BY_KEY
 from ragmon.core.reviews import RUBRIC
 from ragmon.core.search import META_PREFIX, OVERVIEW, SORTS, Search, describe_search
-from ragmon.core.wire import LABEL_KEYS, SEP
+from ragmon.core.wire import LABEL_KEYS, Status, series_labels
 
 LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns
 CHANGE_P = 0.01  # the overview colours a change only below this p-value (one test per cell)
@@ -116,7 +116,7 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
     body = []
     flags = {r.series: at_floor(r) for r in rows}
     for r in sorted(rows, key=lambda r: not flags[r.series]):  # flagged series first
-        labels = dict(zip(LABEL_KEYS, r.series.split(SEP), strict=True))
+        labels = series_labels(r.series)
         cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
         worst = events_url({**labels, "sort": WORST_SORT})  # the series leads to its worst
         newest = events_url(labels)
@@ -132,7 +132,8 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
     note = (
         f"<p class=note>Judged events held for the explorer (the last {retention_days:g} days, "
         "RAGMON_RESULT_TTL_DAYS). Means over the last 24 hours (by the hour: this hour and the "
-        "23 before) / the 7 days before them (hover for counts and p-value); coloured when "
+        "23 before) / the 7 days before them (hover for counts and p-value; with planned "
+        "sampling each event weighs 1 / its inclusion probability); coloured when "
         "Welch's test finds a change (p < 0.01): red worse, green better. A series whose "
         f"Hit@K or nDCG@K mean is at 0 over at least {FLOOR_MIN_EVENTS} events is flagged and "
         "listed first: nothing relevant reaches its prompts. The events count links to the "
@@ -286,7 +287,7 @@ def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = N
         parts.append(f"<div class=side><h2>Measures</h2><table id=measures>{cells}</table></div>")
     parts.append("</div>")  # the facts and the measures side by side
     k = found.get("k") or 0
-    grading = form is not None and found.get("status") == "done"
+    grading = form is not None and found.get("status") == Status.DONE
     rows = []
     for p in found.get("passages") or []:
         dup = f"repeats rank {p['duplicate_of']}" if p.get("duplicate_of") else ""

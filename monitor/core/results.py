@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ragmon.core.reviews import graded_by, shown
+from ragmon.core.wire import Status
 
 
 def source_counts(sources: Iterable[str | None]) -> dict[str, int]:
@@ -90,6 +91,6 @@ def describe(
     measures = out.get("measures")
     if isinstance(measures, dict):
         out["judged_at_k"] = measures.get("judged_at_k")
-    if status == "queued" and error:
+    if status == Status.QUEUED and error:
         out["error"] = error  # the last judge error: its job waits for a retry
     return out

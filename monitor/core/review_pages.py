@@ -18,7 +18,7 @@ from ragmon.core.corrected import Corrected
 from ragmon.core.drift import Interval
 from ragmon.core.pages import GradeForm, _e, event_url, form_start, grade_cell, page
 from ragmon.core.reviews import RUBRIC
-from ragmon.core.wire import LABEL_KEYS, SEP
+from ragmon.core.wire import LABEL_KEYS, SEP, series_labels
 
 
 def review_url(labels: Mapping[str, str], reviewer: str = "") -> str:
@@ -134,7 +134,7 @@ def choose(series: Sequence[tuple[str, int]], reviewer: str) -> str:
         return page("Review", "<p id=message>No judged events yet.</p>")
     rows = []
     for name, n in series:
-        url = review_url(dict(zip(LABEL_KEYS, name.split(SEP), strict=True)), reviewer)
+        url = review_url(series_labels(name), reviewer)
         rows.append(f'<tr><td><a href="{_e(url)}">{_e(name.replace(SEP, "/"))}</a></td>'
                     f"<td class=n>{n}</td></tr>")  # fmt: skip
     body = (

@@ -16,8 +16,9 @@ from typing import Any
 from ragmon.core.corrected import Corrected, GradedEvent, event_units, passage_units, ppi_mean
 from ragmon.core.identity import KNOWN, human
 from ragmon.core.measures import MeasureParams
+from ragmon.core.wire import Status
 
-JUDGED = "done"  # people grade judged events: agreement needs the judge's grade beside theirs
+JUDGED = Status.DONE  # people grade judged events: agreement needs the judge's grade beside theirs
 # The 0-3 scale (TREC Deep Learning / UMBRELA) in the words the review buttons show.
 RUBRIC = {
     3: ("perfectly relevant", "dedicated to the query and contains the exact answer"),

@@ -23,11 +23,11 @@ from typing import Any
 
 from ragmon.core.measure_table import BY_KEY, MEASURES
 from ragmon.core.results import source_counts
-from ragmon.core.wire import LABEL_KEYS, LABEL_PATTERN, SEP
+from ragmon.core.wire import LABEL_KEYS, LABEL_PATTERN, SEP, Status, series_labels, series_values
 
 SORTS: tuple[str, ...] = ("time", *(m.key for m in MEASURES if m.explore))
 FILTERABLE: tuple[str, ...] = tuple(m.key for m in MEASURES if m.histogram)
-STATUSES = ("done", "failed")
+STATUSES = (Status.DONE, Status.FAILED)
 GRADE_SOURCES = ("known", "cache", "judge")
 OPS = {"lt": "<", "le": "≤", "gt": ">", "ge": "≥", "eq": "="}
 OVERVIEW = ("ndcg", "t", "hit", "harm")  # the series overview's measures (hourly sums kept)
@@ -180,6 +180,28 @@ def moments(n: float, total: float, squares: float) -> tuple[int, float, float] 
     return int(n), mean, var
 
 
+def weighted_moments(
+    n: float, total: float, squares: float, weight_excess: float = 0.0, weight2_excess: float = 0.0
+) -> tuple[int, float, float] | None:
+    """(n, mean, variance) of judged events that weigh w = 1 / their inclusion probability,
+    from their count n, sum(w y), sum(w y^2) and the weights' excess over 1 (sum(w) = n + wx,
+    sum(w^2) = n + vx): Hajek's mean sum(w y) / sum(w), and a variance that makes variance / n
+    the variance of that mean, var_w / Kish's effective number (sum w)^2 / sum(w^2), so that
+    Welch's test on (n, mean, variance) reads it at the right precision. With every weight 1,
+    `moments`."""
+    if n <= 0:
+        return None
+    w, w2 = n + weight_excess, n + weight2_excess
+    if w <= 0 or w2 <= 0:
+        return None
+    mean = total / w
+    if n <= 1:
+        return int(n), mean, 0.0
+    var = max(0.0, squares / w - mean * mean) * n / (n - 1)  # weighted, per event
+    effective = w * w / w2
+    return int(round(n)), mean, var * n / max(1.0, effective)
+
+
 def record_measures(rec: Mapping[str, Any]) -> dict[str, float]:
     """Every measure value of a record, in the measure table's order."""
     values = {k: decode_value(v) for k, v in rec.get("x", {}).items()}
@@ -220,7 +242,7 @@ class Search:
     labels: dict[str, str] = field(default_factory=dict)
     since: float | None = None
     until: float | None = None
-    status: str = "done"
+    status: str = Status.DONE
     bounds: tuple[Bound, ...] = ()
     grade_source: str | None = None
     trace_id: str | None = None
@@ -241,7 +263,7 @@ class Search:
             out["from"] = str(round(self.since * 1000))
         if self.until is not None:
             out["to"] = str(round(self.until * 1000))
-        if self.status != "done":
+        if self.status != Status.DONE:
             out["status"] = self.status
         for b in self.bounds:
             out[b.param] = f"{b.value:g}"
@@ -264,7 +286,7 @@ class Search:
         return out
 
     def series_matches(self, series: str) -> bool:
-        values = series.split(SEP)
+        values = series_values(series)
         return all(
             k not in self.labels or v in self.labels[k].split(SEP)
             for k, v in zip(LABEL_KEYS, values, strict=True)
@@ -412,7 +434,7 @@ def parse_search(params: Mapping[str, str]) -> Search:
     labels = {k: v for k, v in labels.items() if v != ANY}
     since = _when("from", p.pop("from")) if "from" in p else None
     until = _when("to", p.pop("to")) if "to" in p else None
-    status = p.pop("status", "done")
+    status = p.pop("status", Status.DONE)
     if status not in STATUSES:
         raise SearchError(f"status: one of {', '.join(STATUSES)}, got {status!r}")
     source = p.pop("grade_source", None)
@@ -483,8 +505,8 @@ def row(series: str, ref: str, rec: Mapping[str, Any]) -> dict[str, Any]:
     ts = datetime.fromtimestamp(decode_time(rec["t"]), UTC)
     out: dict[str, Any] = {
         "event_id": rec.get("id", ref.split(SEP, 1)[-1]),
-        "status": "done",
-        "labels": dict(zip(LABEL_KEYS, series.split(SEP), strict=True)),
+        "status": Status.DONE,
+        "labels": series_labels(series),
         "timestamp": ts.isoformat().replace("+00:00", "Z"),
         "k": rec.get("k"),
         "measures": record_measures(rec),
@@ -512,6 +534,6 @@ def describe_search(search: Search) -> str:
     if search.query:
         parts.append(f"query has “{search.query}”")
     parts += [f"metadata {k}={v}" for k, v in search.meta.items()]
-    if search.status != "done":
+    if search.status != Status.DONE:
         parts.append(f"status {search.status}")
     return ", ".join(parts) or "all events"

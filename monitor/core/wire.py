@@ -7,7 +7,9 @@ pydantic or anything else of the server into the app.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 MAX_K = 100
@@ -26,6 +28,51 @@ MAX_METADATA_BYTES = 4096  # as compact JSON
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 MAX_LABEL_CHARS = 64
 SEP = "|"  # joins label values in stored names: LABEL_PATTERN keeps it out of every label
+
+
+# ---- the codec of stored names: series names and the fields of the store's hashes -------------
+
+
+def series_name(labels: Mapping[str, str]) -> str:
+    """The series an event is counted in: its label values in `LABEL_KEYS` order,
+    `app|index|retriever|segment`."""
+    return SEP.join(labels[k] for k in LABEL_KEYS)
+
+
+def series_values(name: str) -> tuple[str, ...]:
+    """The label values of a series name, in `LABEL_KEYS` order."""
+    return tuple(name.split(SEP))
+
+
+def series_labels(name: str) -> dict[str, str]:
+    """The labels of a series name, by key (the inverse of `series_name`)."""
+    return dict(zip(LABEL_KEYS, series_values(name), strict=True))
+
+
+def series_app(name: str) -> str:
+    """The app of a series name (or of any stored name that starts with an app)."""
+    return name.partition(SEP)[0]
+
+
+def field_name(*parts: str) -> str:
+    """A stored field or name made of parts (`judge_requests|model|outcome`,
+    `name|app|index|retriever|segment[|reason]`, a series from its values)."""
+    return SEP.join(parts)
+
+
+def field_parts(field: str) -> list[str]:
+    """The parts of a stored field (the inverse of `field_name`)."""
+    return field.split(SEP)
+
+
+class Status(StrEnum):
+    """An event's status: stored in its hash, answered by `GET /v1/retrievals/{id}` and the
+    202 of its POST (one type for the store, the workers and the API)."""
+
+    QUEUED = "queued"
+    DONE = "done"
+    FAILED = "failed"
+    SAMPLED_OUT = "sampled_out"
 
 
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.:-]")

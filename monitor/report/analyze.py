@@ -32,6 +32,7 @@ from ragmon.report.window import Window
 
 if TYPE_CHECKING:
     from ragmon.oversight import SeriesEstimates
+    from ragmon.store.records import StoredEvent
 
 SEGMENT_SHARE = 0.6  # one segment carrying this share of a drop is named as the place to look
 
@@ -72,7 +73,7 @@ class Report:
     population: list[QueryPopulation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)  # one per retriever
-    details: dict[str, dict | None] = field(default_factory=dict)
+    details: dict[str, StoredEvent | None] = field(default_factory=dict)
     # the judge against people (`ragmon.oversight`): (app, judge, reference) -> agreement
     agreement: dict[tuple[str, str, str], Agreement] = field(default_factory=dict)
     estimates: list[SeriesEstimates] = field(default_factory=list)  # this window's, per series

@@ -12,6 +12,7 @@ from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
 from ragmon.report.window import Window
 from ragmon.store import Histogram, Store
 from ragmon.store.keys import event_ref
+from ragmon.store.records import StoredEvent
 
 TREND_WEEKS = 8
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
@@ -231,7 +232,7 @@ def record_ref(record: dict) -> str:
     return event_ref(record["labels"]["app"], record["id"])
 
 
-def load_event_details(store: Store, refs: list[str]) -> dict[str, dict | None]:
+def load_event_details(store: Store, refs: list[str]) -> dict[str, StoredEvent | None]:
     """Stored payloads (query, passages; text only when retained) of a few events by ref."""
     if not refs:
         return {}

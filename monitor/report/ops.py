@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from ragmon.core import drift
 from ragmon.core.measures import BUCKETS
+from ragmon.core.wire import field_parts
 from ragmon.report.compare import Group, group_hist, group_of
 from ragmon.report.gather import WindowData
 from ragmon.store.fields import Name
-from ragmon.store.keys import SEP
 
 GRADES = (0, 1, 2, 3)
 
@@ -72,7 +72,7 @@ def group_ops(w: WindowData, group: Group) -> Ops:
     ops = Ops()
     grades = [0, 0, 0, 0]
     for key, value in w.counters.items():
-        parts = key.split(SEP)
+        parts = field_parts(key)
         if len(parts) < 5 or group_of(parts[1:4]) != group:
             continue
         if parts[0] == Name.EVENTS:
@@ -127,7 +127,7 @@ def judge_ops(w: WindowData) -> JudgeOps:
     cost: dict[str, float] = {}
     tokens: dict[str, float] = {}
     for key, value in w.counters.items():
-        parts = key.split(SEP)
+        parts = field_parts(key)
         if parts[0] == "judge_cost_usd" and len(parts) >= 2:
             cost[parts[1]] = cost.get(parts[1], 0.0) + float(value)
         elif parts[0] == "judge_tokens" and len(parts) >= 3:

@@ -3,6 +3,9 @@ grades, and the query and passage text while the event is retained."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ragmon.core.pages import event_url
 from ragmon.report.analyze import Report, fmt
 from ragmon.report.document import Cell, Doc, Link
@@ -16,7 +19,7 @@ def _short(text: str) -> str:
     return text if len(text) <= TEXT_PREVIEW else text[:TEXT_PREVIEW] + "…"
 
 
-def _passages(e: dict, payload: dict | None, store_text: bool) -> str:
+def _passages(e: dict, payload: Mapping[str, Any] | None, store_text: bool) -> str:
     """Each top-K passage as `id:grade`, with the start of its text when it is stored."""
     texts: dict[str, str] = {}
     if payload is not None:
@@ -35,7 +38,7 @@ def _passages(e: dict, payload: dict | None, store_text: bool) -> str:
     return " · ".join(parts) + (f" ({why})" if why else "")
 
 
-def _no_text(payload: dict | None, store_text: bool) -> str:
+def _no_text(payload: Mapping[str, Any] | None, store_text: bool) -> str:
     """Why an event shows no passage text, or "" when it can."""
     if payload is None:
         return "text expired: past RAGMON_RESULT_TTL_DAYS"
@@ -105,7 +108,7 @@ def _event_cell(explorer_url: str | None, app: str, event_id: str) -> Cell:
     return Link(event_id, explorer_url.rstrip("/") + event_url(app, event_id))
 
 
-def _query(payload: dict | None, store_text: bool) -> str:
+def _query(payload: Mapping[str, Any] | None, store_text: bool) -> str:
     if payload is None:
         return "expired (past RAGMON_RESULT_TTL_DAYS)"
     q = payload.get("query")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ragmon.core.anchor import AnchorItem, item_dict
 
 if TYPE_CHECKING:
-    from ragmon.store import Store
+    import redis
+
+    from ragmon.store.keys import Keys
 
 RUNS_KEPT = 400  # daily runs: more than a year of history for the report and the baseline
 
@@ -16,9 +18,9 @@ RUNS_KEPT = 400  # daily runs: more than a year of history for the report and th
 class Anchors:
     """The frozen anchor set (from people's grades) and the runs of one deployment."""
 
-    def __init__(self, store: Store) -> None:
-        self.client = store.client
-        self.keys = store.keys
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
 
     def frozen(self) -> list[AnchorItem] | None:
         raw = cast(bytes | None, self.client.get(self.keys.anchor_set))
@@ -30,12 +32,12 @@ class Anchors:
         self.client.set(self.keys.anchor_set, text, nx=True)
         return self.frozen() or items
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[dict[str, Any]]:
         """Every run kept, oldest first."""
         raw = cast(dict[bytes, bytes], self.client.hgetall(self.keys.anchor_runs))
         return [json.loads(raw[k]) for k in sorted(raw)]
 
-    def add_run(self, record: dict) -> None:
+    def add_run(self, record: dict[str, Any]) -> None:
         """Keep a run (by its time), and only the newest `RUNS_KEPT`."""
         self.client.hset(self.keys.anchor_runs, record["at"], json.dumps(record))
         fields = sorted(cast(list[bytes], self.client.hkeys(self.keys.anchor_runs)))

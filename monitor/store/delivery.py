@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 
+from ragmon.core.wire import Status
 from ragmon.store import scripts
-from ragmon.store.fields import Status
 from ragmon.store.ingest import DRAIN_WANTED_TTL_S, texts
 from ragmon.store.keys import Keys, split_ref
 from ragmon.store.rq_jobs import DrainJobs
@@ -65,7 +65,7 @@ class Delivery:
                   "pending_key": k.pending_template, "died": DIED,
                   "died_error": f"{DIED}: its work horse died during each of its attempts"},
         )  # fmt: skip
-        reply = cast(list, self._claim(keys=call.keys, args=call.args))
+        reply = cast(list[bytes], self._claim(keys=call.keys, args=call.args))
         return Claimed(texts(reply[2:]), float(reply[1]), bool(reply[0]))
 
     def renew(self, refs: Sequence[str], lease_s: float = LEASE_S) -> float:

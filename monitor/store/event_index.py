@@ -24,20 +24,22 @@ from ragmon.core.search import (
     Search,
     encode_cursor,
     member_ref,
-    moments,
     overview_hours,
     record,
     row,
+    weighted_moments,
     within,
 )
-from ragmon.core.wire import LABEL_KEYS
+from ragmon.core.wire import LABEL_KEYS, SEP, Status, series_app, series_name
 from ragmon.store import scripts
-from ragmon.store.fields import Field, HourPart, Slot, Status
+from ragmon.store.fields import Field, HourPart, Slot
 from ragmon.store.index_walk import Page, Walk
-from ragmon.store.keys import OTHER, SEP, event_ref, fold, series_name, split_ref
+from ragmon.store.keys import OTHER, Keys, event_ref, fold, split_ref
+from ragmon.store.records import result_ttl_s
 
 if TYPE_CHECKING:
-    from ragmon.store import Store
+    from ragmon.settings import Settings
+    from ragmon.store.sealing import Sealer
 
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
@@ -50,13 +52,14 @@ FAILED_PARSE_BYTES = 4 << 20  # payload bytes a page of failed events parses at 
 class ExploreIndex:
     """The explorer's keys of one deployment."""
 
-    def __init__(self, store: Store) -> None:
-        self.client = store.client
-        self.keys = store.keys
-        self.store = store
-        self._index = store.client.register_script(scripts.EXPLORE_INDEX.source)
-        self._trim = store.client.register_script(scripts.EXPLORE_TRIM.source)
-        self._overview = store.client.register_script(scripts.OVERVIEW.source)
+    def __init__(self, client: redis.Redis, keys: Keys, settings: Settings, sealer: Sealer) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.sealer = sealer
+        self._index = client.register_script(scripts.EXPLORE_INDEX.source)
+        self._trim = client.register_script(scripts.EXPLORE_TRIM.source)
+        self._overview = client.register_script(scripts.OVERVIEW.source)
         k, s = self.keys, Slot.SERIES
         self._templates = {
             "time_key": k.explore_time(s), "measure_key": k.explore_measure(Slot.MEASURE, s),
@@ -68,11 +71,17 @@ class ExploreIndex:
     # ---- writing (workers) --------------------------------------------------------------------
 
     def index(
-        self, pipe: redis.client.Pipeline, event: Mapping[str, Any], result: Mapping[str, Any]
+        self,
+        pipe: redis.client.Pipeline,
+        event: Mapping[str, Any],
+        result: Mapping[str, Any],
+        weight: float = 1.0,
     ) -> None:
-        """Queue the index write on the finish step's transaction `pipe` (after FINISH)."""
+        """Queue the index write on the finish step's transaction `pipe` (after FINISH);
+        `weight`: what the event counts for in the overview's means (1 / its inclusion
+        probability with planned sampling, as in the quality histograms)."""
         now = time.time()
-        rec = record(event, result, now + self.store.result_ttl_s, self.store.settings.store_text)
+        rec = record(event, result, now + result_ttl_s(self.settings), self.settings.store_text)
         ref = event_ref(rec["app"], rec["id"])
         measures = result["measures"]
         hourly = {m: v for m in OVERVIEW if (v := measures.get(m)) is not None}
@@ -90,6 +99,7 @@ class ExploreIndex:
                 "summary_key": self.keys.explore_summary(Slot.SERIES),
                 "orphan": fold(OTHER)[0],
                 "fold_tail": SEP.join([OTHER] * (len(LABEL_KEYS) - 1)),
+                "weight": repr(float(weight)),
             },
         )
         self._index(keys=call.keys, args=call.args, client=pipe)
@@ -106,9 +116,7 @@ class ExploreIndex:
         with self.client.pipeline(transaction=False) as pipe:  # each app's set of its series
             for raw, when in held:
                 name = raw.decode()
-                pipe.zadd(
-                    self.keys.explore_app_series(name.split(SEP, 1)[0]), {name: when}, gt=True
-                )
+                pipe.zadd(self.keys.explore_app_series(series_app(name)), {name: when}, gt=True)
             pipe.execute()
         for series in self.series():
             while True:
@@ -191,6 +199,7 @@ class ExploreIndex:
                     "fields": json.dumps(fields),
                     "ttl": HOUR_KEEP_S,
                     "n_series": len(chunk),
+                    "parts": len(HourPart),
                 },
                 more_args=chunk,
             )
@@ -198,10 +207,12 @@ class ExploreIndex:
             for j, s in enumerate(chunk):
                 got = replies[j * (1 + 2 * n) : (j + 1) * (1 + 2 * n)]
                 row: dict[str, Any] = {"series": s, "events": int(got[0])}
+                parts = len(HourPart)
                 for w, window in enumerate(("recent", "before")):
                     sums = [float(x) for x in got[1 + w * n : 1 + (w + 1) * n]]
                     row[window] = {
-                        m: moments(*sums[3 * k : 3 * k + 3]) for k, m in enumerate(OVERVIEW)
+                        m: weighted_moments(*sums[parts * k : parts * (k + 1)])
+                        for k, m in enumerate(OVERVIEW)
                     }
                 out.append(row)
         return out
@@ -213,7 +224,7 @@ class ExploreIndex:
         series = self.series(search)
         if search.trace_id:
             return self._by_trace(search, series, now)
-        if search.status == "failed":
+        if search.status == Status.FAILED:
             return self._failed(search, now, budget)
         listed = self._candidates(search, series)
         if listed is not None:
@@ -288,7 +299,7 @@ class ExploreIndex:
 
     def _by_trace(self, search: Search, series: list[str], now: float) -> Page:
         apps = [search.labels["app"]] if "app" in search.labels else sorted(
-            {s.split(SEP, 1)[0] for s in series}
+            {series_app(s) for s in series}
         )  # fmt: skip
         if not apps:
             return Page()
@@ -360,7 +371,7 @@ class ExploreIndex:
                     raw = self.client.hget(self.keys.event(ref), Field.PAYLOAD)
                     parsed += size
                     if raw is not None:
-                        ev = json.loads(self.store.sealer.open(cast(bytes, raw)))
+                        ev = json.loads(self.sealer.open(cast(bytes, raw)))
                         labels, timestamp = ev["labels"], ev.get("timestamp")
                 if len(labels) < len(LABEL_KEYS):
                     if set(search.labels) - {"app"}:
@@ -368,7 +379,7 @@ class ExploreIndex:
                 elif not search.series_matches(series_name(labels)):
                     continue
                 page.events.append(
-                    {"event_id": event_id, "status": "failed", "labels": labels,
+                    {"event_id": event_id, "status": Status.FAILED, "labels": labels,
                      "timestamp": timestamp}
                 )  # fmt: skip
                 if len(page.events) == search.limit:

@@ -5,36 +5,46 @@ a failed one is kept (`scripts.FAIL`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragmon.core.catalog import LAG_BUCKETS
 from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.core.wire import SEP, Status, series_name
 from ragmon.store import scripts
-from ragmon.store.fields import Status
-from ragmon.store.keys import OTHER, SEP, fold, series_name, split_ref
+from ragmon.store.keys import OTHER, fold, split_ref
 from ragmon.store.protocol import Call
-from ragmon.store.records import bucket_index, day_record, event_day, ref_of
+from ragmon.store.records import (
+    Result,
+    StoredEvent,
+    bucket_index,
+    day_record,
+    event_day,
+    ref_of,
+    result_ttl_s,
+)
 
 if TYPE_CHECKING:
     from ragmon.settings import Settings
-    from ragmon.store import Store
+    from ragmon.store.keys import Keys
 
 DAY_EVENTS_KEEP = 50_000  # per-day records kept per app and day (the newest)
 
 
-def day_keys(store: Store, event: dict) -> tuple[str, str, str, str]:
+def day_keys(keys: Keys, event: StoredEvent) -> tuple[str, str, str, str]:
     """The per-day keys FINISH writes for `event` (its day's histograms, counters, its app's
     records, and the day's set of apps with records)."""
-    day, k = event_day(event), store.keys
+    day, k = event_day(event), keys
     app = event["labels"]["app"]
     return k.day_hist(day), k.day_counters(day), k.day_events(day, app), k.day_apps(day)
 
 
 def finish_call(
-    store: Store,
-    event: dict,
-    result: dict,
+    keys: Keys,
+    settings: Settings,
+    bounds: Mapping[str, Sequence[float]],
+    event: StoredEvent,
+    result: Result,
     grades: Sequence[int | None],
     now: float,
     stripped_payload: str | None = None,
@@ -43,18 +53,18 @@ def finish_call(
     inclusion: float | None = None,
 ) -> Call:
     """FINISH for one event and its result (arguments as `Store.finish`'s)."""
-    s, k = store.settings, store.keys
+    s, k = settings, keys
     measures = result["measures"]
     app = result["labels"]["app"]
     lag = max(0.0, now - event["_received_at"])
     obs: list[Any] = []
     for m in HISTOGRAM_MEASURES:
         if (v := measures.get(m)) is not None:
-            obs += [f"retrieval_{m}", bucket_index(store.bounds[m], v), repr(float(v))]
+            obs += [f"retrieval_{m}", bucket_index(bounds[m], v), repr(float(v))]
     folded, folded_count = fold(app)
     orphan, orphan_count = fold(OTHER)
     counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
-    day_hist, day_counters, day_events, day_apps = day_keys(store, event)
+    day_hist, day_counters, day_events, day_apps = day_keys(keys, event)
     return scripts.FINISH.call(
         keys={
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
@@ -65,7 +75,7 @@ def finish_call(
         },
         args={
             "result": json.dumps(result, separators=(",", ":")),
-            "ttl": store.result_ttl_s,
+            "ttl": result_ttl_s(settings),
             "app": app,
             "series": series_name(result["labels"]),
             "folded": folded, "folded_count": folded_count,
@@ -92,7 +102,7 @@ def finish_call(
     )  # fmt: skip
 
 
-def weight(settings: Settings, event: dict, inclusion: float | None = None) -> float:
+def weight(settings: Settings, event: Mapping[str, Any], inclusion: float | None = None) -> float:
     """What the event's observations count for in the quality histograms: 1 / its inclusion
     probability with RAGMON_SAMPLING=planned (rates move: `rate(_sum) / rate(_count)` is then
     Hajek's weighted mean), else 1 (one fixed rate: the plain mean is unbiased already)."""
@@ -102,19 +112,18 @@ def weight(settings: Settings, event: dict, inclusion: float | None = None) -> f
     return 1.0 / max(1e-9, p)
 
 
-def inclusion_probability(settings: Settings, event: dict) -> float:
+def inclusion_probability(settings: Settings, event: Mapping[str, Any]) -> float:
     """The probability with which `event` was chosen for judging: its own when it carries one,
     else RAGMON_SAMPLE_RATE (the same for every event while it is not changed)."""
     return float(event.get("inclusion_probability", settings.sample_rate))
 
 
-def fail_call(store: Store, ref: str, reason: str, message: str, now: float) -> Call:
+def fail_call(keys: Keys, ref: str, reason: str, message: str, now: float) -> Call:
     """FAIL for the event `ref`: its result says why (`reason: message`)."""
     error = f"{reason}: {message}"
     result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
     return scripts.FAIL.call(
-        keys={"event": store.keys.event(ref), "counters": store.keys.counters,
-              "failed": store.keys.failed, "leased": store.keys.leased,
-              "pending": store.keys.pending(split_ref(ref)[0])},
+        keys={"event": keys.event(ref), "counters": keys.counters, "failed": keys.failed,
+              "leased": keys.leased, "pending": keys.pending(split_ref(ref)[0])},
         args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
     )  # fmt: skip

@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ragmon.store import scripts
 from ragmon.store.keys import event_ref
 
 if TYPE_CHECKING:
-    from ragmon.store import Store
+    import redis
+
+    from ragmon.store.keys import Keys
 
 HUMAN_TTL_S = 400 * 86400  # as the per-day aggregates: a year of weekly estimates plus margin
 STATES = ("unchanged", "created", "updated")  # HUMAN_GRADES' answers 0, 1, 2
@@ -31,12 +33,12 @@ def field_of(passage_id: str, reviewer: str) -> str:
 class HumanGrades:
     """The people's grades of one deployment."""
 
-    def __init__(self, store: Store) -> None:
-        self.client = store.client
-        self.keys = store.keys
-        self._write = store.client.register_script(scripts.HUMAN_GRADES.source)
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self._write = client.register_script(scripts.HUMAN_GRADES.source)
 
-    def write(self, records: Sequence[dict], now: float | None = None) -> list[str]:
+    def write(self, records: Sequence[dict[str, Any]], now: float | None = None) -> list[str]:
         """Store records atomically, in order: `created`, `updated` (another grade or note by
         the same reviewer replaces theirs) or `unchanged` (the same grade again) per record."""
         if not records:
@@ -61,12 +63,14 @@ class HumanGrades:
         )
         return [STATES[int(s)] for s in self._write(keys=call.keys, args=call.args)]
 
-    def of_event(self, app: str, event_id: str) -> list[dict]:
+    def of_event(self, app: str, event_id: str) -> list[dict[str, Any]]:
         """The records of one event, by passage then reviewer."""
-        raw = cast(dict, self.client.hgetall(self.keys.human_grades(event_ref(app, event_id))))
+        raw = cast(
+            dict[str, Any], self.client.hgetall(self.keys.human_grades(event_ref(app, event_id)))
+        )
         return [json.loads(raw[f]) for f in sorted(raw)]
 
-    def of_app(self, app: str) -> list[dict]:
+    def of_app(self, app: str) -> list[dict[str, Any]]:
         """Every record of one app, oldest graded event first."""
         refs = cast(list[bytes], self.client.zrange(self.keys.human_refs(app), 0, -1))
         with self.client.pipeline(transaction=False) as pipe:
@@ -77,7 +81,9 @@ class HumanGrades:
 
     def apps(self) -> list[str]:
         """The apps with people's grades."""
-        return sorted(x.decode() for x in cast(set, self.client.smembers(self.keys.human_apps)))
+        return sorted(
+            x.decode() for x in cast(set[bytes], self.client.smembers(self.keys.human_apps))
+        )
 
     def generation(self) -> int:
         """Bumped by every change: what statistics of the grades are cached by."""

@@ -20,12 +20,16 @@ from typing import TYPE_CHECKING, Any
 import redis.asyncio
 
 from ragmon.core.signals import SIGNALS
+from ragmon.core.wire import SEP
 from ragmon.store import scripts
 from ragmon.store.fields import Slot
-from ragmon.store.keys import DAY_TTL_S, OTHER, QUERIES_TTL_S, SEP, fold
+from ragmon.store.keys import DAY_TTL_S, OTHER, QUERIES_TTL_S, fold
+from ragmon.store.records import result_ttl_s
 
 if TYPE_CHECKING:
-    from ragmon.store import IngestItem, Store
+    from ragmon.settings import Settings
+    from ragmon.store.keys import Keys
+    from ragmon.store.records import IngestItem
 
 Answer = tuple[str, bool]
 DRAIN_WANTED_TTL_S = 60  # a drain job enqueued but never started is enqueued again after this
@@ -99,7 +103,8 @@ class IngestPlan:
 
 
 def plan_ingest(
-    store: Store,
+    keys: Keys,
+    settings: Settings,
     items: Sequence[IngestItem],
     deadline: float = 0.0,
     sizes: Sequence[int] | None = None,
@@ -107,7 +112,7 @@ def plan_ingest(
     """INGEST's call for `items`, sent as requests of `sizes` items (default: one request).
     Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing. Items
     with signals are grouped by series and day: the script sums a group's and writes it once."""
-    s, k = store.settings, store.keys
+    s, k = settings, keys
     limit = s.queue_limit
     plan = IngestPlan(items, limit)
     first: dict[str, int] = {}
@@ -143,7 +148,7 @@ def plan_ingest(
         keys={"counters": k.counters, "apps": k.pending_apps, "vt": k.virtual_time,
               "wake": k.drain_wanted, "series": k.series, "series_per_app": k.series_per_app,
               "hist": k.hist},
-        args={"ttl": store.result_ttl_s, "deadline": deadline, "limit": limit,
+        args={"ttl": result_ttl_s(settings), "deadline": deadline, "limit": limit,
               "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S,
               "n_groups": len(groups), "budget": json.dumps(budget), "signals": SIGNAL_NAMES,
               "day_hist_key": k.day_hist(Slot.DAY),
@@ -165,9 +170,10 @@ def sampled_result(probability: float) -> str:
 class AsyncIngest:
     """`Store.ingest` on redis.asyncio, bound to the event loop that created it."""
 
-    def __init__(self, store: Store, client: redis.asyncio.Redis) -> None:
-        self.store = store
+    def __init__(self, client: redis.asyncio.Redis, keys: Keys, settings: Settings) -> None:
         self.client = client
+        self.keys = keys
+        self.settings = settings
         self._script = client.register_script(scripts.INGEST.source)
 
     async def write(
@@ -175,7 +181,7 @@ class AsyncIngest:
     ) -> Written:
         """Store items durably (requests of `sizes` items). Raises on Redis errors, and
         without writing anything when Redis runs the write past `deadline`."""
-        plan = plan_ingest(self.store, items, deadline, sizes)
+        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         return plan.settle(reply)
 

@@ -19,14 +19,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import redis
 
 from ragmon.core.catalog import JUDGE_LATENCY_BUCKETS
-from ragmon.store import DAY_TTL_S, bucket_index
-from ragmon.store.keys import SEP, Keys, utc_today
+from ragmon.core.wire import SEP, field_name
+from ragmon.store.keys import DAY_TTL_S, Keys, utc_today
 from ragmon.store.protocol import Script
+from ragmon.store.records import bucket_index
+
+_N = TypeVar("_N", int, float)
 
 WINDOW_S = 60.0
 MARGIN_S = 1.0
@@ -221,13 +224,13 @@ class JudgeState:
         app_spend: dict[tuple[str, str], float] = {}
         day_keys: set[str] = set()
 
-        def add(into: dict, key: str, field: str, n: float) -> None:
+        def add(into: dict[tuple[str, str], _N], key: str, field: str, n: _N) -> None:
             into[key, field] = into.get((key, field), 0) + n
 
         for c in calls:
-            add(ints, counters, SEP.join(["judge_requests", c.model, c.outcome]), 1)
+            add(ints, counters, field_name("judge_requests", c.model, c.outcome), 1)
             if c.latency_s is not None:
-                field = SEP.join(["judge_latency_seconds", c.model])
+                field = field_name("judge_latency_seconds", c.model)
                 bucket = bucket_index(JUDGE_LATENCY_BUCKETS, c.latency_s)
                 add(ints, self.keys.hist, f"{field}{SEP}b{bucket}", 1)
                 add(floats, self.keys.hist, f"{field}{SEP}sum", c.latency_s)
@@ -235,11 +238,11 @@ class JudgeState:
             day_counters = self.keys.day_counters(c.day)
             for kind, n in (("input", c.input_tokens), ("output", c.output_tokens)):
                 if n:
-                    field = SEP.join(["judge_tokens", c.model, kind])
+                    field = field_name("judge_tokens", c.model, kind)
                     add(ints, counters, field, n)
                     add(ints, day_counters, field, n)
             if c.cost_usd > 0:
-                field = SEP.join(["judge_cost_usd", c.model])
+                field = field_name("judge_cost_usd", c.model)
                 add(floats, counters, field, c.cost_usd)
                 add(floats, day_counters, field, c.cost_usd)
                 spend[c.day] = spend.get(c.day, 0.0) + c.cost_usd

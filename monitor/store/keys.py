@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ragmon.core.wire import LABEL_KEYS, SEP
+from ragmon.core.wire import LABEL_KEYS, SEP, field_name
 from ragmon.store.fields import Name, Slot
 
 OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
@@ -15,17 +14,11 @@ DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus mar
 QUERIES_TTL_S = 15 * 86400  # a day's distinct-query HyperLogLogs (up to 12 kB each): 2 weeks
 
 
-def series_name(labels: Mapping[str, str]) -> str:
-    """The series an event is counted in: its label values in `LABEL_KEYS` order,
-    `app|index|retriever|segment`."""
-    return SEP.join(labels[k] for k in LABEL_KEYS)
-
-
 def fold(app: str) -> tuple[str, str]:
     """Where an event of `app` past the series budget is counted: the folded series
     `app|other|other|other` and its `series_folded|app` counter field (`OTHER` as `app`: the
     all-`other` series of apps without a series of their own)."""
-    return SEP.join([app, *[OTHER] * (len(LABEL_KEYS) - 1)]), f"{Name.SERIES_FOLDED}{SEP}{app}"
+    return field_name(app, *[OTHER] * (len(LABEL_KEYS) - 1)), field_name(Name.SERIES_FOLDED, app)
 
 
 def event_ref(app: str, event_id: str) -> str:

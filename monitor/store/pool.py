@@ -20,7 +20,10 @@ from ragmon.store import scripts
 from ragmon.store.records import query_hash
 
 if TYPE_CHECKING:
-    from ragmon.store import Store
+    import redis
+
+    from ragmon.settings import Settings
+    from ragmon.store.keys import Keys
 
 POOL_CAP = 200  # passages per query (a pool holds the ones worth something to an ideal)
 
@@ -28,9 +31,10 @@ POOL_CAP = 200  # passages per query (a pool holds the ones worth something to a
 class QueryPool:
     """`Store.pool`: the pooled ideals of one deployment."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._merge = store.client.register_script(scripts.POOL.source)
+    def __init__(self, client: redis.Redis, keys: Keys, settings: Settings) -> None:
+        self.keys = keys
+        self.settings = settings
+        self._merge = client.register_script(scripts.POOL.source)
 
     def merge(
         self, app: str, model: str, prompt_version: str, query: str, grades: Mapping[str, int]
@@ -38,10 +42,10 @@ class QueryPool:
         """Add `grades` (passage text hash → grade on the judge's scale) to the query's pool
         and return the pool (those included); None when RAGMON_CACHE_TTL_DAYS is 0 (no pool is
         kept: the pooled measures then equal the per-event ones)."""
-        ttl = int(self.store.settings.cache_ttl_days * 86400)
+        ttl = int(self.settings.cache_ttl_days * 86400)
         if ttl <= 0:
             return None
-        key = self.store.keys.pool(app, model, prompt_version, query_hash(query))
+        key = self.keys.pool(app, model, prompt_version, query_hash(query))
         call = scripts.POOL.call(
             keys={"pool": key},
             args={"ttl": ttl, "now": int(time.time()), "cap": POOL_CAP},

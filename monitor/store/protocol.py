@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from ragmon.store.fields import Field, HourPart, Name, Part, Slot, Status, SummaryField
-from ragmon.store.keys import SEP
+from ragmon.core.wire import SEP, Status
+from ragmon.store.fields import Field, HourPart, Name, Part, Slot, SummaryField
 
 # The tables of stored names in every script's header: Lua name -> enum of `fields`.
 SHARED: dict[str, type[StrEnum]] = {

@@ -10,15 +10,73 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ragmon.core.measures import HISTOGRAM_MEASURES
 from ragmon.core.results import source_counts
 from ragmon.core.signals import SIGNALS, extract
-from ragmon.store.fields import Part, Status
-from ragmon.store.keys import SEP, event_ref, utc_day
+from ragmon.core.wire import Status, field_parts
+from ragmon.store.fields import Part
+from ragmon.store.keys import event_ref, utc_day
+
+if TYPE_CHECKING:
+    from ragmon.settings import Settings
 
 QUERY_KEY_CHARS = 16  # hex digits of the query hash in a per-day record: enough to tell apart
+
+
+def result_ttl_s(settings: Settings) -> int:
+    """How long an event and its result are kept (RAGMON_RESULT_TTL_DAYS), in whole seconds."""
+    return max(1, int(settings.result_ttl_days * 86400))
+
+
+class StoredPassage(TypedDict):
+    """One ranked passage of a stored event (`text` replaced by `text_sha` once stripped)."""
+
+    id: str
+    text: str
+    score: NotRequired[float | None]
+    grade: NotRequired[int | None]
+
+
+class StoredEvent(TypedDict):
+    """An accepted event as the store hands it to a worker (`Store.load_events`): the wire
+    payload as stored (`RetrievalEvent`'s JSON, `timestamp` always set), with its status,
+    receipt time and claims so far."""
+
+    event_id: str
+    query: str
+    k: int
+    passages: list[StoredPassage]
+    labels: dict[str, str]
+    timestamp: str
+    relevant_total: NotRequired[int | None]
+    trace_id: NotRequired[str | None]
+    metadata: NotRequired[dict[str, str | int | float | bool] | None]
+    inclusion_probability: NotRequired[float]
+    _status: Status
+    _received_at: float
+    _attempts: int
+
+
+class Result(TypedDict):
+    """What a worker records of a judged event (`Store.finish`; kept in the event's hash and
+    read back by GET, the explorer and the per-day record)."""
+
+    event_id: str
+    status: Status
+    k: int
+    labels: dict[str, str]
+    grades: list[int | None]
+    grade_source: list[str | None]
+    duplicate_of: list[int | None]
+    measures: dict[str, float | None]
+    judge: str
+    error: str | None
+    unjudged: NotRequired[dict[str, int]]
+    utility: NotRequired[list[int | None]]
+    p_no_response: NotRequired[list[float | None]]
+    udcg_missing: NotRequired[str | None]
 
 
 @dataclass(frozen=True)
@@ -71,7 +129,7 @@ def histograms_of(
     count is then the larger of its `count` field and its buckets' total, so the `+Inf` bucket,
     which is the count, is never below a finite bucket and never falls from one read to the
     next (`sum` may be one observation apart until the next read)."""
-    acc: dict[str, dict[tuple[str, ...], dict]] = defaultdict(dict)
+    acc: dict[str, dict[tuple[str, ...], dict[str, Any]]] = defaultdict(dict)
     # plain strings: an enum member costs ~0.3 µs a lookup, times 100k fields on /metrics
     total, count, sumsq, bucket = (
         Part.SUM.value,
@@ -80,7 +138,7 @@ def histograms_of(
         Part.BUCKET.value,
     )
     for k, v in raw.items():
-        *head, part = text_of(k).split(SEP)
+        *head, part = field_parts(text_of(k))
         name, labels = head[0], tuple(head[1:])
         if name not in bounds:
             continue
@@ -126,19 +184,19 @@ def bucket_index(bounds: Sequence[float], value: float) -> int:
     return bisect_left(bounds, value - 1e-12)
 
 
-def event_day(event: dict) -> str:
+def event_day(event: Mapping[str, Any]) -> str:
     """The UTC day of an event's `timestamp`: per-day aggregates are keyed by it."""
     return utc_day(datetime.fromisoformat(event["timestamp"]).timestamp())
 
 
-def ref_of(event: dict) -> str:
+def ref_of(event: Mapping[str, Any]) -> str:
     """The `event_ref` of a stored event payload."""
     return event_ref(event["labels"]["app"], event["event_id"])
 
 
 def day_record(
-    event: dict,
-    result: dict,
+    event: StoredEvent,
+    result: Result,
     grades: Sequence[int | None],
     judge: str | None,
     inclusion: float = 1.0,

@@ -13,8 +13,9 @@ from typing import cast
 import redis
 
 from ragmon.core.sampling import HOURS, Rates
+from ragmon.core.wire import SEP, field_name
 from ragmon.store.fields import Name
-from ragmon.store.keys import SEP, Keys
+from ragmon.store.keys import Keys
 from ragmon.store.records import histograms_of, text_of
 
 TRAFFIC_TTL_S = (HOURS + 2) * 3600
@@ -112,5 +113,5 @@ class SamplingState:
         for labels, h in hists.items():
             if h.count >= MIN_FOR_SD and h.sum_squares is not None:
                 mean = h.sum / h.count
-                out[SEP.join(labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
+                out[field_name(*labels)] = math.sqrt(max(1e-6, h.sum_squares / h.count - mean**2))
         return out

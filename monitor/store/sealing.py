@@ -45,7 +45,7 @@ class Sealer:
     def seal(self, payload: str) -> str:
         if not self.on:
             return payload
-        return SEALED + self._fernet.encrypt(payload.encode()).decode()
+        return SEALED + str(self._fernet.encrypt(payload.encode()).decode())
 
     def open(self, raw: bytes | str) -> str:
         text = raw.decode() if isinstance(raw, bytes) else raw
@@ -59,7 +59,7 @@ class Sealer:
         from cryptography.fernet import InvalidToken
 
         try:
-            return self._fernet.decrypt(text[len(SEALED) :].encode()).decode()
+            return str(self._fernet.decrypt(text[len(SEALED) :].encode()).decode())
         except InvalidToken:
             raise SealingKeyMissing(
                 "an event was sealed with a key not in RAGMON_TEXT_KEYS: the API and the "

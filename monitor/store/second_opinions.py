@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from ragmon.store import Store
+    import redis
+
+    from ragmon.store.keys import Keys
 
 KEEP_S = 400 * 86400  # as people's grades: agreement over the whole history kept
 
@@ -14,11 +16,11 @@ KEEP_S = 400 * 86400  # as people's grades: agreement over the whole history kep
 class SecondOpinions:
     """Per app, event id → the pairs (first judge's grade, second judge's) of its passages."""
 
-    def __init__(self, store: Store) -> None:
-        self.client = store.client
-        self.keys = store.keys
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
 
-    def add(self, record: dict) -> None:
+    def add(self, record: dict[str, Any]) -> None:
         key = self.keys.second_opinions(record["app"])
         with self.client.pipeline(transaction=True) as pipe:
             pipe.hset(key, record["event_id"], json.dumps(record, separators=(",", ":")))
@@ -27,12 +29,12 @@ class SecondOpinions:
             pipe.incr(self.keys.second_opinion_generation)
             pipe.execute()
 
-    def records(self) -> list[dict]:
-        apps = sorted(x.decode() for x in cast(set, self.client.smembers(
+    def records(self) -> list[dict[str, Any]]:
+        apps = sorted(x.decode() for x in cast(set[bytes], self.client.smembers(
             self.keys.second_opinion_apps)))  # fmt: skip
         out = []
         for app in apps:
-            rows = cast(dict, self.client.hgetall(self.keys.second_opinions(app)))
+            rows = cast(dict[str, Any], self.client.hgetall(self.keys.second_opinions(app)))
             out += [json.loads(rows[k]) for k in sorted(rows)]
         return out
 

@@ -10,18 +10,21 @@ freed: its slot and its lifetime histograms go (`ragmon series` lists and frees 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from ragmon.core.catalog import ALL as METRICS
 from ragmon.core.catalog import SERIES_LABELS
+from ragmon.core.wire import SEP, field_name, series_app, series_values
 from ragmon.store import scripts
 from ragmon.store.fields import Name, Part
-from ragmon.store.keys import SEP
+from ragmon.store.keys import Keys
 
 if TYPE_CHECKING:
-    from ragmon.store import Store
+    from ragmon.settings import Settings
 
 SWEEP_EVERY_S = 3600  # one sweep of idle series per hour for the whole fleet
 SWEEP_BATCH = 500
@@ -36,7 +39,7 @@ class SeriesRow:
 
     @property
     def name(self) -> str:
-        return SEP.join(self.labels)
+        return field_name(*self.labels)
 
 
 def _series_fields() -> list[str]:
@@ -54,21 +57,30 @@ def _series_fields() -> list[str]:
 class SeriesBudget:
     """Reads and frees the admitted series of one store."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._free = store.client.register_script(scripts.FREE_SERIES.source)
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        settings: Settings,
+        counters: Callable[[], Mapping[str, float]],
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self._counters = counters  # the lifetime counters, read as `Store.counters` reads them
+        self._free = client.register_script(scripts.FREE_SERIES.source)
 
     def rows(self) -> list[SeriesRow]:
         """Admitted series, least recently seen first."""
-        raw: Any = self.store.client.zrange(self.store.keys.series, 0, -1, withscores=True)
-        return [SeriesRow(tuple(m.decode().split(SEP)), float(t)) for m, t in raw]
+        raw: Any = self.client.zrange(self.keys.series, 0, -1, withscores=True)
+        return [SeriesRow(series_values(m.decode()), float(t)) for m, t in raw]
 
     def folded(self) -> dict[str, int]:
         """Events recorded under a folded series, by app (`other`: apps without a series)."""
         prefix = f"{Name.SERIES_FOLDED}{SEP}"
         return {
             k.removeprefix(prefix): int(v)
-            for k, v in self.store.counters().items()
+            for k, v in self._counters().items()
             if k.startswith(prefix)
         }
 
@@ -76,14 +88,14 @@ class SeriesBudget:
         """Free these series (`app|index|retriever|segment`); returns how many were admitted."""
         wanted = list(series)
         fields = _series_fields()
-        k = self.store.keys
+        k = self.keys
         freed = 0
         for i in range(0, len(wanted), SWEEP_BATCH):
             chunk = wanted[i : i + SWEEP_BATCH]
             call = scripts.FREE_SERIES.call(
                 keys={"series": k.series, "series_per_app": k.series_per_app, "hist": k.hist},
                 args={"n_fields": len(fields) // 2},
-                more_args=[*fields, *(x for s in chunk for x in (s, s.partition(SEP)[0]))],
+                more_args=[*fields, *(x for s in chunk for x in (s, series_app(s)))],
             )
             freed += int(self._free(keys=call.keys, args=call.args))
         return freed
@@ -91,9 +103,9 @@ class SeriesBudget:
     def idle(self, now: float, days: float | None = None) -> list[str]:
         """The series none of whose events was recorded in the last `days` (default
         RAGMON_SERIES_IDLE_DAYS)."""
-        days = self.store.settings.series_idle_days if days is None else days
+        days = self.settings.series_idle_days if days is None else days
         cutoff = now - days * 86400
-        raw: Any = self.store.client.zrangebyscore(self.store.keys.series, "-inf", f"({cutoff}")
+        raw: Any = self.client.zrangebyscore(self.keys.series, "-inf", f"({cutoff}")
         return [m.decode() for m in raw]
 
     def free_idle(self, now: float, days: float | None = None) -> int:

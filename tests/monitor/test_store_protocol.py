@@ -5,20 +5,27 @@ those positions, in order."""
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 
 import pytest
 import redis
 
 from ragmon.core.catalog import ALL as METRICS
 from ragmon.core.measures import histogram_bounds
-from ragmon.core.wire import LABEL_KEYS
+from ragmon.core.wire import (
+    LABEL_KEYS,
+    field_name,
+    field_parts,
+    series_app,
+    series_labels,
+    series_name,
+    series_values,
+)
 from ragmon.settings import Settings
 from ragmon.store import judge_state as judging
 from ragmon.store import scripts
 from ragmon.store.fields import Name
 from ragmon.store.finish import finish_call
-from ragmon.store.keys import OTHER, Keys, fold, series_name
+from ragmon.store.keys import OTHER, Keys, fold
 from ragmon.store.protocol import Script
 
 SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
@@ -70,6 +77,10 @@ def test_series_name_and_fold_follow_the_label_order() -> None:
     labels = {"segment": "faq", "retriever": "bm25", "app": "shop", "index": "kb"}
     assert LABEL_KEYS == ("app", "index", "retriever", "segment")
     assert series_name(labels) == "shop|kb|bm25|faq"
+    assert series_labels("shop|kb|bm25|faq") == labels  # the one codec, both ways
+    assert series_values("shop|kb|bm25|faq") == ("shop", "kb", "bm25", "faq")
+    assert series_app("shop|kb|bm25|faq") == "shop"
+    assert field_parts(field_name("judge_tokens", "m", "input")) == ["judge_tokens", "m", "input"]
     assert fold("shop") == ("shop|other|other|other", "series_folded|shop")
     assert fold(OTHER) == ("other|other|other|other", "series_folded|other")
 
@@ -83,17 +94,16 @@ def test_the_metric_names_the_scripts_write_are_in_the_catalog() -> None:
 def test_the_finish_builder_fills_finish_s_positions() -> None:
     settings = Settings(redis_url="")
     keys = Keys("t")
-    store = SimpleNamespace(
-        settings=settings, keys=keys, result_ttl_s=99,
-        bounds=histogram_bounds(settings.measure_params()),
-    )  # fmt: skip
+    bounds = histogram_bounds(settings.measure_params())
     labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
     event = {
         "event_id": "e1", "timestamp": "2026-11-20T10:00:00+00:00", "query": "q", "k": 2,
         "labels": labels, "passages": [{"id": "a"}, {"id": "b"}], "_received_at": 100.0,
     }  # fmt: skip
     result = {"labels": labels, "measures": {"ndcg": 0.5, "hit": 1.0}}
-    call = finish_call(store, event, result, [3, None], 160.0, series_counts={"x|why": 2})  # type: ignore[arg-type]
+    call = finish_call(
+        keys, settings, bounds, event, result, [3, None], 160.0, series_counts={"x|why": 2}
+    )
     named = dict(zip(scripts.FINISH.keys, call.keys, strict=True))
     assert named["event"] == keys.event("shop|e1") and named["failed"] == keys.failed
     assert named["day_events"] == keys.day_events("2026-11-20", "shop")

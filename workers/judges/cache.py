@@ -23,6 +23,7 @@ from ragmon.workers.judges import utility
 
 if TYPE_CHECKING:
     from ragmon.store import Store
+    from ragmon.store.records import StoredEvent
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class JudgmentCache:
     app: str | None
 
     @classmethod
-    def of(cls, store: Store, identity: JudgeIdentity, event: dict) -> JudgmentCache:
+    def of(cls, store: Store, identity: JudgeIdentity, event: StoredEvent) -> JudgmentCache:
         """The cache an event reads and writes: its app's, or the shared one."""
         return cls(store, identity, scope(store, event))
 
@@ -63,6 +64,6 @@ class JudgmentCache:
         self.store.cache_grades(self.identity.model, version, query, known, self.app)
 
 
-def scope(store: Store, event: dict) -> str | None:
+def scope(store: Store, event: StoredEvent) -> str | None:
     """The app whose cache an event uses; None when RAGMON_SHARED_CACHE shares one cache."""
     return None if store.settings.shared_cache else event["labels"]["app"]

@@ -64,7 +64,7 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
     full jitter; a hint gets 0-10% jitter so waiting workers do not return all at once."""
     if retry_after is not None:
         return retry_after * (1.0 + random.uniform(0.0, 0.1))
-    return random.uniform(0.5, 1.0) * min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+    return random.uniform(0.5, 1.0) * min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0**attempt)
 
 
 class OpenAIJudge:
@@ -213,7 +213,7 @@ class OpenAIJudge:
     async def _ask(
         self,
         messages: list[dict[str, str]],
-        response_format: dict,
+        response_format: dict[str, Any],
         parse: Callable[[str], T],
         n: int | None,
     ) -> T:
@@ -266,7 +266,7 @@ class OpenAIJudge:
     async def _call(
         self,
         messages: list[dict[str, str]],
-        response_format: dict | None,
+        response_format: dict[str, Any] | None,
         n: int | None,
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, Any, float]:
@@ -335,7 +335,7 @@ class OpenAIJudge:
                 continue
             return resp.choices[0], usage, latency
 
-    def _drop_option(self, exc: openai.APIStatusError, kwargs: dict) -> bool:
+    def _drop_option(self, exc: openai.APIStatusError, kwargs: dict[str, Any]) -> bool:
         """On a 400/422: stop sending an option the server does not support, when the error
         names it (any other 400, e.g. a context-length error, is not about the option).
         Remembered for this judge (one job)."""

@@ -31,6 +31,7 @@ import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PROMPT_VERSION = "umbrela-1"
 GRADES = (0, 1, 2, 3)
@@ -200,11 +201,11 @@ def repair_message(error: str, n: int | None = None, scale: Scale = UMBRELA) -> 
     }
 
 
-def _grade_schema(scale: Scale) -> dict:
+def _grade_schema(scale: Scale) -> dict[str, Any]:
     return {"type": "integer", "enum": list(scale.grades)}
 
 
-def pointwise_format(scale: Scale = UMBRELA) -> dict:
+def pointwise_format(scale: Scale = UMBRELA) -> dict[str, Any]:
     """`response_format` constraining the answer to {"grade": G} on the scale."""
     return {
         "type": "json_schema",
@@ -221,7 +222,7 @@ def pointwise_format(scale: Scale = UMBRELA) -> dict:
     }
 
 
-def listwise_format(n: int, scale: Scale = UMBRELA) -> dict:
+def listwise_format(n: int, scale: Scale = UMBRELA) -> dict[str, Any]:
     """`response_format` constraining the answer to one grade per id p1..pn."""
     ids = [passage_id(i) for i in range(n)]
     return {
@@ -245,7 +246,7 @@ _INTEGRAL = re.compile(r"\A\s*\d+(?:\.0*)?\s*\Z")
 _DECODER = json.JSONDecoder()
 
 
-def _load_object(content: str) -> dict:
+def _load_object(content: str) -> dict[str, Any]:
     """The one JSON object of an answer: the whole answer, a ```json fence, or an object found
     after a `<think>…</think>` reasoning block or inside prose. Several different objects are
     ambiguous (an error, not a guess)."""
@@ -273,9 +274,9 @@ def _load_object(content: str) -> dict:
     return value
 
 
-def _objects_in(text: str) -> list[dict]:
+def _objects_in(text: str) -> list[dict[str, Any]]:
     """The top-level JSON objects embedded in prose, in order."""
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     at = text.find("{")
     while at != -1:
         try:
