@@ -118,15 +118,19 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
   a.short = a.short + tonumber(short)
   a.rep = a.rep + tonumber(rep)
   a.queries[#a.queries + 1] = qh
-  for i, b, v in string.gmatch(rest, ' (%d+):(%d+):(%S+)') do
-    local x = tonumber(v)
-    i = tonumber(i) + 1
-    local buckets = a.b[i] or {}
-    a.b[i] = buckets
-    buckets[b] = (buckets[b] or 0) + 1
-    a.s[i] = (a.s[i] or 0) + x
-    a.q[i] = (a.q[i] or 0) + x * x
-    a.c[i] = (a.c[i] or 0) + 1
+  local i = 0
+  for slot in string.gmatch(rest, '%S+') do  -- one per signal: `bucket:value`, or `-`
+    i = i + 1
+    local b, v = string.match(slot, '^(%d+):(%S+)$')
+    if b then
+      local x = tonumber(v)
+      local buckets = a.b[i] or {}
+      a.b[i] = buckets
+      buckets[b] = (buckets[b] or 0) + 1
+      a.s[i] = (a.s[i] or 0) + x
+      a.q[i] = (a.q[i] or 0) + x * x
+      a.c[i] = (a.c[i] or 0) + 1
+    end
   end
 end
 local out = {}
