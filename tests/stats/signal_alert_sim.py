@@ -10,8 +10,9 @@ once a minute and evaluated every minute as deploy/prometheus/rules/ does it (gr
 ragmon-signals and ragmon-signal-alerts; increase() over w minutes is the difference of the
 samples w minutes apart, both ends included, as Prometheus 2.x reads aligned samples). A day
 of traffic comes first (the rules' baseline window), then the week that is counted.
-Not cross-checked against promtool sample by sample (the quality alerts' simulation is:
-tests/stats/test_alert_sim.py); tests/test_signals_end_to_end.py runs the rules themselves.
+`tests/stats/test_signal_alert_sim.py` checks this arithmetic against promtool, minute by
+minute, on one simulated outage; tests/test_signals_end_to_end.py runs the rules on the real
+API's counters.
 """
 
 from __future__ import annotations
@@ -48,12 +49,18 @@ class Counters:
 
 
 def simulate(case: Case, minutes: int, rng: np.random.Generator, outage_at: int | None = None,
-             outage_share: float = 0.2) -> Counters:  # fmt: skip
-    """`minutes` of traffic; from `outage_at` a further `outage_share` of queries is empty."""
+             outage_share: float = 0.2, score_after: float = SCORE_MEAN,
+             stop_at: int | None = None) -> Counters:  # fmt: skip
+    """`minutes` of traffic; from `outage_at` a further `outage_share` of queries is empty and
+    the top scores' mean is `score_after`; from `stop_at` no event comes."""
     n = rng.poisson(case.rate, minutes)
+    if stop_at is not None:
+        n[stop_at:] = 0
     p = np.full(minutes, case.empty)
+    mean = np.full(minutes, SCORE_MEAN)
     if outage_at is not None:
         p[outage_at:] = case.empty + (1 - case.empty) * outage_share
+        mean[outage_at:] = score_after
     e = rng.binomial(n, p)
     m = n - e
     # the sum and the sum of squares of m normal draws, exactly: Σz ~ N(0, m) and
@@ -61,8 +68,8 @@ def simulate(case: Case, minutes: int, rng: np.random.Generator, outage_at: int 
     s = rng.normal(0.0, np.sqrt(np.maximum(m, 1))) * (m > 0)
     w = rng.chisquare(np.maximum(m - 1, 1)) * (m > 1)
     zsq = np.where(m > 0, s * s / np.maximum(m, 1) + w, 0.0)
-    total = m * SCORE_MEAN + SCORE_SD * s
-    squares = m * SCORE_MEAN**2 + 2 * SCORE_MEAN * SCORE_SD * s + SCORE_SD**2 * zsq
+    total = m * mean + SCORE_SD * s
+    squares = m * mean**2 + 2 * mean * SCORE_SD * s + SCORE_SD**2 * zsq
 
     def cum(x: np.ndarray) -> np.ndarray:
         return np.concatenate([[0.0], np.cumsum(x, dtype=float)])
@@ -87,6 +94,7 @@ def _held(cond: np.ndarray, minutes: int) -> np.ndarray:
 
 
 def empty_firing(c: Counters) -> np.ndarray:
+    """RagmonEmptyResultsHigh (its `for` is 0: the condition)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         n2, n1d = _increase(c.events, 2), _increase(c.events, DAY)
         share2 = _increase(c.empty, 2) / np.where(n2 > 0, n2, np.nan)
@@ -96,19 +104,25 @@ def empty_firing(c: Counters) -> np.ndarray:
         return np.nan_to_num((share2 > share1d + threshold) & (n2 >= EMPTY_MIN)).astype(bool)
 
 
+def stopped_condition(c: Counters) -> np.ndarray:
+    return (_increase(c.events, 10) == 0) & (_increase(c.events, 60, offset=10) >= STOP_BEFORE)
+
+
 def stopped_firing(c: Counters) -> np.ndarray:
-    cond = (_increase(c.events, 10) == 0) & (_increase(c.events, 60, offset=10) >= STOP_BEFORE)
-    return _held(cond, STOP_FOR)
+    return _held(stopped_condition(c), STOP_FOR)
 
 
-def drop_firing(c: Counters) -> np.ndarray:
+def drop_condition(c: Counters) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         n1, nd = _increase(c.scored, 60), _increase(c.scored, DAY)
         mean1, meand = _increase(c.score_sum, 60) / n1, _increase(c.score_sum, DAY) / nd
         var = np.maximum((_increase(c.score_sumsq, DAY) / nd - meand**2) * nd / (nd - 1), 0)
         threshold = np.maximum(DROP_Z * np.sqrt(var * (1 / n1 + 1 / nd)), DROP_MARGIN * abs(meand))
-        cond = np.nan_to_num((mean1 < meand - threshold) & (n1 >= DROP_MIN)).astype(bool)
-    return _held(cond, DROP_FOR)
+        return np.nan_to_num((mean1 < meand - threshold) & (n1 >= DROP_MIN)).astype(bool)
+
+
+def drop_firing(c: Counters) -> np.ndarray:
+    return _held(drop_condition(c), DROP_FOR)
 
 
 def onsets(firing: np.ndarray) -> int:
