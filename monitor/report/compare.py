@@ -13,7 +13,7 @@ from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
-from ragmon.report.spans import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
+from ragmon.report.weeks import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
@@ -67,7 +67,7 @@ class Row:
     base_counts: list[int] | None = None
     cur_counts: list[int] | None = None
     source: str = ""  # "per-event records", "kept records (sample)" or "binned counts"
-    weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.spans`)
+    weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.weeks`)
     permutation: bool = False  # p from the exact permutation test (a small series' few events)
     status: str = "no data"  # regression | improvement | unchanged | too few events to tell |
     # no baseline yet | no data

@@ -17,7 +17,7 @@ from ragmon.store.records import StoredEvent
 TREND_WEEKS = 8
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
 MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
-SMALL_WEEKS = 4  # below that, a retriever is compared over up to this many weeks (`report.spans`)
+SMALL_WEEKS = 4  # below that, a retriever is compared over up to this many weeks (`report.weeks`)
 WORST_N = 10  # events listed per drill-down table
 HIST_BOUNDS: dict[str, Sequence[float]] = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
 
@@ -186,7 +186,7 @@ def gather(
     progress(f"reading baseline {baseline.label} ({len(baseline.days)} days)")
     base = cache.window(baseline, with_events=True)
     progress(f"  {base.records} per-event records, {base.days_with_data} days with data")
-    # a small series is compared over up to SMALL_WEEKS weeks per window (`report.spans`): the
+    # a small series is compared over up to SMALL_WEEKS weeks per window (`report.weeks`): the
     # trend's weekly blocks carry its records
     small = _small_groups(cur, base) if _weekly(current, baseline) else set()
     trend = []
