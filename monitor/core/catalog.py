@@ -59,6 +59,19 @@ SUM_SQUARES: tuple[Metric, ...] = tuple(
     for m in HISTOGRAM_MEASURES
 )
 
+# The sum of squared weights per quality series: with planned sampling each judged event adds
+# 1 / its inclusion probability to the histograms' _count; the alerts read their standard
+# errors at Kish's effective number of judged events, _count^2 / this.
+WEIGHT_SQUARES = Metric(
+    "ragmon_retrieval_weight_squares",
+    "counter",
+    "Sum over judged events of their weight squared (weight: 1 / the inclusion probability "
+    "with RAGMON_SAMPLING=planned, else 1): with a quality histogram's _count (the sum of "
+    "weights) it gives the effective number of judged events, _count^2 / this, at which the "
+    "quality alerts read standard errors; the number judged when every event weighs 1.",
+    SERIES_LABELS,
+)
+
 OPERATIONS: tuple[Metric, ...] = (
     Metric("ragmon_events_received", "counter", "Events accepted by the API (202 or sampled out)."),
     Metric(
@@ -360,6 +373,20 @@ SAMPLING: tuple[Metric, ...] = (
         "Judge spend of the current UTC day in USD, every model (RAGMON_DAILY_BUDGET_USD caps it).",
     ),
     Metric(
+        "ragmon_judge_app_spend_today_usd",
+        "gauge",
+        "Judge spend of the current UTC day in USD of one app's events (the apps that spent).",
+        ("app",),
+    ),
+    Metric(
+        "ragmon_judge_app_budget_usd",
+        "gauge",
+        "An app's own daily judge budget in USD (RAGMON_APP_DAILY_BUDGET_USD; the apps that "
+        "have one, `*` counting for each app that spent today): at it, the app's events are "
+        "stored, not judged.",
+        ("app",),
+    ),
+    Metric(
         "ragmon_sampling_pace",
         "gauge",
         "The day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
@@ -380,7 +407,9 @@ SAMPLING: tuple[Metric, ...] = (
     ),
 )
 
-ALL: tuple[Metric, ...] = QUALITY + SUM_SQUARES + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
+ALL: tuple[Metric, ...] = (
+    QUALITY + SUM_SQUARES + (WEIGHT_SQUARES,) + OPERATIONS + SIGNALS + JUDGING + ANCHOR + SAMPLING
+)
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}
 
 

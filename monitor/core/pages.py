@@ -132,7 +132,8 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
     note = (
         f"<p class=note>Judged events held for the explorer (the last {retention_days:g} days, "
         "RAGMON_RESULT_TTL_DAYS). Means over the last 24 hours (by the hour: this hour and the "
-        "23 before) / the 7 days before them (hover for counts and p-value); coloured when "
+        "23 before) / the 7 days before them (hover for counts and p-value; with planned "
+        "sampling each event weighs 1 / its inclusion probability); coloured when "
         "Welch's test finds a change (p < 0.01): red worse, green better. A series whose "
         f"Hit@K or nDCG@K mean is at 0 over at least {FLOOR_MIN_EVENTS} events is flagged and "
         "listed first: nothing relevant reaches its prompts. The events count links to the "

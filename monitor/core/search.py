@@ -178,6 +178,28 @@ def moments(n: float, total: float, squares: float) -> tuple[int, float, float] 
     return int(n), mean, var
 
 
+def weighted_moments(
+    n: float, total: float, squares: float, weight_excess: float = 0.0, weight2_excess: float = 0.0
+) -> tuple[int, float, float] | None:
+    """(n, mean, variance) of judged events that weigh w = 1 / their inclusion probability,
+    from their count n, sum(w y), sum(w y^2) and the weights' excess over 1 (sum(w) = n + wx,
+    sum(w^2) = n + vx): Hajek's mean sum(w y) / sum(w), and a variance that makes variance / n
+    the variance of that mean, var_w / Kish's effective number (sum w)^2 / sum(w^2), so that
+    Welch's test on (n, mean, variance) reads it at the right precision. With every weight 1,
+    `moments`."""
+    if n <= 0:
+        return None
+    w, w2 = n + weight_excess, n + weight2_excess
+    if w <= 0 or w2 <= 0:
+        return None
+    mean = total / w
+    if n <= 1:
+        return int(n), mean, 0.0
+    var = max(0.0, squares / w - mean * mean) * n / (n - 1)  # weighted, per event
+    effective = w * w / w2
+    return int(round(n)), mean, var * n / max(1.0, effective)
+
+
 def record_measures(rec: Mapping[str, Any]) -> dict[str, float]:
     """Every measure value of a record, in the measure table's order."""
     values = {k: decode_value(v) for k, v in rec.get("x", {}).items()}

@@ -24,10 +24,10 @@ from ragmon.core.search import (
     Search,
     encode_cursor,
     member_ref,
-    moments,
     overview_hours,
     record,
     row,
+    weighted_moments,
     within,
 )
 from ragmon.core.wire import LABEL_KEYS, SEP, Status, series_app, series_name
@@ -71,9 +71,15 @@ class ExploreIndex:
     # ---- writing (workers) --------------------------------------------------------------------
 
     def index(
-        self, pipe: redis.client.Pipeline, event: Mapping[str, Any], result: Mapping[str, Any]
+        self,
+        pipe: redis.client.Pipeline,
+        event: Mapping[str, Any],
+        result: Mapping[str, Any],
+        weight: float = 1.0,
     ) -> None:
-        """Queue the index write on the finish step's transaction `pipe` (after FINISH)."""
+        """Queue the index write on the finish step's transaction `pipe` (after FINISH);
+        `weight`: what the event counts for in the overview's means (1 / its inclusion
+        probability with planned sampling, as in the quality histograms)."""
         now = time.time()
         rec = record(event, result, now + result_ttl_s(self.settings), self.settings.store_text)
         ref = event_ref(rec["app"], rec["id"])
@@ -93,6 +99,7 @@ class ExploreIndex:
                 "summary_key": self.keys.explore_summary(Slot.SERIES),
                 "orphan": fold(OTHER)[0],
                 "fold_tail": SEP.join([OTHER] * (len(LABEL_KEYS) - 1)),
+                "weight": repr(float(weight)),
             },
         )
         self._index(keys=call.keys, args=call.args, client=pipe)
@@ -192,6 +199,7 @@ class ExploreIndex:
                     "fields": json.dumps(fields),
                     "ttl": HOUR_KEEP_S,
                     "n_series": len(chunk),
+                    "parts": len(HourPart),
                 },
                 more_args=chunk,
             )
@@ -199,10 +207,12 @@ class ExploreIndex:
             for j, s in enumerate(chunk):
                 got = replies[j * (1 + 2 * n) : (j + 1) * (1 + 2 * n)]
                 row: dict[str, Any] = {"series": s, "events": int(got[0])}
+                parts = len(HourPart)
                 for w, window in enumerate(("recent", "before")):
                     sums = [float(x) for x in got[1 + w * n : 1 + (w + 1) * n]]
                     row[window] = {
-                        m: moments(*sums[3 * k : 3 * k + 3]) for k, m in enumerate(OVERVIEW)
+                        m: weighted_moments(*sums[parts * k : parts * (k + 1)])
+                        for k, m in enumerate(OVERVIEW)
                     }
                 out.append(row)
         return out

@@ -37,6 +37,7 @@ class Name(StrEnum):
     EVENTS = "events"  # per day: events measured, by series
     K_SUM = "k_sum"  # per day: the sum of their k, by series
     GRADES = "grades"  # lifetime: by grade; per day: by series and grade
+    RETRIEVAL_WEIGHT_SQUARES = "retrieval_weight_squares"  # lifetime: by series, sum of w^2
     SIGNAL_SHORT = "signal_short"  # by series: accepted events with M < K (INGEST)
     PASSAGES_DUPLICATE = "passages_duplicate"  # by series: repeated passage ids (INGEST)
 
@@ -53,9 +54,12 @@ class Part(StrEnum):
 class HourPart(StrEnum):
     """The last part of the explorer's hourly sums `<measure>|<part>` (`Keys.explore_hour`)."""
 
-    COUNT = "n"
-    SUM = "s"
-    SUMSQ = "q"
+    COUNT = "n"  # judged events
+    SUM = "s"  # of w y, w = 1 / the event's inclusion probability (1 unless sampling is planned)
+    SUMSQ = "q"  # of w y^2
+    # the weights' excess over 1: sum(w) = n + wx, sum(w^2) = n + vx (0 in hours before weights)
+    WEIGHT_EXCESS = "wx"
+    WEIGHT2_EXCESS = "vx"
 
 
 class SummaryField(StrEnum):

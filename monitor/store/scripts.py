@@ -75,20 +75,21 @@ end
 # API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis
 # catching up) is refused whole, so a client that retries after the 503 is never counted
 # twice.
-# The signals of a group's new events are summed here and written once per group: each
-# `signals` entry ([name, 1 to keep the sum of squares], by index) into the lifetime and the
-# day's histograms (`day_hist_key`, `SLOT.day` the day), short results and repeated passages
-# into the counters, the queries' hashes into the day's HyperLogLog (`queries_key`, also with
-# `SLOT.series`); the series passes the series budget first (`admit`, folded names from
-# `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events).
+# The signals of a group's new events are summed here and written once per group. `signals`
+# (JSON, the same for every call of a deployment: `ingest.signal_setup`) names them: each of
+# `names` ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the
+# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results and
+# repeated passages into the counters, the queries' hashes into the day's HyperLogLog
+# (`queries`, also with `SLOT.series`; kept `queries_ttl` s); the series passes the series
+# budget first (`admit`: `total`, `per_app`; folded names from `fold_tail` and `orphan`; the
+# fold counters are FINISH's, for judged events).
 # Returns per event 1 (created), its stored status (the id existed) or {-2, app} (its request
 # was refused: that app is at its limit); then 1 when the caller must enqueue a drain job
 # (none waits: `Keys.drain_wanted` was absent), else 0.
 INGEST = Script(
     "INGEST",
     ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist"),
-    ("ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "budget", "signals",
-     "day_hist_key", "queries_key", "day_ttl", "queries_ttl", "fold_tail", "orphan"),
+    ("ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "signals"),
     _DELIVERY
     + _ADMIT
     + """
@@ -117,15 +118,19 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
   a.short = a.short + tonumber(short)
   a.rep = a.rep + tonumber(rep)
   a.queries[#a.queries + 1] = qh
-  for i, b, v in string.gmatch(rest, ' (%d+):(%d+):(%S+)') do
-    local x = tonumber(v)
-    i = tonumber(i) + 1
-    local buckets = a.b[i] or {}
-    a.b[i] = buckets
-    buckets[b] = (buckets[b] or 0) + 1
-    a.s[i] = (a.s[i] or 0) + x
-    a.q[i] = (a.q[i] or 0) + x * x
-    a.c[i] = (a.c[i] or 0) + 1
+  local i = 0
+  for slot in string.gmatch(rest, '%S+') do  -- one per signal: `bucket:value`, or `-`
+    i = i + 1
+    local b, v = string.match(slot, '^(%d+):(%S+)$')
+    if b then
+      local x = tonumber(v)
+      local buckets = a.b[i] or {}
+      a.b[i] = buckets
+      buckets[b] = (buckets[b] or 0) + 1
+      a.s[i] = (a.s[i] or 0) + x
+      a.q[i] = (a.q[i] or 0) + x * x
+      a.c[i] = (a.c[i] or 0) + 1
+    end
   end
 end
 local out = {}
@@ -173,13 +178,14 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
   i = last + 1
 end
 if next(sums) then
-  local names = cjson.decode(A.signals)
-  local budget = cjson.decode(A.budget)
+  local setup = cjson.decode(A.signals)
+  local names = setup.names
+  local budget = {total = setup.total, per_app = setup.per_app, now = now}
   for g, a in pairs(sums) do
     local sent, day = ARGV[groups_at + 2 * (g - 1)], ARGV[groups_at + 2 * g - 1]
     local app = app_of(sent)
-    local series = admit(sent, app, app .. SEP .. A.fold_tail, A.orphan, budget, nil, 0)
-    local day_hist = filled(A.day_hist_key, SLOT.day, day)
+    local series = admit(sent, app, app .. SEP .. setup.fold_tail, setup.orphan, budget, nil, 0)
+    local day_hist = filled(setup.day_hist, SLOT.day, day)
     for _, h in ipairs({K.hist, day_hist}) do
       for si, buckets in pairs(a.b) do
         local f = names[si][1] .. SEP .. series .. SEP
@@ -191,16 +197,16 @@ if next(sums) then
         redis.call('HINCRBY', h, f .. H.count, a.c[si])
       end
     end
-    redis.call('EXPIRE', day_hist, tonumber(A.day_ttl))
+    redis.call('EXPIRE', day_hist, setup.day_ttl)
     if a.short > 0 then
       redis.call('HINCRBY', K.counters, N.signal_short .. SEP .. series, a.short)
     end
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
     end
-    local queries = filled(filled(A.queries_key, SLOT.day, day), SLOT.series, series)
+    local queries = filled(filled(setup.queries, SLOT.day, day), SLOT.series, series)
     redis.call('PFADD', queries, unpack(a.queries))
-    redis.call('EXPIRE', queries, tonumber(A.queries_ttl))
+    redis.call('EXPIRE', queries, setup.queries_ttl)
   end
 end
 local wake = 0
@@ -394,7 +400,8 @@ return added
 # `day_events` is the app's list of per-day records (trimmed to its newest `day_keep`),
 # `day_apps` the day's apps.
 # `weight`: what one observation counts for in the quality histograms, 1 / the event's
-# inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1.
+# inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1; its square is
+# added to the series' `retrieval_weight_squares` counter (the alerts' effective events).
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
@@ -445,6 +452,9 @@ redis.call('HINCRBY', K.hist, lag .. H.bucket .. A.lag_bucket, 1)
 redis.call('HINCRBYFLOAT', K.hist, lag .. H.sum, A.lag)
 redis.call('HINCRBY', K.hist, lag .. H.count, 1)
 redis.call('HINCRBY', K.counters, N.events_labeled, 1)
+local wsq = N.retrieval_weight_squares .. SEP .. series
+if w == 1 then redis.call('HINCRBY', K.counters, wsq, 1)
+else redis.call('HINCRBYFLOAT', K.counters, wsq, string.format('%.17g', w * w)) end
 redis.call('HINCRBY', K.day_counters, N.events .. SEP .. series, 1)
 redis.call('HINCRBY', K.day_counters, N.k_sum .. SEP .. series, tonumber(A.k))
 for g = j, #ARGV do
@@ -552,7 +562,10 @@ end
 # series. `record`: the record JSON (`explorer.record`); `hour_key`: the hour key template
 # (`SLOT.series`, and `SLOT.hour` the unix hour of the event) and `hour_ttl` its TTL;
 # `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares, and to
-# the series' overview summary (`summary_key`, see OVERVIEW) when that hour is already in it.
+# the series' overview summary (`summary_key`, see OVERVIEW) when that hour is already in it;
+# each value weighs `weight` (1 / the event's inclusion probability with planned sampling, else
+# 1): count + 1, sum + w y, squares + w y^2, and when w is not 1 the weights' excess w - 1 and
+# w^2 - 1 (`HourPart`: an hour written before weights reads as all weights 1).
 # An event of an app folded into the all-`other` series (`orphan`: past the fleet's series
 # cap) is indexed under its app's own folded series (its app, then `fold_tail`), so the app
 # stays in the explorer. The series is listed in `indexed` and in its app's `app_key` set.
@@ -571,6 +584,7 @@ EXPLORE_INDEX = Script(
         "summary_key",
         "orphan",
         "fold_tail",
+        "weight",
     ),
     _EXPLORE
     + """
@@ -590,11 +604,21 @@ redis.call('ZADD', key(A.app_key, app_of(series)), now, series)
 if r.tid then redis.call('HSET', K.traces, r.app .. SEP .. r.tid, cjson.encode({series, ref})) end
 local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
 local hkey = string.gsub(key(A.hour_key, series), SLOT.hour, hour)
-for m, v in pairs(cjson.decode(A.hourly)) do
-  redis.call('HINCRBY', hkey, m .. SEP .. HOUR.count, 1)
-  redis.call('HINCRBYFLOAT', hkey, m .. SEP .. HOUR.sum, string.format('%.17g', v))
-  redis.call('HINCRBYFLOAT', hkey, m .. SEP .. HOUR.sumsq, string.format('%.17g', v * v))
+local w = tonumber(A.weight)  -- 1 / inclusion probability: Hajek's means of the hour
+local function weigh(hash, f, count)
+  return function(v)
+    count(hash, f .. HOUR.count)
+    redis.call('HINCRBYFLOAT', hash, f .. HOUR.sum, string.format('%.17g', w * v))
+    redis.call('HINCRBYFLOAT', hash, f .. HOUR.sumsq, string.format('%.17g', w * v * v))
+    if w ~= 1 then
+      redis.call('HINCRBYFLOAT', hash, f .. HOUR.weight_excess, string.format('%.17g', w - 1))
+      redis.call('HINCRBYFLOAT', hash, f .. HOUR.weight2_excess, string.format('%.17g', w * w - 1))
+    end
+  end
 end
+local function one(hash, f) redis.call('HINCRBY', hash, f, 1) end
+local function one_float(hash, f) redis.call('HINCRBYFLOAT', hash, f, 1) end
+for m, v in pairs(cjson.decode(A.hourly)) do weigh(hkey, m .. SEP, one)(v) end
 redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
 local skey = key(A.summary_key, series)
 local at = tonumber(redis.call('HGET', skey, OV.hour)) or -1
@@ -603,10 +627,7 @@ if at >= 0 and h < at and h > at - 192 then  -- an hour the summary holds: add t
   local part = OV.before
   if h > at - 24 then part = OV.recent end
   for m, v in pairs(cjson.decode(A.hourly)) do
-    local f = part .. SEP .. m .. SEP
-    redis.call('HINCRBYFLOAT', skey, f .. HOUR.count, 1)
-    redis.call('HINCRBYFLOAT', skey, f .. HOUR.sum, string.format('%.17g', v))
-    redis.call('HINCRBYFLOAT', skey, f .. HOUR.sumsq, string.format('%.17g', v * v))
+    weigh(skey, part .. SEP .. m .. SEP, one_float)(v)
   end
 end
 trim(series)
@@ -615,7 +636,7 @@ return 1
 )
 
 # The explorer's overview of `n_series` series (ARGV tail): per series, how many events its
-# index holds and the sums (count, sum, sum of squares per measure of `fields`, JSON list of
+# index holds and the sums (`parts` per measure, the count first, of `fields`, JSON list of
 # `<measure>|<part>`) of its last 24 hours (this one included) and of the 7 days before.
 # Read from a summary per series (`summary_key`, a hash: `h` the unix hour it was made for,
 # `r|<field>` the 23 complete hours before it, `b|<field>` the 168 before those) plus this
@@ -628,7 +649,7 @@ return 1
 OVERVIEW = Script(
     "OVERVIEW",
     (),
-    ("time_key", "hour_key", "summary_key", "hour", "fields", "ttl", "n_series"),
+    ("time_key", "hour_key", "summary_key", "hour", "fields", "ttl", "n_series", "parts"),
     """
 local function key(template, series)
   return (string.gsub(template, SLOT.series, function() return series end))
@@ -682,9 +703,12 @@ for j = ARGV_REST, ARGV_REST + tonumber(A.n_series) - 1 do
     end
   end
   if at ~= H then
-    for i = 1, #fields, 3 do  -- counts are whole: no rounding left where nothing is
+    local parts = tonumber(A.parts)  -- sums per measure, the count first
+    for i = 1, #fields, parts do  -- counts are whole: no rounding left where nothing is
       for _, w in ipairs({recent, before}) do
-        if w[i] < 0.5 then w[i], w[i + 1], w[i + 2] = 0, 0, 0 end
+        if w[i] < 0.5 then
+          for j = i, i + parts - 1 do w[j] = 0 end
+        end
       end
     end
     local set = {OV.hour, string.format('%d', H)}

@@ -134,6 +134,9 @@ def test_exported_means_are_the_weighted_means_of_the_events(make_api):
         count = exported[("ragmon_retrieval_ndcg_count", where)]
         assert count == pytest.approx(sum(w), rel=1e-9)
         assert total / count == pytest.approx(want, rel=1e-9)
+        # the alerts' effective number of judged events: _count^2 / the weight squares
+        squares = exported[("ragmon_retrieval_weight_squares_total", where)]
+        assert squares == pytest.approx(sum(x * x for x in w), rel=1e-9)
 
 
 def metrics(api) -> dict[tuple[str, tuple], float]:

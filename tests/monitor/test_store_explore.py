@@ -339,3 +339,32 @@ def test_an_app_folded_past_the_fleets_series_cap_stays_in_the_explorer(
     assert [
         e["event_id"] for e in store.explore.search(parse_search({}).with_app("shop")).events
     ] == ["e1"]
+
+
+def test_the_overview_weighs_events_by_their_inclusion_probability(settings: Settings) -> None:
+    """With planned sampling each judged event counts 1 / its probability in the overview's
+    means (Hajek's, as the exported histograms), and its precision is Kish's effective n."""
+    store = Store.connect(replace(settings, sampling="planned"))
+    now = time.time()
+    labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "all"}
+    rng = random.Random(5)
+    got = []
+    for i in range(30):
+        grades = [rng.choice([0, 1, 2, 3]) for _ in range(4)]
+        p = 0.2 if i % 3 else 1.0
+        event = {"event_id": f"w{i}", "timestamp": datetime.fromtimestamp(now, UTC).isoformat(),
+                 "query": "q", "k": 4, "passages": [], "labels": labels, "_received_at": now,
+                 "inclusion_probability": p}  # fmt: skip
+        store.client.hset(store.keys.event(event_ref("shop", f"w{i}")), "s", "queued")
+        measures = compute(grades, 4)
+        assert store.finish(event, {"measures": measures, "labels": labels}, grades)
+        got.append((measures["ndcg"], p))
+    (row,) = store.explore.overview(parse_search({}), now=now)
+    n, mean, var = row["recent"]["ndcg"]
+    w = [1 / p for _, p in got]
+    want = sum(wi * y for wi, (y, _) in zip(w, got, strict=True)) / sum(w)
+    assert n == 30 and mean == pytest.approx(want, rel=1e-9)
+    var_w = sum(wi * (y - want) ** 2 for wi, (y, _) in zip(w, got, strict=True)) / sum(w)
+    kish = sum(w) ** 2 / sum(x * x for x in w)
+    assert var / n == pytest.approx(var_w * 30 / 29 / kish, rel=1e-9)
+    store.client.close()

@@ -3,6 +3,7 @@
     nice python -m tests.stats.alert_sim                # 40 series x 90 days per case
     nice python -m tests.stats.alert_sim --series 8     # quicker, noisier
     nice python -m tests.stats.alert_sim --levels       # the level alerts: 20 series x 4 weeks
+    nice python -m tests.stats.alert_sim --planned 10   # planned sampling: events weigh 10
 
 Traffic arrives per minute (Poisson), each event's nDCG@K or T drawn from the synthetic
 retriever of `tests.stats.traffic`. The counters (_count, _sum, _sum_squares) are sampled once a
@@ -100,8 +101,23 @@ def _hourly_spread(mean1: np.ndarray, n1: np.ndarray, step: int) -> tuple[np.nda
     return sd, avg_n
 
 
+def _effective(n: np.ndarray, w2: np.ndarray | None) -> np.ndarray:
+    """ragmon:retrieval_events:effective*: Kish's n^2 / sum(w^2) where below n (n: the sum of
+    weights, _count), else n (every weight 1, or no weight-squares counter)."""
+    if w2 is None:
+        return n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kish = n * n / w2
+    return np.where(kish < n, kish, n)
+
+
 def evaluate(
-    count: np.ndarray, total: np.ndarray, squares: np.ndarray, rule: Rule, step: int = 1
+    count: np.ndarray,
+    total: np.ndarray,
+    squares: np.ndarray,
+    rule: Rule,
+    step: int = 1,
+    weight2: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """The recording rules and the alert condition at every sample of cumulative counters.
 
@@ -109,21 +125,27 @@ def evaluate(
     n7d - mean7d^2) * n7d / (n7d - 1), at least 0; dispersion = the spread of the last 7 days'
     hourly means over what independent events would give, when above 1, else 1; threshold =
     max(margin, z * dispersion * sqrt(var7d * (1 / n1h + 1 / n7d))); condition: mean7d -
-    mean1h > threshold and n1h >= min_events.
+    mean1h > threshold and n1h >= min_events. `weight2`: the cumulative sum of squared weights
+    (planned sampling: _count is then the sum of weights); n in the standard errors and the
+    minimum is then the effective number of judged events (`_effective`).
     """
     n1, n7 = _increase(count, 60, step), _increase(count, WEEK, step)
     s1, s7 = _increase(total, 60, step), _increase(total, WEEK, step)
     q7 = _increase(squares, WEEK, step)
+    w1 = w7 = None
+    if weight2 is not None:
+        w1, w7 = _increase(weight2, 60, step), _increase(weight2, WEEK, step)
+    e1, e7 = _effective(n1, w1), _effective(n7, w7)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean1 = np.where(n1 > 0, s1 / n1, np.nan)
         mean7 = np.where(n7 > 0, s7 / n7, np.nan)
         var7 = np.maximum((q7 / n7 - mean7 * mean7) * n7 / (n7 - 1), 0.0)
-        sd_hourly, avg_n1 = _hourly_spread(mean1, n1, step)
+        sd_hourly, avg_n1 = _hourly_spread(mean1, e1, step)
         ratio = sd_hourly / np.sqrt(var7 / avg_n1)
         dispersion = np.where(ratio > 1, ratio, 1.0)
-        se = np.sqrt(var7 * (1 / n1 + 1 / n7))
+        se = np.sqrt(var7 * (1 / e1 + 1 / e7))
         threshold = np.maximum(rule.z * dispersion * se, rule.margin)
-        condition = (mean7 - mean1 > threshold) & (n1 >= rule.min_events)
+        condition = (mean7 - mean1 > threshold) & (e1 >= rule.min_events)
     return {"mean1h": mean1, "mean7d": mean7, "var7d": var7, "dispersion": dispersion,
             "threshold": threshold, "condition": condition}  # fmt: skip
 
@@ -133,7 +155,7 @@ LEVELS = {"harm": (0.3, "above"), "hit": (0.6, "below")}  # the lines of the lev
 
 def evaluate_level(
     count: np.ndarray, total: np.ndarray, squares: np.ndarray, measure: str, z: float,
-    min_events: float, step: int = 1,
+    min_events: float, step: int = 1, weight2: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """The level alerts' recording rules and condition at every sample.
 
@@ -145,12 +167,13 @@ def evaluate_level(
     line, side = LEVELS[measure]
     n1 = _increase(count, 60, step)
     s1, q1 = _increase(total, 60, step), _increase(squares, 60, step)
+    e1 = _effective(n1, None if weight2 is None else _increase(weight2, 60, step))
     with np.errstate(divide="ignore", invalid="ignore"):
         mean1 = np.where(n1 > 0, s1 / n1, np.nan)
         var1 = np.maximum((q1 / n1 - mean1 * mean1) * n1 / (n1 - 1), 0.0)
-        margin = z * np.sqrt(var1 / n1)
+        margin = z * np.sqrt(var1 / e1)
         beyond = mean1 - margin > line if side == "above" else mean1 + margin < line
-        condition = beyond & (n1 >= min_events)
+        condition = beyond & (e1 >= min_events)
     return {"mean1h": mean1, "var1h": var1, "margin": margin, "condition": condition}
 
 
@@ -227,9 +250,27 @@ def level_population(measure: str, target: float) -> np.ndarray:
     return values[~np.isnan(values)]
 
 
+@dataclass(frozen=True)
+class Weighing:
+    """Planned sampling: each judged event weighs `weight` (judged at 1 / weight of the
+    traffic: the rates simulated are of judged events) in _count, _sum and _sum_squares;
+    `rules_see_squares`: the rules read ragmon_retrieval_weight_squares_total (else they take
+    the sum of weights for the number judged, as before issue 35's fix)."""
+
+    weight: float = 1.0
+    rules_see_squares: bool = True
+
+    def apply(
+        self, c: np.ndarray, s: np.ndarray, q: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        w = self.weight
+        squares = w * w * c if self.rules_see_squares else None
+        return w * c, w * s, w * q, squares
+
+
 def false_firings(
     measure: str, target: float, per_hour: float, rule: Rule, series: int, days: int, seed: int,
-    trending: float = 0.0,
+    trending: float = 0.0, weighing: Weighing = Weighing(),
 ) -> tuple[int, float]:  # fmt: skip
     """(firings, series-days evaluated) of stationary traffic after a week of warm-up."""
     rng = np.random.default_rng(seed)
@@ -237,7 +278,8 @@ def false_firings(
     fired = 0
     for _ in range(series):
         c, s, q = minute_counters(rng, per_hour, WEEK + days * DAY, values, trending=trending)
-        cond = evaluate(c, s, q, rule)["condition"][WEEK:]
+        c, s, q, w2 = weighing.apply(c, s, q)
+        cond = evaluate(c, s, q, rule, weight2=w2)["condition"][WEEK:]
         fired += len(firing_onsets(cond, rule.for_minutes))
     return fired, series * days
 
@@ -268,7 +310,7 @@ LEVEL_RATES = (1, 5, 20)  # events a minute
 
 def level_firings(
     measure: str, target: float, per_minute: float, settings: Settings, series: int,
-    weeks: int, seed: int,
+    weeks: int, seed: int, weighing: Weighing = Weighing(),
 ) -> tuple[int, float]:  # fmt: skip
     """(firings, series-weeks evaluated) of a level alert on stationary traffic (after the
     first hour, which has no hourly mean yet)."""
@@ -279,7 +321,10 @@ def level_firings(
     fired = 0
     for _ in range(series):
         c, s, q = minute_counters(rng, 60 * per_minute, 60 + weeks * WEEK, values)
-        got = evaluate_level(c, s, q, measure, settings.alert_z, settings.alert_min_events)
+        c, s, q, w2 = weighing.apply(c, s, q)
+        got = evaluate_level(
+            c, s, q, measure, settings.alert_z, settings.alert_min_events, weight2=w2
+        )
         fired += len(firing_onsets(got["condition"][60:], for_m, keep_minutes=keep))
     return fired, float(series * weeks)
 
@@ -341,6 +386,31 @@ def levels_main(settings: Settings, series: int, weeks: int, trials: int, seed: 
             )
 
 
+def planned_main(
+    settings: Settings, weight: float, series: int, days: int, weeks: int, seed: int
+) -> None:
+    """False firings with every judged event weighing `weight`: the rules as they are (the
+    effective number of judged events) and as before (the sum of weights taken for it)."""
+    print(f"planned sampling: each judged event weighs {weight:g} (judged at 1/{weight:g})")
+    print(f"{'stationary traffic, judged events':44} {'rules':>8} {'firings':>7} {'per':>12}")
+    for see in (True, False):
+        how = "now" if see else "before"
+        weighing = Weighing(weight, see)
+        for i, (measure, target, rate) in enumerate((("ndcg", 0.57, 60), ("t", -0.05, 60))):
+            rule = Rule.of(settings, measure)
+            fired, sd = false_firings(
+                measure, target, rate, rule, series, days, seed + i, weighing=weighing
+            )
+            name = f"drop {measure} ~{target} at {rate}/h"
+            print(f"{name:44} {how:>8} {fired:7d} {30 * fired / sd:8.3f} / 30 d", flush=True)
+        for j, (measure, safe, _) in enumerate(LEVEL_CASES):
+            fired, sw = level_firings(
+                measure, safe, 1, settings, series // 2, weeks, seed + 10 + j, weighing
+            )
+            name = f"level {measure} {safe} (line {LEVELS[measure][0]}) at 1/min"
+            print(f"{name:44} {how:>8} {fired:7d} {fired / sw:8.3f} / week", flush=True)
+
+
 CASES = (  # (measure, mean, events per hour, share of each day from 3 trending questions)
     ("ndcg", 0.57, 60, 0.0),
     ("ndcg", 0.57, 1000, 0.0),
@@ -360,8 +430,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--levels", action="store_true", help="the level alerts only")
     parser.add_argument("--weeks", type=int, default=4, help="weeks per level-alert series")
+    parser.add_argument(
+        "--planned",
+        type=float,
+        metavar="W",
+        help="false firings only, with planned sampling: each judged event weighs W, read by "
+        "the rules with the weight squares and (second line) without them, as before",
+    )
     args = parser.parse_args(argv)
     s = Settings.from_env(dotenv=None)  # RAGMON_ALERT_* from the environment, else defaults
+    if args.planned:
+        planned_main(s, args.planned, args.series, args.days, args.weeks, args.seed)
+        return 0
     if args.levels:
         levels_main(s, args.series // 2, args.weeks, args.trials, args.seed)
         return 0

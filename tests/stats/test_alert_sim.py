@@ -132,10 +132,11 @@ def _case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
 LEVEL_ALERT = {"harm": "RagmonHarmHigh", "hit": "RagmonHitRateLow"}
 
 
-def _level_case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
+def _level_case(measure: str, seed: int, weight: float = 1.0) -> tuple[dict, list[int], list[dict]]:
     """A day and a half of one series whose level crosses its line for two hours and comes
     back (so the alert fires, keeps firing for `keep_firing_for`, and resolves), the promtool
-    tests of its recording rules and of its alert at every other sample."""
+    tests of its recording rules and of its alert at every other sample. `weight`: planned
+    sampling, each judged event weighing it (with the weight-squares counter)."""
     rng = np.random.default_rng(seed)
     safe, bad = (0.28, 0.45) if measure == "harm" else (0.62, 0.35)
     before, during = level_population(measure, safe), level_population(measure, bad)
@@ -147,7 +148,11 @@ def _level_case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
     s = np.concatenate([s[:back], s[back - 1] + s2[back:] - s2[back - 1]])
     q = np.concatenate([q[:back], q[back - 1] + q2[back:] - q2[back - 1]])
     c, s, q = c[STEP - 1 :: STEP], s[STEP - 1 :: STEP], q[STEP - 1 :: STEP]
-    got = evaluate_level(c, s, q, measure, SETTINGS.alert_z, SETTINGS.alert_min_events, STEP)
+    w2 = weight * weight * c if weight != 1.0 else None
+    c, s, q = weight * c, weight * s, weight * q
+    got = evaluate_level(
+        c, s, q, measure, SETTINGS.alert_z, SETTINGS.alert_min_events, STEP, weight2=w2
+    )
     labels = {**SERIES, "job": "ragmon", "instance": "api:8000"}
     name = f"ragmon_retrieval_{measure}"
     inputs = [
@@ -156,6 +161,11 @@ def _level_case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
         {"series": _selector(f"{name}_sum_squares_total", labels), "values": _values(q)},
         {"series": _selector("ragmon_retrieval_ndcg_count", labels), "values": _values(c)},
     ]
+    if w2 is not None:
+        inputs.append(
+            {"series": _selector("ragmon_retrieval_weight_squares_total", labels),
+             "values": _values(w2)}
+        )  # fmt: skip
     n = len(c)
     for gauge, value in (
         (_selector("ragmon_alert_drop_z", {"job": "ragmon"}), SETTINGS.alert_z),
@@ -227,13 +237,15 @@ def test_the_simulation_computes_what_the_rules_compute(
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
 
 
-@pytest.mark.parametrize(("measure", "seed"), [("harm", 5), ("hit", 6)])
+@pytest.mark.parametrize(
+    ("measure", "seed", "weight"), [("harm", 5, 1.0), ("hit", 6, 1.0), ("hit", 6, 4.0)]
+)
 def test_the_level_simulation_computes_what_the_rules_compute(
-    promtool: str, tmp_path: Path, measure: str, seed: int
+    promtool: str, tmp_path: Path, measure: str, seed: int, weight: float
 ) -> None:
     """The level alerts: recorded values, firing, `keep_firing_for` and resolving, as promtool
-    evaluates them."""
-    group, fires, tests = _level_case(measure, seed)
+    evaluates them; with weight 4, planned sampling (the effective number of judged events)."""
+    group, fires, tests = _level_case(measure, seed, weight)
     assert fires[0] == 0 and 1 in fires and fires[-1] == 0  # quiet, fires, resolves
     group["promql_expr_test"] = [t for t in tests if "expr" in t]
     group["alert_rule_test"] = [t for t in tests if "alertname" in t]
