@@ -1,13 +1,14 @@
 """Shared fixtures: a real Redis server per test session, flushed around each test; and the
 test tiers (`scripts/test --unit`, `--quick`, everything), kept honest while the tests run.
 
-The tiers are markers: `slow` (long waits, faults, real Prometheus), `bench` (short benchmark
-runs) and `process` (starts a child process: `ragmon serve`, workers, an RQ work horse, a CLI
-run, a Redis of its own, the API's decoding or /metrics child). `--quick` leaves out `slow` and
-`bench`; `--unit` leaves out `process` too: pure code, in-process servers and the session's one
-Redis. A test gets `process` from the fixture it uses (PROCESS_FIXTURES) or from its own mark;
-one that starts a child process without it fails at teardown, naming what it started, so a new
-test cannot land in a faster tier than it belongs to.
+The tiers are markers: `slow` (long waits, faults, real Prometheus, the simulations of
+tests/stats), `bench` (short benchmark runs) and `process` (starts a child process: `ragmon
+serve`, workers, an RQ work horse, a CLI run, a Redis of its own, the API's decoding or /metrics
+child). `--quick` leaves out `slow` and `bench`; `--unit` leaves out `process` too: pure code,
+in-process servers and the session's one Redis. A test gets `process` from the fixture it uses
+(PROCESS_FIXTURES) or from its own mark, `slow` from its folder (FOLDER_MARKS) or its own mark;
+one that starts a child process without `process`, `slow` or `bench` fails at teardown, naming
+what it started, so a new test cannot land in a faster tier than it belongs to.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import multiprocessing.process
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,8 @@ SHARED_DATA = Path(
 # fixture) is marked `process`.
 PROCESS_FIXTURES = frozenset({"stack", "aof_redis", "own_redis", "promtool", "browser"})
 TIER_MARKS = ("slow", "bench", "process")  # a test with any of these may start processes
+# Folders whose every test takes a mark: the simulations take seconds of CPU each.
+FOLDER_MARKS = {Path(__file__).parent / "stats": "slow"}
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +121,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.process)
+        for folder, mark in FOLDER_MARKS.items():
+            if item.path.is_relative_to(folder):
+                item.add_marker(mark)
 
 
 class _Spawns:
@@ -129,7 +136,7 @@ class _Spawns:
 
     @classmethod
     def note(cls, what: str) -> None:
-        if cls.item is not None and not cls._allowed:
+        if cls.item is not None and not cls._allowed and not _importing():
             cls.seen.append(what)
 
     @classmethod
@@ -173,6 +180,18 @@ class _Spawns:
         subprocess.Popen._ragmon_watched = True  # type: ignore[attr-defined]
         multiprocessing.process.BaseProcess.start = watched_start  # type: ignore[method-assign]
         os.fork = watched_fork
+
+
+def _importing() -> bool:
+    """Whether a module is being imported: a library that runs a helper while it loads
+    (trio's `ctypes.util.find_library` runs `ldconfig -p`) does so in whichever test first
+    imports it, so that child says nothing about the test."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

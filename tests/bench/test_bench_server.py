@@ -107,7 +107,7 @@ def test_trickle_benchmark_prints_single_events_against_batched() -> None:
 
 
 def test_metrics_benchmark_prints_each_option_and_the_ratio() -> None:
-    out = run("bench_metrics", 300)
+    out = run("bench_metrics", 300, "--seconds", "2", "--interval", "1")  # --short has 4 s, 2 s
     assert re.search(rf"^max {NUM} events/s single; half load {NUM} events/s$", out, re.M), out
     for option in ("inline-every-scrape", "inline-cached", "child-cached"):
         phases = re.findall(
@@ -144,7 +144,7 @@ def test_explorer_benchmark_prints_each_search_against_the_baseline() -> None:
 
 
 def test_tenants_benchmark_prints_the_ingest_ratio_while_another_app_explores() -> None:
-    out = run("bench_tenants", 300)
+    out = run("bench_tenants", 300, "--seconds", "2")  # --short has 5 s phases
     phases = re.findall(rf"^  round 1 (quiet|loaded) +p99 {NUM} ms", out, re.M)
     assert sorted(p[0] for p in phases) == ["loaded", "quiet"], out
     row = re.search(rf"ingest p99 \(median of 1\) {NUM} ms quiet -> {NUM} ms .* = {NUM}x;", out)

@@ -255,7 +255,7 @@ def test_full_buffer_drops_the_oldest_and_counts_each_drop(
     stats = monitor.stats()
     assert stats["buffered"] == 100
     assert stats["dropped_buffer_full"] == 900 and stats["recorded"] == 1000
-    monitor.close(timeout=5)
+    monitor.close(timeout=scaled(5))
     assert [e["event_id"] for e in sidecar.events()] == [f"e{i}" for i in range(900, 1000)]
     assert monitor.stats()["sent"] == 100
 
@@ -294,7 +294,7 @@ def test_events_recorded_before_close_arrive(sidecar: Sidecar) -> None:
     for i in range(250):
         monitor.record(f"q{i}", PASSAGES, 2, labels={"segment": "gold"}, event_id=f"e{i}")
     monitor.record("last", PASSAGES, 4, timestamp=when, relevant_total=3)
-    monitor.close(timeout=5)
+    monitor.close(timeout=scaled(5))
     events = sidecar.events()
     assert len(events) == 251 and monitor.stats()["sent"] == 251
     assert [e["event_id"] for e in events[:250]] == [f"e{i}" for i in range(250)]
@@ -324,7 +324,7 @@ def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sid
     policies = {t.name: os.sched_getscheduler(t.native_id or 0) for t in threads}
     assert policies == {"ragmon-encoder": os.SCHED_IDLE, "ragmon-sender": os.SCHED_IDLE}
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # this thread, the app's, is untouched
-    monitor.close(timeout=5)
+    monitor.close(timeout=scaled(5))
     assert monitor.stats()["sent"] == 20 and len(sidecar.events()) == 20
 
 
@@ -482,14 +482,14 @@ def test_forked_child_keeps_working(sidecar: Sidecar) -> None:
             fresh = monitor.stats()["recorded"] == 0
             for i in range(5):
                 monitor.record("from child", PASSAGES, 2, event_id=f"child-{i}")
-            monitor.close(timeout=5)
+            monitor.close(timeout=scaled(5))
             code = 0 if fresh and monitor.stats()["sent"] == 5 else 1
         finally:
             os._exit(code)
     monitor.record("after fork", PASSAGES, 2, event_id="parent-1")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    monitor.close(timeout=5)
+    monitor.close(timeout=scaled(5))
     ids = {e["event_id"] for e in sidecar.events()}
     assert ids == {"parent-0", "parent-1"} | {f"child-{i}" for i in range(5)}
     assert monitor.stats()["sent"] == 2  # the child's counters are its own
@@ -522,7 +522,7 @@ def test_record_returns_the_event_id_unique_across_a_fork(sidecar: Sidecar) -> N
     if pid == 0:  # the child draws its own ids: never one its parent also makes
         try:
             child = [monitor.record("from child", PASSAGES, 2) for _ in range(500)]
-            monitor.close(timeout=5)
+            monitor.close(timeout=scaled(5))
             os.write(write, json.dumps(child).encode())
         finally:
             os._exit(0)
@@ -532,7 +532,7 @@ def test_record_returns_the_event_id_unique_across_a_fork(sidecar: Sidecar) -> N
     with os.fdopen(read) as f:
         child = json.loads(f.read())
     assert os.waitstatus_to_exitcode(status) == 0
-    monitor.close(timeout=5)
+    monitor.close(timeout=scaled(5))
     assert len(set(ids + more + child)) == 1500
     sent = {e["event_id"] for e in sidecar.events()}
     assert set(ids + more + child + ["mine"]) == sent  # the id returned is the id sent

@@ -23,6 +23,8 @@ from tests.monitor.test_client import (
 )
 from tests.support.stack import REPO
 
+pytestmark = pytest.mark.process  # the relay process
+
 
 @pytest.fixture
 def sidecar():
@@ -106,8 +108,6 @@ def test_what_the_relay_holds_survives_the_app_being_killed(sidecar: Sidecar) ->
     app = f"""
 import os, signal, time
 from ragmon.client import RetrievalMonitor
-
-pytestmark = pytest.mark.process  # the relay process
 monitor = RetrievalMonitor({sidecar.url!r}, flush_interval=60, relay=True)
 for i in range(50):
     monitor.record(f"query {{i}}", [("a", "first passage", 1.0)], 1, event_id=f"kill-{{i}}")

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
 
 from ragmon.core.corrected import (
     GradedEvent,
@@ -20,6 +19,9 @@ from ragmon.core.corrected import (
     ppi_mean,
 )
 from ragmon.core.measures import MeasureParams, compute
+from tests.support.lazy import Lazy
+
+stats = Lazy("scipy.stats")  # the reference implementations, imported when first used
 
 
 def _units(

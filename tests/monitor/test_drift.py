@@ -7,9 +7,11 @@ import random
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from ragmon.core import drift
+from tests.support.lazy import Lazy
+
+stats = Lazy("scipy.stats")  # the reference implementations, imported when first used
 
 
 def _sample(seed: int, n: int, shift: float = 0.0) -> list[float]:

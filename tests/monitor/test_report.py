@@ -326,6 +326,7 @@ def window_data(window: Window, events: list[tuple]) -> WindowData:
     return data
 
 
+@pytest.mark.slow  # a report per seed
 def test_no_false_alarms_over_seeds() -> None:
     """Three stable retrievers per report, 40 reports: at most 1 flagged report (rate ~1%)."""
     cur, base = windows(end="2026-11-22", days=7)
@@ -345,6 +346,7 @@ def test_no_false_alarms_over_seeds() -> None:
     assert flagged <= 1, f"{flagged} of 40 stable reports flagged a regression"
 
 
+@pytest.mark.slow  # a report per seed
 def test_detects_the_drop_over_seeds() -> None:
     """The 0.1 nDCG drop at 200 events a week is found, at the top, in every seed."""
     cur, base = windows(end="2026-11-22", days=7)

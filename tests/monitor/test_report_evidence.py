@@ -187,6 +187,7 @@ def test_stale_store_report_end_to_end(
 # ---- the 8-week plot: every line of a plot has its own colour ----------------------------------
 
 
+@pytest.mark.slow  # sixteen plots
 def test_sixteen_retrievers_get_small_multiples_with_distinct_colours() -> None:
     from matplotlib.colors import to_hex
 

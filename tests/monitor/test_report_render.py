@@ -67,6 +67,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, Path, st
     return report, out, to_markdown(doc)
 
 
+@pytest.mark.slow  # the plots take seconds to draw (the module's `rendered`)
 def test_markdown_order_and_content(rendered: tuple[Report, Path, str]) -> None:
     report, _, md = rendered
     heads = re.findall(r"^## (.+)$", md, flags=re.M)
@@ -77,6 +78,7 @@ def test_markdown_order_and_content(rendered: tuple[Report, Path, str]) -> None:
     assert "dense" not in md[: md.index("## Plots")]
 
 
+@pytest.mark.slow  # the plots take seconds to draw (the module's `rendered`)
 def test_html_is_self_contained(rendered: tuple[Report, Path, str]) -> None:
     _, path, _ = rendered
     page = path.read_text()
@@ -115,7 +117,7 @@ def _run(exe: str, *args: str) -> subprocess.CompletedProcess:
         )
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the plots take seconds to draw (the module's `rendered`)
 def test_chromium_renders_report(rendered: tuple[Report, Path, str], tmp_path: Path) -> None:
     exe = _chromium()
     report, path, _ = rendered

@@ -19,7 +19,7 @@ from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store.keys import event_ref
 
-JUNK = 10_000
+JUNK = 600  # more than the fleet's budget (max_series 500), six times appA's (100)
 
 
 @pytest.fixture
