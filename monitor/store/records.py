@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ragmon.core.measures import HISTOGRAM_MEASURES
-from ragmon.core.results import source_counts
+from ragmon.core.results import digest
 from ragmon.core.signals import SIGNALS, extract
 from ragmon.core.wire import Status, field_parts
 from ragmon.store.fields import Part
@@ -213,16 +213,14 @@ def day_record(
     qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
     more = {"more": list(grades[event["k"] :])} if len(grades) > event["k"] else {}
     return {
-        "id": event["event_id"],
+        **digest(event, result),
         "ts": event["timestamp"],
         "labels": result["labels"],
-        "k": event["k"],
         "m": {m: result["measures"].get(m) for m in HISTOGRAM_MEASURES},
         "pids": [p["id"] for p in event["passages"][: event["k"]]],
         "grades": list(grades[: event["k"]]),
         "q": qkey[:QUERY_KEY_CHARS],
         "ql": len(query.split()) if isinstance(query, str) else None,
-        "src": source_counts(result.get("grade_source") or ()),
         "jm": judge,
         "ip": inclusion,
         **more,
