@@ -157,9 +157,14 @@ class RagmonCollector:
         fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
                 for m in catalog.SAMPLING}  # fmt: skip
         now = time.time()
-        fams["ragmon_judge_spend_today_usd"].add_metric(
-            [], self.store.judge_state().spent(utc_day(now))
-        )
+        judge = self.store.judge_state()
+        fams["ragmon_judge_spend_today_usd"].add_metric([], judge.spent(utc_day(now)))
+        by_app = judge.spent_by_app(utc_day(now))
+        budgets = self.store.settings.app_daily_budget_usd
+        for app in sorted(by_app.keys() | (budgets.keys() - {"*"})):
+            fams["ragmon_judge_app_spend_today_usd"].add_metric([app], by_app.get(app, 0.0))
+            if (limit := self.store.settings.app_daily_budget(app)) > 0:
+                fams["ragmon_judge_app_budget_usd"].add_metric([app], limit)
         stored = self.store.sampling.load(now)
         if stored is not None:
             fams["ragmon_sampling_pace"].add_metric([], stored.pace)

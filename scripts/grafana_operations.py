@@ -49,9 +49,13 @@ def sampling_panels() -> list[dict[str, Any]]:
     p: list[dict[str, Any]] = [row("Sampling (docs/sampling.md)")]
     p.append(
         timeseries("Judge spend today", "USD spent on the judge since midnight UTC, every "
-                   "model; with RAGMON_SAMPLING=planned the rates keep it within "
-                   "RAGMON_DAILY_BUDGET_USD until midnight.",
-                   [target("max(ragmon_judge_spend_today_usd)", "spent today")], w=6,
+                   "model, in all and per app, beside each app's own budget "
+                   "(RAGMON_APP_DAILY_BUDGET_USD); with RAGMON_SAMPLING=planned the rates keep "
+                   "it within RAGMON_DAILY_BUDGET_USD until midnight.",
+                   [target("max(ragmon_judge_spend_today_usd)", "spent today"),
+                    target("max by (app) (ragmon_judge_app_spend_today_usd)", "{{app}}"),
+                    target("max by (app) (ragmon_judge_app_budget_usd)", "{{app}} budget")],
+                   w=6,
                    unit="currencyUSD")
     )  # fmt: skip
     p.append(

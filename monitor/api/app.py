@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,20 +21,23 @@ from ragmon.api.browser import Browser
 from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.routes import add_event_routes, add_operation_routes
+from ragmon.api.sampler import Sampler
 from ragmon.api.schemas import GradeBatch, RetrievalBatch, RetrievalEvent
 from ragmon.api.service import IngestService, Refused
 from ragmon.api.ui import explorer_ui
+from ragmon.core.clock import Clock
 from ragmon.settings import Settings
 from ragmon.store import Store
 
 GC_YOUNG_THRESHOLD = 5000
 
 
-def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
-    """Build the API for `settings`; `store` defaults to one connected to REDIS_URL."""
+def create_app(settings: Settings, store: Store | None = None, clock: Clock = time.time) -> FastAPI:
+    """Build the API for `settings`; `store` defaults to one connected to REDIS_URL; `clock`:
+    the time the sampling planner reads (`ragmon.core.clock`)."""
     store = store or Store.connect(settings)
     writer = IngestWriter(store)
-    service = IngestService(settings, store, writer)
+    service = IngestService(settings, store, writer, sampler=Sampler(settings, store, clock))
     keys = KeyRing(settings.api_keys)
     metrics_text = MetricsText(settings, store)
 

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from ragmon.core.clock import Clock
 from ragmon.core.sampling import DEFAULT_SD, Policy, Rates, Traffic, plan
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
@@ -36,9 +37,13 @@ SD_MEASURE = "ndcg"
 
 
 class Sampler:
-    def __init__(self, settings: Settings, store: Store) -> None:
+    """`clock`: the time every count, plan and hour is made at (the system's; a test's
+    `ragmon.core.clock.SteppedClock` runs a compressed day)."""
+
+    def __init__(self, settings: Settings, store: Store, clock: Clock = time.time) -> None:
         self.settings = settings
         self.store = store
+        self.clock = clock
         self.state = store.sampling
         self.planned = settings.sampling == "planned"
         self.counts: Counter[str] = Counter()
@@ -66,7 +71,7 @@ class Sampler:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        await asyncio.to_thread(self.state.count, self.take(), time.time())
+        await asyncio.to_thread(self.state.count, self.take(), self.clock())
 
     def take(self) -> Counter[str]:
         """The counts so far, starting afresh (on the event loop's thread, where `note` runs)."""
@@ -75,13 +80,13 @@ class Sampler:
 
     def flush(self) -> None:
         """Write the counts so far (from the event loop's thread: tests, shutdown)."""
-        self.state.count(self.take(), time.time())
+        self.state.count(self.take(), self.clock())
 
     async def _run(self) -> None:
         last_read = -math.inf
         while True:
             try:
-                now = time.time()
+                now = self.clock()
                 counts = self.take()
                 self.unplanned |= counts.keys() - self.planned_series
                 await asyncio.to_thread(self.state.count, counts, now)

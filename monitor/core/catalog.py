@@ -373,6 +373,20 @@ SAMPLING: tuple[Metric, ...] = (
         "Judge spend of the current UTC day in USD, every model (RAGMON_DAILY_BUDGET_USD caps it).",
     ),
     Metric(
+        "ragmon_judge_app_spend_today_usd",
+        "gauge",
+        "Judge spend of the current UTC day in USD of one app's events (the apps that spent).",
+        ("app",),
+    ),
+    Metric(
+        "ragmon_judge_app_budget_usd",
+        "gauge",
+        "An app's own daily judge budget in USD (RAGMON_APP_DAILY_BUDGET_USD; the apps that "
+        "have one, `*` counting for each app that spent today): at it, the app's events are "
+        "stored, not judged.",
+        ("app",),
+    ),
+    Metric(
         "ragmon_sampling_pace",
         "gauge",
         "The day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from ragmon.core.reviews import graded_by, shown
 from ragmon.core.wire import Status
@@ -23,6 +23,26 @@ def source_counts(sources: Iterable[str | None]) -> dict[str, int]:
         if src is not None:
             out[src] = out.get(src, 0) + 1
     return out
+
+
+class Digest(TypedDict):
+    """What both compact records of a judged event keep alike, under the same names: the
+    per-day record (`ragmon.store.records.day_record`, which the report reads) and the
+    explorer's (`ragmon.core.search.record`): the event's id, its K and where its grades came
+    from."""
+
+    id: str
+    k: int
+    src: dict[str, int]
+
+
+def digest(event: Mapping[str, Any], result: Mapping[str, Any]) -> Digest:
+    """The `Digest` of a judged event and its result."""
+    return {
+        "id": event["event_id"],
+        "k": event["k"],
+        "src": source_counts(result.get("grade_source") or ()),
+    }
 
 
 def describe(

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ragmon.core.measure_table import BY_KEY, MEASURES
-from ragmon.core.results import source_counts
+from ragmon.core.results import digest
 from ragmon.core.wire import LABEL_KEYS, LABEL_PATTERN, SEP, Status, series_labels, series_values
 
 SORTS: tuple[str, ...] = ("time", *(m.key for m in MEASURES if m.explore))
@@ -135,10 +135,8 @@ def record(
         "t": encode_time(ts),
         "x": sortable,
         "m": others,
-        "src": source_counts(result.get("grade_source") or ()),
+        **digest(event, result),
         "app": event["labels"]["app"],
-        "id": event["event_id"],
-        "k": event["k"],
         "e": int(expires_at),
     }
     if event.get("trace_id"):

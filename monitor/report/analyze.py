@@ -27,6 +27,7 @@ from ragmon.report.coverage import Judged, judged_shares
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
+from ragmon.report.signal_shifts import GroupSignals, signal_changes
 from ragmon.report.verdict import Verdict, verdicts
 from ragmon.report.window import Window
 
@@ -80,6 +81,7 @@ class Report:
     anchor_runs: list[dict] = field(default_factory=list)  # the anchor set's re-judgings
     judged: list[Judged] = field(default_factory=list)  # this window's judged share per group
     spans: dict[Group, Span] = field(default_factory=dict)  # small series over several weeks
+    signals: dict[Group, GroupSignals] = field(default_factory=dict)  # every event's, no judge
 
     @property
     def tests(self) -> int:
@@ -376,6 +378,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         verdicts=judged,
         judged=judged_shares(cur.events),
         spans=compared.spans,
+        signals=signal_changes(cur, base),
     )
     report.notes = _notes(report, cur, base)
     return report

@@ -13,7 +13,7 @@ from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
-from ragmon.report.spans import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
+from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
@@ -67,7 +67,7 @@ class Row:
     base_counts: list[int] | None = None
     cur_counts: list[int] | None = None
     source: str = ""  # "per-event records", "kept records (sample)" or "binned counts"
-    weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.spans`)
+    weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.small_series`)
     permutation: bool = False  # p from the exact permutation test (a small series' few events)
     status: str = "no data"  # regression | improvement | unchanged | too few events to tell |
     # no baseline yet | no data
@@ -110,9 +110,12 @@ class Row:
         return drift.psi_level(self.psi)
 
 
-def group_hist(hists: Hists, measure: str, group: Group) -> Histogram | None:
-    """The measure's histogram for a group, summed over its segments."""
-    parts = list(segment_hists(hists, measure, group).values())
+def group_hist(
+    hists: Hists, measure: str, group: Group, prefix: str = "retrieval_"
+) -> Histogram | None:
+    """The measure's histogram for a group, summed over its segments (`prefix` "signal_": a
+    signal's, `ragmon.report.signal_shifts`)."""
+    parts = list(segment_hists(hists, measure, group, prefix).values())
     if not parts:
         return None
     buckets = [sum(col) for col in zip(*(h.buckets for h in parts), strict=True)]
@@ -125,16 +128,19 @@ def group_hist(hists: Hists, measure: str, group: Group) -> Histogram | None:
     )
 
 
-def segment_hists(hists: Hists, measure: str, group: Group) -> dict[str, Histogram]:
-    series = hists.get(f"retrieval_{measure}", {})
+def segment_hists(
+    hists: Hists, measure: str, group: Group, prefix: str = "retrieval_"
+) -> dict[str, Histogram]:
+    series = hists.get(f"{prefix}{measure}", {})
     return {lbl[3]: h for lbl, h in series.items() if group_of(lbl) == group and h.count}
 
 
 def groups_of(*windows: WindowData) -> list[Group]:
     seen: set[Group] = set()
     for w in windows:
-        for series in w.hists.values():
-            seen.update(group_of(lbl) for lbl, h in series.items() if h.count)
+        for name, series in w.hists.items():
+            if name.startswith("retrieval_"):  # judged: the signals' groups are their own
+                seen.update(group_of(lbl) for lbl, h in series.items() if h.count)
         seen.update(g for g, ev in w.events.items() if len(ev))
     return sorted(seen)
 

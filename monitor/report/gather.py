@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
+from ragmon.core.signals import SIGNALS
 from ragmon.report.window import Window
 from ragmon.store import Histogram, Store
 from ragmon.store.keys import event_ref
@@ -17,9 +18,12 @@ from ragmon.store.records import StoredEvent
 TREND_WEEKS = 8
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
 MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
-SMALL_WEEKS = 4  # below that, a retriever is compared over up to this many weeks (`report.spans`)
+SMALL_WEEKS = 4  # below that, a retriever is compared over up to this many weeks (small_series)
 WORST_N = 10  # events listed per drill-down table
-HIST_BOUNDS: dict[str, Sequence[float]] = {f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES}
+HIST_BOUNDS: dict[str, Sequence[float]] = {
+    **{f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES},
+    **{f"signal_{s.key}": s.buckets for s in SIGNALS},  # every event's, judged or not
+}
 
 Hists = dict[str, dict[tuple[str, ...], Histogram]]
 Progress = Callable[[str], None]
@@ -163,8 +167,8 @@ class _DayCache:
                 self.counters[day] = self.store.counters(day=day)
             hists.append(self.hists[day])
             counters.append(self.counters[day])
-            if self.hists[day]:
-                data.days_with_data += 1
+            if any(name.startswith("retrieval_") for name in self.hists[day]):
+                data.days_with_data += 1  # judged data
             if with_events:
                 records = self.store.day_events(day)
                 if keep is not None:
@@ -186,7 +190,7 @@ def gather(
     progress(f"reading baseline {baseline.label} ({len(baseline.days)} days)")
     base = cache.window(baseline, with_events=True)
     progress(f"  {base.records} per-event records, {base.days_with_data} days with data")
-    # a small series is compared over up to SMALL_WEEKS weeks per window (`report.spans`): the
+    # a small series is compared over up to SMALL_WEEKS weeks per window (small_series): the
     # trend's weekly blocks carry its records
     small = _small_groups(cur, base) if _weekly(current, baseline) else set()
     trend = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ragmon.core import drift
 from ragmon.report.analyze import Report, fmt
 from ragmon.report.compare import (
     ALPHA,
@@ -91,6 +92,8 @@ def regressions_section(doc: Doc, report: Report) -> None:
         also = ", ".join(f"{NAMES[o.measure]} {o.tested.estimate:+.3f}" for o in r.others)
         doc.p(f"{i}. {group_name(r.group)}" + (f": also {also}." if also else "."))
         doc.ul(r.look_first)
+        if r.group in report.signals:
+            doc.p(f"What the app sent, every event (signals): {report.signals[r.group].reading()}.")
         if r.opposite:
             doc.p("Moved the good way, read with the regression (not improvements):")
             doc.ul(r.opposite)
@@ -187,6 +190,27 @@ def measures_section(doc: Doc, report: Report) -> None:
             + ["PSI", "status"],
             rows,
         )
+
+
+def signals_section(doc: Doc, report: Report) -> None:
+    """Per retriever, the signals of every event (no judge) against the baseline."""
+    if not report.signals:
+        return
+    doc.h(2, "What the app sent: signals of every event", "signals")
+    doc.p(
+        "Counted on every accepted event, judged or not (docs/signals.md). A signal moved when "
+        f"its PSI on the fixed bins is at least {drift.PSI_MODERATE} and a PSI this large has a "
+        f"chance below {PSI_ALPHA:.0%} with no change; means are shown beside it."
+    )
+    doc.table(
+        ["where", "events", "empty results", "moved (baseline → this week)"],
+        [
+            [group_name(g), f"{s.events[0]} → {s.events[1]}",
+             f"{s.empty[0]:.1%} → {s.empty[1]:.1%}", s.reading()]
+            for g, s in sorted(report.signals.items())
+        ],
+        "signals-table",
+    )  # fmt: skip
 
 
 def ops_section(doc: Doc, report: Report) -> None:
@@ -357,6 +381,7 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
         doc.img(png, alt)
     verdicts_section(doc, report)
     measures_section(doc, report)
+    signals_section(doc, report)
     ops_section(doc, report)
     coverage_section(doc, report.judged)
     judge_section(doc, report)

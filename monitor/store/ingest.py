@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 
 Answer = tuple[str, bool]
 DRAIN_WANTED_TTL_S = 60  # a drain job enqueued but never started is enqueued again after this
-# INGEST's `signals`: each signal's histogram (its `Metric.key`), 1 when it keeps a sum of squares
-SIGNAL_NAMES = json.dumps([[f"signal_{s.key}", int(s.sum_squares)] for s in SIGNALS])
-_FOLD_TAIL = fold("")[0].removeprefix(SEP)  # `other|other|other`: INGEST folds as `keys.fold`
 
 
 @dataclass(frozen=True)
@@ -108,10 +105,12 @@ def plan_ingest(
     items: Sequence[IngestItem],
     deadline: float = 0.0,
     sizes: Sequence[int] | None = None,
+    setup: str | None = None,
 ) -> IngestPlan:
     """INGEST's call for `items`, sent as requests of `sizes` items (default: one request).
     Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing. Items
-    with signals are grouped by series and day: the script sums a group's and writes it once."""
+    with signals are grouped by series and day: the script sums a group's and writes it once.
+    `setup`: `signal_setup(keys, settings)`, which a caller that writes often builds once."""
     s, k = settings, keys
     limit = s.queue_limit
     plan = IngestPlan(items, limit)
@@ -143,22 +142,38 @@ def plan_ingest(
     if not events:
         return plan
     apps = list(slots)
-    budget = {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(received)}
     call = scripts.INGEST.call(
         keys={"counters": k.counters, "apps": k.pending_apps, "vt": k.virtual_time,
               "wake": k.drain_wanted, "series": k.series, "series_per_app": k.series_per_app,
               "hist": k.hist},
         args={"ttl": result_ttl_s(settings), "deadline": deadline, "limit": limit,
               "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S,
-              "n_groups": len(groups), "budget": json.dumps(budget), "signals": SIGNAL_NAMES,
-              "day_hist_key": k.day_hist(Slot.DAY),
-              "queries_key": k.day_queries(Slot.DAY, Slot.SERIES), "day_ttl": DAY_TTL_S,
-              "queries_ttl": QUERIES_TTL_S, "fold_tail": _FOLD_TAIL, "orphan": fold(OTHER)[0]},
+              "n_groups": len(groups), "signals": setup or signal_setup(k, s)},
         more_keys=[*events, *(k.pending(app) for app in apps)],
         more_args=[*tail, *apps, *(x for g in groups for x in g), *per_request],
     )  # fmt: skip
     plan.keys, plan.args = call
     return plan
+
+
+def signal_setup(keys: Keys, settings: Settings) -> str:
+    """INGEST's `signals`, the same for every call of a deployment (the store builds it once:
+    one argument a call, not eight): each signal's histogram (its `Metric.key`) and 1 when it
+    keeps a sum of squares, the per-day keys and their TTLs, the series budget, and how a
+    series past it is folded (as `keys.fold`)."""
+    return json.dumps(
+        {
+            "names": [[f"signal_{s.key}", int(s.sum_squares)] for s in SIGNALS],
+            "day_hist": keys.day_hist(Slot.DAY),
+            "queries": keys.day_queries(Slot.DAY, Slot.SERIES),
+            "day_ttl": DAY_TTL_S,
+            "queries_ttl": QUERIES_TTL_S,
+            "total": settings.max_series,
+            "per_app": settings.max_series_per_app,
+            "fold_tail": fold("")[0].removeprefix(SEP),
+            "orphan": fold(OTHER)[0],
+        }
+    )
 
 
 def sampled_result(probability: float) -> str:
@@ -175,13 +190,14 @@ class AsyncIngest:
         self.keys = keys
         self.settings = settings
         self._script = client.register_script(scripts.INGEST.source)
+        self._setup = signal_setup(keys, settings)
 
     async def write(
         self, items: Sequence[IngestItem], deadline: float = 0.0, sizes: Sequence[int] | None = None
     ) -> Written:
         """Store items durably (requests of `sizes` items). Raises on Redis errors, and
         without writing anything when Redis runs the write past `deadline`."""
-        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes)
+        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._setup)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         return plan.settle(reply)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import redis
 
@@ -191,6 +191,11 @@ class JudgeState:
         """USD one app's events spent on the judge on a UTC day (all workers)."""
         raw = self.client.hget(self.keys.app_spend(day), app)
         return float(raw) if raw is not None else 0.0
+
+    def spent_by_app(self, day: str) -> dict[str, float]:
+        """USD each app's events spent on the judge on a UTC day (the apps that spent)."""
+        raw = cast(dict[bytes, bytes], self.client.hgetall(self.keys.app_spend(day)))
+        return {k.decode(): float(v) for k, v in raw.items()}
 
     def record_call(
         self,

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ragmon.core.measures import HISTOGRAM_MEASURES
-from ragmon.core.results import source_counts
+from ragmon.core.results import digest
 from ragmon.core.signals import SIGNALS, extract
 from ragmon.core.wire import Status, field_parts
 from ragmon.store.fields import Part
@@ -164,19 +164,21 @@ def histograms_of(
     }
 
 
-_SIGNAL_BOUNDS = tuple((i, s.buckets) for i, s in enumerate(SIGNALS))
+_SIGNAL_BOUNDS = tuple(s.buckets for s in SIGNALS)
 
 
 def signal_record(query: str, k: int, ids: Sequence[str], scores: Sequence[float | None]) -> str:
     """One event's signals (`ragmon.core.signals.extract`) as INGEST reads them: `<short>
-    <repeated> <query hash>`, then `<signal>:<bucket>:<value>` per signal observed (its index
-    in `SIGNALS`). A string, so that it costs the API one argument per event."""
+    <repeated> <query hash>`, then per signal, in `SIGNALS` order, `<bucket>:<value>` (the
+    value to 6 significant digits, the bucket from the exact one) or `-` (not observed). A
+    string, so that it costs the API one argument per event; built in one join, and `.6g` is
+    half the CPU of `repr`: the API does this for every event (docs/performance.md)."""
     sig = extract(query, k, ids, scores)
-    out = f"{sig.short:d} {sig.repeated} {query_hash(query)[:QUERY_KEY_CHARS]}"
-    for (i, bounds), v in zip(_SIGNAL_BOUNDS, sig.values.values(), strict=True):
-        if v is not None:
-            out += f" {i}:{bisect_left(bounds, v - 1e-12)}:{v!r}"
-    return out
+    slots = [
+        f"{bucket_index(bounds, v)}:{v:.6g}" if v is not None else "-"
+        for bounds, v in zip(_SIGNAL_BOUNDS, sig.values.values(), strict=True)
+    ]
+    return f"{sig.short:d} {sig.repeated} {query_hash(query)[:QUERY_KEY_CHARS]} " + " ".join(slots)
 
 
 def bucket_index(bounds: Sequence[float], value: float) -> int:
@@ -211,16 +213,14 @@ def day_record(
     qkey = query_hash(query) if isinstance(query, str) else str(query.get("sha", ""))
     more = {"more": list(grades[event["k"] :])} if len(grades) > event["k"] else {}
     return {
-        "id": event["event_id"],
+        **digest(event, result),
         "ts": event["timestamp"],
         "labels": result["labels"],
-        "k": event["k"],
         "m": {m: result["measures"].get(m) for m in HISTOGRAM_MEASURES},
         "pids": [p["id"] for p in event["passages"][: event["k"]]],
         "grades": list(grades[: event["k"]]),
         "q": qkey[:QUERY_KEY_CHARS],
         "ql": len(query.split()) if isinstance(query, str) else None,
-        "src": source_counts(result.get("grade_source") or ()),
         "jm": judge,
         "ip": inclusion,
         **more,

@@ -75,20 +75,21 @@ end
 # API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis
 # catching up) is refused whole, so a client that retries after the 503 is never counted
 # twice.
-# The signals of a group's new events are summed here and written once per group: each
-# `signals` entry ([name, 1 to keep the sum of squares], by index) into the lifetime and the
-# day's histograms (`day_hist_key`, `SLOT.day` the day), short results and repeated passages
-# into the counters, the queries' hashes into the day's HyperLogLog (`queries_key`, also with
-# `SLOT.series`); the series passes the series budget first (`admit`, folded names from
-# `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events).
+# The signals of a group's new events are summed here and written once per group. `signals`
+# (JSON, the same for every call of a deployment: `ingest.signal_setup`) names them: each of
+# `names` ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the
+# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results and
+# repeated passages into the counters, the queries' hashes into the day's HyperLogLog
+# (`queries`, also with `SLOT.series`; kept `queries_ttl` s); the series passes the series
+# budget first (`admit`: `total`, `per_app`; folded names from `fold_tail` and `orphan`; the
+# fold counters are FINISH's, for judged events).
 # Returns per event 1 (created), its stored status (the id existed) or {-2, app} (its request
 # was refused: that app is at its limit); then 1 when the caller must enqueue a drain job
 # (none waits: `Keys.drain_wanted` was absent), else 0.
 INGEST = Script(
     "INGEST",
     ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist"),
-    ("ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "budget", "signals",
-     "day_hist_key", "queries_key", "day_ttl", "queries_ttl", "fold_tail", "orphan"),
+    ("ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "signals"),
     _DELIVERY
     + _ADMIT
     + """
@@ -117,15 +118,19 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
   a.short = a.short + tonumber(short)
   a.rep = a.rep + tonumber(rep)
   a.queries[#a.queries + 1] = qh
-  for i, b, v in string.gmatch(rest, ' (%d+):(%d+):(%S+)') do
-    local x = tonumber(v)
-    i = tonumber(i) + 1
-    local buckets = a.b[i] or {}
-    a.b[i] = buckets
-    buckets[b] = (buckets[b] or 0) + 1
-    a.s[i] = (a.s[i] or 0) + x
-    a.q[i] = (a.q[i] or 0) + x * x
-    a.c[i] = (a.c[i] or 0) + 1
+  local i = 0
+  for slot in string.gmatch(rest, '%S+') do  -- one per signal: `bucket:value`, or `-`
+    i = i + 1
+    local b, v = string.match(slot, '^(%d+):(%S+)$')
+    if b then
+      local x = tonumber(v)
+      local buckets = a.b[i] or {}
+      a.b[i] = buckets
+      buckets[b] = (buckets[b] or 0) + 1
+      a.s[i] = (a.s[i] or 0) + x
+      a.q[i] = (a.q[i] or 0) + x * x
+      a.c[i] = (a.c[i] or 0) + 1
+    end
   end
 end
 local out = {}
@@ -173,13 +178,14 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
   i = last + 1
 end
 if next(sums) then
-  local names = cjson.decode(A.signals)
-  local budget = cjson.decode(A.budget)
+  local setup = cjson.decode(A.signals)
+  local names = setup.names
+  local budget = {total = setup.total, per_app = setup.per_app, now = now}
   for g, a in pairs(sums) do
     local sent, day = ARGV[groups_at + 2 * (g - 1)], ARGV[groups_at + 2 * g - 1]
     local app = app_of(sent)
-    local series = admit(sent, app, app .. SEP .. A.fold_tail, A.orphan, budget, nil, 0)
-    local day_hist = filled(A.day_hist_key, SLOT.day, day)
+    local series = admit(sent, app, app .. SEP .. setup.fold_tail, setup.orphan, budget, nil, 0)
+    local day_hist = filled(setup.day_hist, SLOT.day, day)
     for _, h in ipairs({K.hist, day_hist}) do
       for si, buckets in pairs(a.b) do
         local f = names[si][1] .. SEP .. series .. SEP
@@ -191,16 +197,16 @@ if next(sums) then
         redis.call('HINCRBY', h, f .. H.count, a.c[si])
       end
     end
-    redis.call('EXPIRE', day_hist, tonumber(A.day_ttl))
+    redis.call('EXPIRE', day_hist, setup.day_ttl)
     if a.short > 0 then
       redis.call('HINCRBY', K.counters, N.signal_short .. SEP .. series, a.short)
     end
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
     end
-    local queries = filled(filled(A.queries_key, SLOT.day, day), SLOT.series, series)
+    local queries = filled(filled(setup.queries, SLOT.day, day), SLOT.series, series)
     redis.call('PFADD', queries, unpack(a.queries))
-    redis.call('EXPIRE', queries, tonumber(A.queries_ttl))
+    redis.call('EXPIRE', queries, setup.queries_ttl)
   end
 end
 local wake = 0

@@ -22,7 +22,7 @@ from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
-from ragmon.store.ingest import AsyncIngest, Written, plan_ingest
+from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import DAY_TTL_S, Keys, event_ref
 from ragmon.store.pool import QueryPool
@@ -58,6 +58,7 @@ class Store:
         self.settings = settings
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST.source)
+        self._signal_setup = signal_setup(self.keys, settings)  # INGEST's, built once
         self.delivery = Delivery(client, self.keys, settings)
         self._finish = client.register_script(scripts.FINISH.source)
         self._fail = client.register_script(scripts.FAIL.source)
@@ -134,7 +135,7 @@ class Store:
         one of whose apps is at RAGMON_QUEUE_LIMIT, an `AppAtLimit`. Nothing is written when
         Redis runs the write past `deadline` (unix seconds; 0: none): it raises instead.
         """
-        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes)
+        plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._signal_setup)
         written = plan.settle(self._ingest(keys=plan.keys, args=plan.args) if plan.keys else [])
         if written.wake and enqueue:
             self.delivery.jobs.enqueue()

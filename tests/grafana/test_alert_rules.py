@@ -23,7 +23,8 @@ from tests.support.waiting import scaled
 REQUIRED_ALERTS = {
     "RagmonQualityDropNDCG", "RagmonQualityDropT", "RagmonHarmHigh", "RagmonHitRateLow",
     "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
-    "RagmonJudgeBudgetExhausted", "RagmonIngestRejectionsHigh", "RagmonDown",
+    "RagmonJudgeBudgetExhausted", "RagmonAppJudgeBudgetExhausted", "RagmonIngestRejectionsHigh",
+    "RagmonDown",
     "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonSeriesStopped", "RagmonTopScoreDrop",
 }  # fmt: skip
 
@@ -46,16 +47,16 @@ def unit_test_with(
     tmp_path: Path,
     promtool: str,
     tests: list[Path] = UNIT_TESTS,
-    evaluation_interval: str | None = None,
+    every_10m: tuple[Path, ...] = (),
 ) -> subprocess.CompletedProcess:
-    """Run the committed promtool unit tests against other rule files (optionally evaluated
-    at another interval)."""
+    """Run the committed promtool unit tests against other rule files (those `every_10m`
+    evaluated every 10 minutes, their samples' interval)."""
     copies = []
     for path in tests:
         doc = yaml.safe_load(path.read_text())
         doc["rule_files"] = [str(p) for p in rule_files]
-        if evaluation_interval is not None:
-            doc["evaluation_interval"] = evaluation_interval
+        if path in every_10m:
+            doc["evaluation_interval"] = "10m"
         copy = tmp_path / f"test-{path.name}"
         copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
         copies.append(str(copy))
@@ -115,6 +116,7 @@ def test_the_unit_tests_notice_a_weakened_guard(
     (series,) = [s for s in doc["tests"][0]["input_series"] if s["series"].startswith(gauge)]
     series["values"] = re.sub(r"^[\d.]+", "0", series["values"])
     doc["rule_files"] = [str(p) for p in RULE_FILES[::-1]]  # recording rules first
+    doc["evaluation_interval"] = "10m"  # the samples' interval: half the steps, same firing
     copy = tmp_path / "weakened.yml"
     copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     r = run(promtool, "test", "rules", str(copy))
@@ -168,11 +170,11 @@ def test_grafana_alerts_mirror_the_prometheus_alerts() -> None:
 @pytest.mark.slow
 def test_grafana_alerts_pass_the_same_unit_tests(promtool: str, tmp_path: Path) -> None:
     """The inlined expressions, without any recording rule loaded, fire exactly as the originals.
-    Evaluated every 10 minutes, the samples' own interval, not every 5: each step of the inlined
-    7-day windows reads the whole week (55 s of CPU at 5 m, 28 s at 10 m), and the expected
-    alerts are checked hours after each change, where both intervals agree."""
+    The quality alerts' tests are evaluated every 10 minutes, their samples' own interval, not
+    5: each step of the inlined 7-day windows reads the whole week (55 s of CPU at 5 m, 28 s at
+    10 m), and their alerts are checked hours after each change, where both intervals agree."""
     copy = _grafana_as_prometheus_rules(tmp_path)
-    r = unit_test_with([copy], tmp_path, promtool, evaluation_interval="10m")
+    r = unit_test_with([copy], tmp_path, promtool, every_10m=(QUALITY_UNIT_TESTS,))
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -211,6 +213,7 @@ ALERT_PANELS = {
     "RagmonQueueBacklogGrowing": "Queue depth",
     "RagmonJudgeErrorsHigh": "Judge requests by outcome",
     "RagmonJudgeBudgetExhausted": "Judge budget",
+    "RagmonAppJudgeBudgetExhausted": "Judge spend today",
     "RagmonJudgeDrift": "Judge drift: the anchor set",
     "RagmonIngestRejectionsHigh": "Rejected by reason",
     "RagmonDown": "API scraped",
@@ -233,7 +236,7 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
         panels[d["uid"]] = {p["id"]: p["title"] for p in d["panels"]}
     for rule in (r for r in prometheus_rules() if "alert" in r):
         name, notes = rule["alert"], rule["annotations"]
-        series = "retriever" in notes["summary"] or "$labels.app" in notes["summary"]
+        series = "$labels.retriever" in notes["explorer_url"]  # a series' alert
         explorer = urlsplit(_render(notes["explorer_url"], SERIES, {}))
         assert explorer.scheme == "http" and explorer.netloc == "localhost:8000", name
         assert explorer.path.startswith("/ui"), name
@@ -243,6 +246,8 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
             if series:
                 assert search.labels == SERIES, name  # the alert's own series
                 assert search.sort == rule["labels"].get("measure", search.sort), name
+            elif "$labels.app" in notes["explorer_url"]:
+                assert search.labels == {"app": SERIES["app"]}, name  # the alert's own app
         dashboard = urlsplit(_render(notes["dashboard_url"], SERIES, {}))
         uid = dashboard.path.split("/")[2]
         query = dict(parse_qsl(dashboard.query))

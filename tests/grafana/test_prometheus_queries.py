@@ -102,6 +102,7 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         "RAGMON_JUDGE_MAX_RETRIES": "1",
         "RAGMON_SAMPLE_RATE": "0.9",
         "RAGMON_UTILITY": "on",  # the UDCG panels and the utility probe's counters
+        "RAGMON_APP_DAILY_BUDGET_USD": "1000",  # each app's own budget, on the spend panel
     }
     stack = Stack(redis_server.url, workers=2, env=env).start()
     prom = PrometheusServer(f"127.0.0.1:{stack.port}").start()

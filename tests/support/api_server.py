@@ -9,16 +9,17 @@ import httpx
 
 from ragmon.api import create_app
 from ragmon.api.guard import GuardedServer, uvicorn_config
+from ragmon.core.clock import Clock
 from ragmon.settings import Settings
 from tests.support.stack import free_port
 from tests.support.waiting import scaled
 
 
 class ApiServer:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = time.time) -> None:
         self.settings = settings
         self.port = free_port()
-        self.app = create_app(settings)
+        self.app = create_app(settings, clock=clock)
         self.server = GuardedServer(
             uvicorn_config(
                 self.app, settings, host="127.0.0.1", port=self.port, log_level="warning"

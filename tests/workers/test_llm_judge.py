@@ -862,6 +862,18 @@ def test_one_apps_spend_never_fails_anothers_events(redis_url, fake):
         assert state.spent(utc_today()) == pytest.approx(
             state.spent_by("a", utc_today()) + state.spent_by("b", utc_today())
         )
+        exported = {  # what RagmonAppJudgeBudgetExhausted compares, per app
+            (m.name, x.labels["app"]): x.value
+            for m in RagmonCollector(store).sampling()
+            for x in m.samples
+            if m.name.startswith("ragmon_judge_app_")
+        }
+        assert exported[("ragmon_judge_app_budget_usd", "a")] == 0.0004
+        assert exported[("ragmon_judge_app_budget_usd", "b")] == 1.0
+        assert exported[("ragmon_judge_app_spend_today_usd", "a")] >= 0.0004  # a: at its budget
+        assert exported[("ragmon_judge_app_spend_today_usd", "b")] == state.spent_by(
+            "b", utc_today()
+        )
     finally:
         server.stop()
 
