@@ -2,13 +2,14 @@
 test tiers (`scripts/test --unit`, `--quick`, everything), kept honest while the tests run.
 
 The tiers are markers: `slow` (long waits, faults, real Prometheus, the simulations of
-tests/stats), `bench` (short benchmark runs) and `process` (starts a child process: `ragmon
+tests/stats), `bench` (short benchmark runs), `process` (starts a child process: `ragmon
 serve`, workers, an RQ work horse, a CLI run, a Redis of its own, the API's decoding or /metrics
-child). `--quick` leaves out `slow` and `bench`; `--unit` leaves out `process` too: pure code,
-in-process servers and the session's one Redis. A test gets `process` from the fixture it uses
-(PROCESS_FIXTURES) or from its own mark, `slow` from its folder (FOLDER_MARKS) or its own mark;
-one that starts a child process without `process`, `slow` or `bench` fails at teardown, naming
-what it started, so a new test cannot land in a faster tier than it belongs to.
+child) and `server` (the real API in this process, over HTTP). `--quick` leaves out `slow` and
+`bench`; `--unit` leaves out `process` and `server` too: pure code and the session's one Redis.
+A test gets `process` or `server` from the fixture it uses (PROCESS_FIXTURES, SERVER_FIXTURES)
+or from its own mark, `slow` from its folder (FOLDER_MARKS) or its own mark; one that starts a
+child process without `process`, `slow` or `bench` fails at teardown, naming what it started, so
+a new test cannot land in a faster tier than it belongs to.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ SHARED_DATA = Path(
 # Fixtures that start child processes: every test that uses one (directly or through another
 # fixture) is marked `process`.
 PROCESS_FIXTURES = frozenset({"stack", "aof_redis", "own_redis", "promtool", "browser"})
+# Fixtures that run the real API in this process (FastAPI under uvicorn in a thread, a store,
+# real HTTP): their users are marked `server`.
+SERVER_FIXTURES = frozenset({"api", "make_api"})
 TIER_MARKS = ("slow", "bench", "process")  # a test with any of these may start processes
 # Folders whose every test takes a mark: the simulations take seconds of CPU each.
 FOLDER_MARKS = {Path(__file__).parent / "stats": "slow"}
@@ -114,13 +118,34 @@ def api(make_api: Callable[..., ApiServer]) -> ApiServer:
     return make_api()
 
 
+# In-process RQ workers (`make_worker(...).work(burst=True)`) fork a work horse per drain job,
+# and a drain job ends only after DRAIN_IDLE_S without work (2 s in service): a test waited that
+# long after its last event for every drain job it ran. Workers started as processes (Stack,
+# `ragmon worker`) keep the service's figure.
+DRAIN_IDLE_S = 0.2
+
+
+@pytest.fixture(autouse=True)
+def _quick_drain_idle(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("process") is None:
+        return  # an in-process worker forks: such a test is marked process
+    from ragmon.workers import jobs
+
+    defaults = jobs.drain_pending.__defaults__
+    assert defaults == (jobs.DRAIN_MAX_S, jobs.IDLE_S), defaults  # (max_s, idle_s)
+    monkeypatch.setattr(jobs.drain_pending, "__defaults__", (jobs.DRAIN_MAX_S, DRAIN_IDLE_S))
+
+
 # ---- tiers -----------------------------------------------------------------------------------
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if PROCESS_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.process)
+        if SERVER_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.server)
         for folder, mark in FOLDER_MARKS.items():
             if item.path.is_relative_to(folder):
                 item.add_marker(mark)

@@ -435,6 +435,7 @@ def test_hint_names_the_segment_that_collapsed() -> None:
     assert reg.look_first[0].startswith("segment `billing` carries most of it")
 
 
+@pytest.mark.slow  # the whole report pipeline, plots included
 def test_report_of_an_empty_store_says_so(settings: Settings, tmp_path: Path) -> None:
     assert run_report(settings, tmp_path, week="2026-W47") == 0
     md = (tmp_path / "report.md").read_text()
