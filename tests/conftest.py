@@ -120,15 +120,16 @@ def api(make_api: Callable[..., ApiServer]) -> ApiServer:
 
 # In-process RQ workers (`make_worker(...).work(burst=True)`) fork a work horse per drain job,
 # and a drain job ends only after DRAIN_IDLE_S without work (2 s in service): a test waited that
-# long after its last event for every drain job it ran. Workers started as processes (Stack,
-# `ragmon worker`) keep the service's figure.
+# long after its last event for every drain job it ran (tests marked process or slow: the
+# others start no worker). Workers started as processes (Stack, `ragmon worker`) keep the
+# service's figure.
 DRAIN_IDLE_S = 0.2
 
 
 @pytest.fixture(autouse=True)
 def _quick_drain_idle(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.node.get_closest_marker("process") is None:
-        return  # an in-process worker forks: such a test is marked process
+    if not any(request.node.get_closest_marker(m) for m in ("process", "slow")):
+        return  # an in-process worker forks: such a test is marked process (or slow)
     from ragmon.workers import jobs
 
     defaults = jobs.drain_pending.__defaults__
