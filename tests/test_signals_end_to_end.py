@@ -14,19 +14,15 @@ from __future__ import annotations
 import random
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
+from tests.grafana.queries import promql_test
 from tests.support.api_server import ApiServer
 
-RULES = sorted(
-    (Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "rules").glob("*.yml")
-)
 BASELINE_P, OUTAGE_P = 0.02, 0.2  # the share of queries answered empty, and the outage's own
 PER_MINUTE = 60
 OUTAGE = 20  # the minute the outage starts
@@ -109,12 +105,5 @@ def test_an_index_outage_fires_the_empty_result_alert_within_two_minutes(
     tests = [{"expr": query, "eval_time": f"{m}m", "exp_samples": []} for m in range(OUTAGE + 1)]
     tests.append({"expr": query, "eval_time": f"{OUTAGE + 2}m",
                   "exp_samples": [{"labels": firing, "value": 1}]})  # fmt: skip
-    order = [g["name"] for f in RULES for g in yaml.safe_load(f.read_text())["groups"]]
-    order.sort(key=lambda name: "alerts" in name)  # recording rules first
-    group = {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}
-    doc = {"rule_files": [str(p) for p in RULES], "evaluation_interval": "1m",
-           "group_eval_order": order, "tests": [group]}  # fmt: skip
-    path = tmp_path / "outage.yml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=10**9))
-    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    r = promql_test(promtool, tmp_path / "outage.yml", inputs, tests)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,3 +132,17 @@ def label_names(expr: str) -> set[str]:
 
 _KEYWORDS = {"and", "or", "unless", "offset", "bool", "by", "without", "on", "ignoring",
              "group_left", "group_right", "inf", "nan", "Inf", "NaN"}  # fmt: skip
+
+
+def promql_test(
+    promtool: str, path: Path, inputs: list[dict[str, Any]], tests: list[dict[str, Any]]
+) -> subprocess.CompletedProcess:
+    """promtool's `promql_expr_test` items `tests` over `inputs` sampled every minute, with the
+    shipped rule files evaluated every minute, recording rules first; written to `path`."""
+    order = [g["name"] for f in RULE_FILES for g in yaml.safe_load(f.read_text())["groups"]]
+    order.sort(key=lambda name: "alerts" in name)  # recording rules first
+    group = {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}
+    doc = {"rule_files": [str(p) for p in RULE_FILES], "evaluation_interval": "1m",
+           "group_eval_order": order, "tests": [group]}  # fmt: skip
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=10**9))
+    return subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)

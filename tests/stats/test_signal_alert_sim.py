@@ -4,13 +4,13 @@ small and seeded; docs/signals.md has the full run's table."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from tests.grafana.queries import RULE_FILES, promql_test
 from tests.stats.signal_alert_sim import (
     DAY,
     DROP_MIN,
@@ -37,16 +37,13 @@ def test_an_outage_of_a_busy_series_fires_within_two_minutes() -> None:
     assert max(delays) <= 2 and np.median(delays) <= 2
 
 
-RULES = sorted(
-    (Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules").glob("*.yml")
-)
 LABELS = 'app="shop",index="docs",retriever="bm25",segment="default"'
 
 
 def _alert_exprs() -> dict[str, str]:
     return {
         r["alert"]: r["expr"]
-        for f in RULES
+        for f in RULE_FILES
         for g in yaml.safe_load(f.read_text())["groups"]
         for r in g["rules"]
         if r.get("alert") in ("RagmonEmptyResultsHigh", "RagmonSeriesStopped", "RagmonTopScoreDrop")
@@ -85,12 +82,5 @@ def test_the_simulation_computes_what_the_rules_compute(tmp_path: Path) -> None:
                           "exp_samples": samples})  # fmt: skip
     fired = {name: int(expected[name][DAY + 20 : end].sum()) for name in expected}
     assert all(fired.values()) and not all(expected["RagmonEmptyResultsHigh"][DAY + 20 : end])
-    order = [g["name"] for f in RULES for g in yaml.safe_load(f.read_text())["groups"]]
-    order.sort(key=lambda name: "alerts" in name)  # recording rules first
-    group = {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}
-    doc = {"rule_files": [str(p) for p in RULES], "evaluation_interval": "1m",
-           "group_eval_order": order, "tests": [group]}  # fmt: skip
-    path = tmp_path / "cross-check.yml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=10**9))
-    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    r = promql_test(promtool, tmp_path / "cross-check.yml", inputs, tests)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
