@@ -70,6 +70,19 @@ def run_grade(settings: Settings, query: str = QUERY, passages=PASSAGES) -> list
     return asyncio.run(go())
 
 
+def grade_with_judge(settings: Settings, store: Store, event: dict, last_try: bool = False):
+    """`grade_event` of `event` (on its last try, or not), with a judge of its own."""
+
+    async def go():
+        judge = OpenAIJudge(settings, store)
+        try:
+            return await grade_event(event, judge, store, last_try=last_try)
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())
+
+
 def grade_error(settings: Settings, passages=PASSAGES[:1]) -> JudgeError:
     with pytest.raises(JudgeError) as info:
         run_grade(settings, passages=passages)
@@ -327,22 +340,16 @@ def test_a_failed_event_keeps_the_grades_it_got_so_a_retry_pays_only_for_the_res
         "labels": {"app": "a"},
     }
 
-    async def grade() -> list[int | None]:
-        judge = OpenAIJudge(s, store)
-        try:
-            return (await grade_event(event, judge, store)).grades
-        finally:
-            await judge.aclose()
-
     fake.script(Reply.text('{"grade": 3}'), Reply.error(500), Reply.text('{"grade": 1}'))
     with pytest.raises(JudgeError) as info:
-        asyncio.run(grade())
+        grade_with_judge(s, store, event)
     err = info.value
     assert err.reason == "server_error" and err.retryable and err.grades == [3, None, 1]
     version = OpenAIJudge(s).identity.cache_version
     assert store.cached_grades(MODEL, version, QUERY, texts, "a") == [3, None, 1]
     assert len(fake.chat_requests()) == 3
-    grades = asyncio.run(grade())  # the job's retry: only the passage that failed is asked
+    # the job's retry: only the passage that failed is asked
+    grades = grade_with_judge(s, store, event).grades
     assert len(fake.chat_requests()) == 4
     assert grades[0] == 3 and grades[2] == 1 and grades[1] is not None
 
@@ -391,14 +398,7 @@ def test_on_the_last_try_every_passage_keeps_its_own_reason(redis_url, fake):
     event = {"query": QUERY, "k": 2, **_DAY_APP,
              "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
 
-    async def grade():
-        judge = OpenAIJudge(s, store)
-        try:
-            return await grade_event(event, judge, store, last_try=True)
-        finally:
-            await judge.aclose()
-
-    got = asyncio.run(grade())
+    got = grade_with_judge(s, store, event, last_try=True)
     assert got.grades == [3, None, None] and got.unjudged == {"refused": 1, "server_error": 1}
 
 
@@ -410,15 +410,8 @@ def test_on_the_last_try_an_event_with_nothing_graded_still_fails(redis_url):
         event = {"query": QUERY, "k": 2, **_DAY_APP,
              "passages": [{"id": i, "text": t} for i, t in PASSAGES]}  # fmt: skip
 
-        async def grade():
-            judge = OpenAIJudge(s, store)
-            try:
-                return await grade_event(event, judge, store, last_try=True)
-            finally:
-                await judge.aclose()
-
         with pytest.raises(JudgeError) as info:
-            asyncio.run(grade())
+            grade_with_judge(s, store, event, last_try=True)
     assert info.value.retryable and info.value.reason == "server_error"
 
 
