@@ -79,19 +79,24 @@ def instrument() -> None:
     )
 
 
-def count(mode: str, n: int) -> int:
-    """Instructions executed by the child program after `instrument()` (callgrind's total)."""
+def callgrind_count(module: str, args: list[str], timeout: float) -> int:
+    """Instructions executed by `python -m module --child *args` after its `instrument()`
+    (callgrind's total)."""
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
-         sys.executable,
-         "-m", "tests.bench.bench_instructions", "--child", mode, str(n)],
+         sys.executable, "-m", module, "--child", *args],
         cwd=REPO, env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, text=True,
-        timeout=900, check=True,
+        timeout=timeout, check=True,
     )  # fmt: skip
     match = re.search(r"Collected : (\d+)", out.stderr)
     if not match:
         raise RuntimeError(f"no callgrind total in: {out.stderr[-500:]}")
     return int(match.group(1))
+
+
+def count(mode: str, n: int) -> int:
+    """Instructions executed by this module's child program in `mode` for `n` events."""
+    return callgrind_count("tests.bench.bench_instructions", [mode, str(n)], 900)
 
 
 def run(short: bool = False) -> dict[str, Any]:

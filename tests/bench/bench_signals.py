@@ -19,13 +19,9 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.bench.bench_instructions import instrument
-from tests.bench.hook_apps import REPO
+from tests.bench.bench_instructions import callgrind_count, instrument
 
 CASES = {"single": 1, "batch": 100}  # events per request
 
@@ -69,16 +65,7 @@ def child(case: str, variant: str, n: int) -> None:
 
 
 def count(case: str, variant: str, n: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
-         sys.executable, "-m", "tests.bench.bench_signals", "--child", case, variant, str(n)],
-        cwd=REPO, env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, text=True,
-        timeout=1800, check=True,
-    )  # fmt: skip
-    match = re.search(r"Collected : (\d+)", out.stderr)
-    if not match:
-        raise RuntimeError(f"no callgrind total in: {out.stderr[-500:]}")
-    return int(match.group(1))
+    return callgrind_count("tests.bench.bench_signals", [case, variant, str(n)], 1800)
 
 
 def main(argv: list[str] | None = None) -> int:
