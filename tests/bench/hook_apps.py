@@ -42,7 +42,8 @@ API_KEY = "bench-key-0123456789abcdef"
 # production they have their own CPUs; on a 2-core box their parsing of each batch would
 # otherwise delay the load generator beside them, and only in the hook's turns, which is no
 # cost of the hook's. The app's process, hook threads included, keeps normal priority.
-SIDECAR = {"nice": 19, "idle": True}
+# Smoke runs pass lowest=False: beside CPU-bound work an idle-class process never runs at all.
+LOWEST = {"nice": 19, "idle": True}
 
 
 def load_corpus() -> tuple[list[tuple[str, str]], list[str]]:
@@ -262,23 +263,26 @@ def rag_apps(
 
 
 @contextlib.contextmanager
-def stub_sidecar(delay: float = 0.0, cpus: set[int] | None = None) -> Iterator[str]:
+def stub_sidecar(
+    delay: float = 0.0, cpus: set[int] | None = None, lowest: bool = True
+) -> Iterator[str]:
     from tests.support.stack import free_port
 
     port = free_port()
     args = ["-m", "tests.bench.hook_apps", "sidecar", "--port", str(port), "--delay", str(delay)]
-    with processes([(args, port, "/healthz")], cpus, **SIDECAR):
+    with processes([(args, port, "/healthz")], cpus, **(LOWEST if lowest else {})):
         yield f"http://127.0.0.1:{port}"
 
 
 @contextlib.contextmanager
-def real_sidecar(cpus: set[int] | None = None) -> Iterator[str]:
-    """`ragmon serve` on a real Redis, both placed as SIDECAR."""
+def real_sidecar(cpus: set[int] | None = None, lowest: bool = True) -> Iterator[str]:
+    """`ragmon serve` on a real Redis, both at the LOWEST priority unless told not to."""
     from tests.support.stack import ragmon_env, redis_server, start_api
 
-    with redis_server(cpus=cpus, **SIDECAR) as redis:
+    placing = LOWEST if lowest else {}
+    with redis_server(cpus=cpus, **placing) as redis:
         env = ragmon_env(redis.url, RAGMON_API_KEYS=API_KEY, PYTHONHASHSEED="0")
-        api, url = start_api(env, ready="/healthz", cpus=cpus, stdout=None, **SIDECAR)
+        api, url = start_api(env, ready="/healthz", cpus=cpus, stdout=None, **placing)
         try:
             yield url
         finally:

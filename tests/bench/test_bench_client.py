@@ -55,6 +55,7 @@ def test_bench_app_latency_short() -> None:
     figures = bench_app_latency.run(short=True, rounds=2, seconds=0.5, shape=Shape(300, 1.0))
     assert os.sched_getaffinity(0) == cpus  # the generator's pinning is undone
     assert figures["app"] == {"scan": 300, "wait_ms": 1.0}
+    assert figures["sidecar_priority"] == "normal"  # an idle-class sidecar starves beside busy CPUs
     assert "scores 300 passages per request after awaiting 1 ms" in bench_app_latency.report(
         figures
     )
