@@ -3,9 +3,10 @@ test tiers (`scripts/test --unit`, `--quick`, everything), kept honest while the
 
 The tiers are markers: `slow` (long waits, faults, real Prometheus, the simulations of
 tests/stats), `bench` (short benchmark runs), `process` (starts a child process: `ragmon
-serve`, workers, an RQ work horse, a CLI run, a Redis of its own, the API's decoding or /metrics
-child) and `server` (the real API in this process, over HTTP). `--quick` leaves out `slow` and
-`bench`; `--unit` leaves out `process` and `server` too: pure code and the session's one Redis.
+serve`, workers, an RQ work horse, a CLI run, a Redis of its own, the API's decoding, /metrics
+or overview child) and `server` (the real API in this process, over HTTP). `--quick` leaves out
+`slow` and `bench`; `--unit` leaves out `process` and `server` too: pure code and the session's
+one Redis.
 A test gets `process` or `server` from the fixture it uses (PROCESS_FIXTURES, SERVER_FIXTURES)
 or from its own mark, `slow` from its folder (FOLDER_MARKS) or its own mark; one that starts a
 child process without `process`, `slow` or `bench` fails at teardown, naming what it started, so

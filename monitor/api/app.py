@@ -24,7 +24,7 @@ from ragmon.api.routes import add_event_routes, add_operation_routes
 from ragmon.api.sampler import Sampler
 from ragmon.api.schemas import GradeBatch, RetrievalBatch, RetrievalEvent
 from ragmon.api.service import IngestService, Refused
-from ragmon.api.ui import explorer_ui
+from ragmon.api.ui import explorer_ui, pages_child
 from ragmon.core.clock import Clock
 from ragmon.settings import Settings
 from ragmon.store import Store
@@ -40,6 +40,7 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
     service = IngestService(settings, store, writer, sampler=Sampler(settings, store, clock))
     keys = KeyRing(settings.api_keys)
     metrics_text = MetricsText(settings, store)
+    overview_pages = pages_child()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,6 +59,7 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
         await writer.stop()
         await service.aclose()
         metrics_text.close()
+        overview_pages.close()
         service.close()
         gc.set_threshold(*thresholds)
         gc.unfreeze()
@@ -90,7 +92,8 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
     add_operation_routes(
         app, settings, store, KeyRing(settings.metrics_api_keys), metrics_text, service.unavailable
     )
-    app.include_router(explorer_ui(settings, store, Browser(settings, keys), grades))
+    browser = Browser(settings, keys)
+    app.include_router(explorer_ui(settings, store, browser, grades, overview_pages))
 
     def openapi() -> dict:
         if app.openapi_schema is None:

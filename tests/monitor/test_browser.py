@@ -28,6 +28,7 @@ def sign_in(ui: httpx.Client, key: str, **headers: str) -> httpx.Response:
     return ui.post("/ui/login", data={"key": key, "next": "/ui"}, headers=headers)
 
 
+@pytest.mark.process  # the overview is built in the API's pages child process
 def test_the_cookie_holds_a_session_not_the_key(api: ApiServer) -> None:
     ui = page(api)
     r = sign_in(ui, KEY, origin=api.url)

@@ -143,6 +143,7 @@ def test_thresholds_past_the_measures_range_are_searches_not_errors(api: ApiServ
     assert len(get(api, ADMIN, ndcg_gt="-1e308", app="blog").json()["events"]) == 5
 
 
+@pytest.mark.process  # the overview is built in the API's pages child process
 def test_an_app_bound_key_never_sees_another_apps_events(api: ApiServer) -> None:
     mine = get(api, SHOP_KEY, limit="200").json()["events"]
     assert len(mine) == 12 and {e["labels"]["app"] for e in mine} == {"shop"}
@@ -167,6 +168,7 @@ def test_an_app_bound_key_never_sees_another_apps_events(api: ApiServer) -> None
     assert page.status_code == 200 and "secret question shop 0" in page.text
 
 
+@pytest.mark.process  # the overview is built in the API's pages child process
 def test_a_refused_key_does_not_sign_in(api: ApiServer) -> None:
     ui = httpx.Client(base_url=api.url, follow_redirects=True)
     r = ui.post("/ui/login", data={"key": "wrong", "next": "https://evil.example/"})

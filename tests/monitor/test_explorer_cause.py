@@ -30,6 +30,7 @@ def _rows(page: str) -> list[str]:
     return re.findall(r"<tr class=event>(.*?)</tr>", page, re.S)
 
 
+@pytest.mark.process  # the overview is built in the API's pages child process
 def test_a_series_leads_to_its_worst_events_with_their_queries(api: ApiServer) -> None:
     overview = api.client.get("/ui").text
     link = unescape(re.search(r'<a class=worst href="([^"]+)"', overview).group(1))
@@ -104,6 +105,7 @@ def test_no_query_column_text_when_text_storage_is_off(make_api: Callable[..., A
     assert api.client.get("/v1/retrievals", params={"query": "secret"}).json()["events"] == []
 
 
+@pytest.mark.process  # the overview is built in the API's pages child process
 def test_a_series_at_the_floor_is_flagged_first(make_api: Callable[..., ApiServer]) -> None:
     api = make_api()
     for i in range(6):
