@@ -571,9 +571,12 @@ local fields = cjson.decode(A.fields)
 local function series_key(template, series)
   return (string.gsub(template, SLOT.series, function() return series end))
 end
-local function hour_sums(series, h)
+local function hour_raw(series, h)  -- as stored, in `fields` order (false where absent)
   local hk = string.gsub(series_key(A.hour_key, series), SLOT.hour, string.format('%d', h))
-  local raw = redis.call('HMGET', hk, unpack(fields))
+  return redis.call('HMGET', hk, unpack(fields))
+end
+local function hour_sums(series, h)
+  local raw = hour_raw(series, h)
   local out = {}
   for i = 1, #fields do out[i] = tonumber(raw[i]) or 0 end
   return out
@@ -586,19 +589,24 @@ local function zeros()
   for i = 1, #fields do z[i] = 0 end
   return z
 end
-local function stored(series)  -- the hour it was made for (-1: none), recent, before
-  local raw = redis.call('HGETALL', series_key(A.summary_key, series))
-  local have = {}
-  for i = 1, #raw, 2 do have[raw[i]] = raw[i + 1] end
-  local recent, before = zeros(), zeros()
-  for i, f in ipairs(fields) do
-    recent[i] = tonumber(have[OV.recent .. SEP .. f]) or 0
-    before[i] = tonumber(have[OV.before .. SEP .. f]) or 0
-  end
-  return tonumber(have[OV.hour]) or -1, recent, before
+local summed = {OV.hour}  -- the summary's fields: its hour, the recent sums, the before sums
+for _, f in ipairs(fields) do summed[#summed + 1] = OV.recent .. SEP .. f end
+for _, f in ipairs(fields) do summed[#summed + 1] = OV.before .. SEP .. f end
+local function stored_raw(series)  -- as stored, in `summed` order (false where absent)
+  return redis.call('HMGET', series_key(A.summary_key, series), unpack(summed))
 end
-local function current(series, H, make)
-  local at, recent, before = stored(series)
+local function stored(series, raw)  -- the hour it was made for (-1: none), recent, before
+  raw = raw or stored_raw(series)
+  local n = #fields
+  local recent, before = {}, {}
+  for i = 1, n do
+    recent[i] = tonumber(raw[1 + i]) or 0
+    before[i] = tonumber(raw[1 + n + i]) or 0
+  end
+  return tonumber(raw[1]) or -1, recent, before
+end
+local function current(series, H, make, raw)  -- `raw`: `stored_raw` if already read
+  local at, recent, before = stored(series, raw)
   if at >= 0 and math.abs(H - at) <= 2 then
     for g = at, H - 1 do  -- forward: hour g joins the recent window, g - 23 moves, g - 191 leaves
       local moving = hour_sums(series, g - 23)
@@ -745,11 +753,12 @@ return changed
 """,
 )
 
-# The explorer's overview of `n_series` series (ARGV tail), reading only: per series, how many
-# events its index holds and the sums (of `fields`) of its last 24 hours (this one included)
-# and of the 7 days before, from its summary (moved to `hour` in memory when made for up to two
-# hours before or after it: `current`) and this hour's live sums, as one string per series:
-# `<events> <made> <recent sums...> <before sums...>` in `fields` order, `made` 0 (and no
+# The explorer's overview of the series in the ARGV tail, reading only: per series one string,
+# `<events> <made> <recent sums...> <before sums...> <this hour's sums...>` (each in `fields`
+# order): how many events its index holds, then its summary's sums of the 23 complete hours
+# before `hour` and of the 168 before those, and the live sums of `hour`. A summary made for
+# `hour` is passed on as stored (no number is parsed or formatted: the common case); one made
+# for up to two hours before or after it is moved in memory (`current`); `made` 0 (and no
 # sums) when the summary is missing or further from `hour` (SUMMARIZE makes it, never a page).
 OVERVIEW = Script(
     "OVERVIEW",
@@ -757,19 +766,26 @@ OVERVIEW = Script(
     (*_SUMMARY_ARGS, "time_key", "hour"),
     _SUMMARY
     + """
-local H = tonumber(A.hour)
+local H, n = tonumber(A.hour), #fields
 local out = {}
 for j = ARGV_REST, #ARGV do
   local series = ARGV[j]
-  local line = {redis.call('ZCARD', series_key(A.time_key, series))}
-  local _, recent, before = current(series, H, false)
-  if recent then
-    add(recent, hour_sums(series, H), 1)
-    line[2] = 1
-    for i = 1, #fields do line[#line + 1] = string.format('%.17g', recent[i]) end
-    for i = 1, #fields do line[#line + 1] = string.format('%.17g', before[i]) end
+  local line = {redis.call('ZCARD', series_key(A.time_key, series)), 1}
+  local raw = stored_raw(series)
+  if tonumber(raw[1]) == H then
+    for i = 2, 2 * n + 1 do line[#line + 1] = raw[i] or '0' end
   else
-    line[2] = 0
+    local _, recent, before = current(series, H, false, raw)
+    if recent then
+      for i = 1, n do line[#line + 1] = string.format('%.17g', recent[i]) end
+      for i = 1, n do line[#line + 1] = string.format('%.17g', before[i]) end
+    else
+      line[2] = 0
+    end
+  end
+  if line[2] == 1 then
+    local live = hour_raw(series, H)
+    for i = 1, n do line[#line + 1] = live[i] or '0' end
   end
   out[#out + 1] = table.concat(line, ' ')
 end
