@@ -10,8 +10,9 @@ hours), written by the workers' own finish step; app `shop` holds as many, which
 must never read. Each phase starts from that state on a fresh `ragmon serve` (no worker: the
 sender's events stay queued). In a phase an open-loop sender posts single events of app
 `bench` at `--rate` events/s (default: a quarter of the measured maximum) for `--seconds`; a
-loaded phase runs four explorer clients beside it (a process of their own, closed loop), after
-one warm-up load of the page. Phases alternate quiet/loaded, the order flipped each round.
+loaded phase runs four explorer clients beside it (`page_clients`: a process of their own,
+closed loop, started and ready before the sender), after one warm-up load of the page (which
+starts the API's pages child). Phases alternate quiet/loaded, the order flipped each round.
 Printed per round and as the median over rounds: ingest p99 quiet and loaded, their ratio
 (target <= 1.5, issue 33: 16 ms -> 5.3 s before) and the page's latency under load.
 --short: 20 series, 5 s phases, one round.
@@ -74,26 +75,6 @@ def fill(redis_url: str, series: int) -> None:
     store.client.close()
 
 
-def explorers(url: str, seconds: float) -> list[float]:
-    """Four clients loading the page back to back for `seconds`: latencies in s."""
-
-    async def one(out: list[float]) -> None:
-        async with httpx.AsyncClient(timeout=120) as client:
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                t0 = time.perf_counter()
-                r = await client.get(url + PAGE)
-                r.raise_for_status()
-                out.append(time.perf_counter() - t0)
-
-    async def main() -> list[float]:
-        out: list[float] = []
-        await asyncio.gather(*(one(out) for _ in range(4)))
-        return out
-
-    return asyncio.run(main())
-
-
 def phase(
     redis_url: str, single: str, rate: float, seconds: float, loaded: bool
 ) -> tuple[Load, list[float], float]:
@@ -111,10 +92,13 @@ def phase(
             client.get(url + PAGE).raise_for_status()
             first = time.perf_counter() - t0
         clients = subprocess.Popen(
-            [sys.executable, "-m", "tests.bench.bench_tenants", "--explore-only", url,
-             str(seconds)],
-            stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "tests.bench.page_clients", url + PAGE, "4", str(seconds)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
+        assert clients.stdin is not None and clients.stdout is not None
+        assert clients.stdout.readline().strip() == "ready"  # started before the sender
+        clients.stdin.write("go\n")
+        clients.stdin.flush()
         load = asyncio.run(open_loop(url + "/v1/retrievals", Bodies(single).next, rate, seconds))
         lat = json.loads(clients.communicate(timeout=seconds + 300)[0])
         return load, lat, first
@@ -131,12 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rate", type=float, default=None, help="events/s of the sender (default: max / 4)"
     )
     p.add_argument("--rounds", type=int, default=None, help="quiet + loaded rounds (default 2)")
-    p.add_argument("--explore-only", nargs=2, metavar=("URL", "SECONDS"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.explore_only:
-        url, seconds = args.explore_only
-        print(json.dumps(explorers(url, float(seconds))))
-        return 0
     exit_on_sigterm()
     series = args.series or (20 if args.short else 100)
     seconds = args.seconds or (5.0 if args.short else 30.0)
