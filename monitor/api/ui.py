@@ -82,10 +82,12 @@ def explorer_ui(
     settings: Settings, store: Store, browser: Browser, grades: GradeService, child: ChildProcess
 ) -> APIRouter:
     router = APIRouter(prefix="/ui", include_in_schema=False)
-    # Pages take at most PAGE_SHARE of the API process's time: one is built at a time, and
-    # the next waits (1 / PAGE_SHARE - 1) times as long as the last one took. Pages wait for
-    # each other, never the ingest routes (four clients loading one app's overview back to
-    # back took another app's single-event ingest p99 from 12 ms to 240 ms; `bench_tenants`).
+    # Pages take at most PAGE_SHARE of the time (their Redis reads and, for the overview, the
+    # pages child's CPU; other pages, bounded by their scan budget, in the API process): one is
+    # built at a time, and the next waits (1 / PAGE_SHARE - 1) times as long as the last one
+    # took. Pages wait for each other, never the ingest routes (four clients loading one app's
+    # overview back to back took another app's single-event ingest p99 from 12 ms to 240 ms
+    # before the share; `bench_tenants`).
     one_page = asyncio.Semaphore(1)
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
