@@ -14,7 +14,9 @@ loaded phase runs four explorer clients beside it (`page_clients`: a process of 
 closed loop, started and ready before the sender), after one warm-up load of the page (which
 starts the API's pages child). Phases alternate quiet/loaded, the order flipped each round.
 Printed per round and as the median over rounds: ingest p99 quiet and loaded, their ratio
-(target <= 1.5, issue 33: 16 ms -> 5.3 s before) and the page's latency under load.
+(target <= 1.5, issue 33: 16 ms -> 5.3 s before) and the page's latency under load; then the
+CPU a page costs the API process and its children (the loaded phases' CPU beyond the quiet
+phases', per page loaded: steadier than the p99s on a shared machine).
 --short: 20 series, 5 s phases, one round.
 """
 
@@ -30,6 +32,7 @@ import time
 from datetime import UTC, datetime
 
 import httpx
+import psutil
 import redis
 
 from ragmon.core.measures import compute
@@ -75,18 +78,31 @@ def fill(redis_url: str, series: int) -> None:
     store.client.close()
 
 
+def spent(before: tuple[float, float], after: tuple[float, float]) -> tuple[float, float]:
+    return after[0] - before[0], after[1] - before[1]
+
+
+def cpu_s(proc: psutil.Process) -> tuple[float, float]:
+    """CPU seconds (user + system) of the API process and of its children (the pages child)."""
+    own = sum(proc.cpu_times()[:2])
+    return own, sum(sum(c.cpu_times()[:2]) for c in proc.children(recursive=True))
+
+
 def phase(
     redis_url: str, single: str, rate: float, seconds: float, loaded: bool
-) -> tuple[Load, list[float], float]:
+) -> tuple[Load, list[float], float, tuple[float, float]]:
     """One phase on a fresh server: the sender alone, or beside four explorer clients.
-    Returns the sender's load, the page latencies under load and the first (warm-up) load."""
+    Returns the sender's load, the page latencies under load, the first (warm-up) load and
+    the CPU seconds the API process and its children spent while the sender ran."""
     proc, url = start_api(ragmon_env(redis_url))
+    api = psutil.Process(proc.pid)
     try:
         if not loaded:
+            before = cpu_s(api)
             load = asyncio.run(
                 open_loop(url + "/v1/retrievals", Bodies(single).next, rate, seconds)
             )
-            return load, [], 0.0
+            return load, [], 0.0, spent(before, cpu_s(api))
         with httpx.Client(timeout=120) as client:
             t0 = time.perf_counter()
             client.get(url + PAGE).raise_for_status()
@@ -97,11 +113,12 @@ def phase(
         )  # fmt: skip
         assert clients.stdin is not None and clients.stdout is not None
         assert clients.stdout.readline().strip() == "ready"  # started before the sender
+        before = cpu_s(api)
         clients.stdin.write("go\n")
         clients.stdin.flush()
         load = asyncio.run(open_loop(url + "/v1/retrievals", Bodies(single).next, rate, seconds))
         lat = json.loads(clients.communicate(timeout=seconds + 300)[0])
-        return load, lat, first
+        return load, lat, first, spent(before, cpu_s(api))
     finally:
         proc.stop()
 
@@ -138,14 +155,16 @@ def main(argv: list[str] | None = None) -> int:
         quiet: list[float] = []
         loaded: list[float] = []
         pages: list[float] = []
+        cpu: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
         for r in range(rounds):
             for with_explorer in (False, True) if r % 2 == 0 else (True, False):
                 snapshot.flushdb()
                 for k, v in dump.items():
                     snapshot.restore(k, 0, v)
-                load, lat, first = phase(rs.url, single, rate, seconds, with_explorer)
+                load, lat, first, used = phase(rs.url, single, rate, seconds, with_explorer)
                 (loaded if with_explorer else quiet).append(load.p99)
                 pages += lat
+                cpu[with_explorer].append(used)
                 said = (f"; page first {first * 1000:.0f} ms, under load p50 "
                         f"{statistics.median(lat) * 1000:.0f} ms max {max(lat) * 1000:.0f} ms "
                         f"({len(lat)} loads)") if lat else ""  # fmt: skip
@@ -159,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
           f"quiet -> {statistics.median(loaded) * 1000:.1f} ms while app big's explorer loads "
           f"from 4 clients = {ratio:.2f}x; per round {per_round}; page under load p50 "
           f"{statistics.median(pages) * 1000:.0f} ms ({len(pages)} loads)")  # fmt: skip
+    # what a page costs where: the loaded phases' CPU beyond the quiet phases' (same sender)
+    own, kids = ((sum(c[i] for c in cpu[True]) - sum(c[i] for c in cpu[False])) / len(pages)
+                 for i in (0, 1))  # fmt: skip
+    print(f"CPU a page beyond the sender's: the API process {own * 1000:.1f} ms, its children "
+          f"(the pages child, nice 19) {kids * 1000:.1f} ms")  # fmt: skip
     print(f"target: ratio <= {TARGET}: {'met' if ratio <= TARGET else 'NOT met'}")
     return 0
 
