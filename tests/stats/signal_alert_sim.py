@@ -111,9 +111,9 @@ def rise_z(a: np.ndarray, n: np.ndarray, day_a: np.ndarray, day_n: np.ndarray) -
     with np.errstate(divide="ignore", invalid="ignore"):
         p = day_a / day_n
         rest_a, rest_n = day_a - a, day_n - n
-        g = 2 * (_xlogx(a, n * p) + _xlogx(n - a, n * (1 - p))
-                 + _xlogx(rest_a, rest_n * p) + _xlogx(rest_n - rest_a, rest_n * (1 - p)))  # fmt: skip
-        return np.sqrt(np.maximum(g, 0))
+        window = _xlogx(a, n * p) + _xlogx(n - a, n * (1 - p))
+        rest = _xlogx(rest_a, rest_n * p) + _xlogx(rest_n - rest_a, rest_n * (1 - p))
+        return np.sqrt(np.maximum(2 * (window + rest), 0))
 
 
 def _empty_condition(c: Counters, window: int, floor: int, z: float) -> np.ndarray:
