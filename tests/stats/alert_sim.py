@@ -390,7 +390,8 @@ def levels_main(settings: Settings, series: int, weeks: int, trials: int, seed: 
 
 
 def bound_main(weeks: float, trials: int, seed: int) -> None:
-    """Print, per rate, what any detector can do against Hit@K's crossing (`level_bound`)."""
+    """Print, per rate, what any detector can do against Hit@K's crossing (`level_bound`):
+    the CUSUM's false firings on the weeks that set its threshold and on as many fresh ones."""
     (p0, p1) = [(safe, crossed) for m, safe, crossed in LEVEL_CASES if m == "hit"][0]
     alpha = level_bound.hour_alpha()
     print(
@@ -399,15 +400,17 @@ def bound_main(weeks: float, trials: int, seed: int) -> None:
         f"threshold, {trials} crossings"
     )
     print(
-        f"{'/min':>4} {'NP hour test <= 1 h':>19} {'CUSUM h':>7} {'per week':>8} {'<= 1 h':>6}"
-        f" {'median':>6} {'mean':>6}"
+        f"{'/min':>4} {'NP hour test <= 1 h':>19} {'CUSUM h':>7} {'per week':>8} {'fresh':>6}"
+        f" {'<= 1 h':>6} {'median':>6} {'mean':>6}"
     )
     for j, rate in enumerate(LEVEL_RATES):
         power = level_bound.np_hour_power(p0, p1, 60 * rate, alpha)
         h, per_week = level_bound.cusum_threshold(p0, p1, rate, weeks, seed + j)
+        fresh = level_bound.cusum_false_firings(p0, p1, rate, h, weeks, seed + 200 + j)
         delays = level_bound.cusum_delays(p0, p1, rate, h, trials, seed + 100 + j)
         print(
-            f"{rate:4d} {power:19.1%} {h:7.2f} {per_week:8.3f} {np.mean(delays <= 60):6.1%}"
+            f"{rate:4d} {power:19.1%} {h:7.2f} {per_week:8.3f} {fresh:6.3f}"
+            f" {np.mean(delays <= 60):6.1%}"
             f" {np.median(delays):6.0f} {np.mean(delays):6.0f}",
             flush=True,
         )

@@ -103,15 +103,27 @@ def cusum_alarms(llr: np.ndarray, h: float, block: int = 1 << 16) -> tuple[list[
     return alarms, s0
 
 
+def _stationary(p0: float, p1: float, per_minute: float, weeks: float, seed: int) -> np.ndarray:
+    """The increments of `weeks` of traffic at p0 (a Poisson number of events)."""
+    rng = np.random.default_rng(seed)
+    events = int(rng.poisson(per_minute * WEEK_MINUTES * weeks))
+    return _increments(rng.random(events) < p0, p0, p1)
+
+
+def cusum_false_firings(
+    p0: float, p1: float, per_minute: float, h: float, weeks: float, seed: int
+) -> float:
+    """Firings per week of the CUSUM with threshold `h` on `weeks` of traffic at p0."""
+    return len(cusum_alarms(_stationary(p0, p1, per_minute, weeks, seed), h)[0]) / weeks
+
+
 def cusum_threshold(
     p0: float, p1: float, per_minute: float, weeks: float, seed: int,
     per_week: float = FIRINGS_PER_WEEK,
 ) -> tuple[float, float]:  # fmt: skip
     """The smallest threshold (to 0.01) whose CUSUM fires at most `per_week` times a week on
     `weeks` of simulated stationary traffic at p0, and that rate."""
-    rng = np.random.default_rng(seed)
-    events = int(rng.poisson(per_minute * WEEK_MINUTES * weeks))
-    llr = _increments(rng.random(events) < p0, p0, p1)
+    llr = _stationary(p0, p1, per_minute, weeks, seed)
     lo, hi = 0.0, 40.0
     while hi - lo > 0.01:
         mid = (lo + hi) / 2
