@@ -199,6 +199,7 @@ class Store:
         judge: str | None = None,
         series_counts: dict[str, int] | None = None,
         inclusion: float | None = None,
+        now: float | None = None,
     ) -> bool:
         """Store an event's result and its observations atomically; False if already done.
 
@@ -206,8 +207,9 @@ class Store:
         report); `inclusion` the probability with which it was chosen for judging (default: its
         own, else RAGMON_SAMPLE_RATE). `series_counts` adds to per-series counters once with
         it: `name` or `name|reason` becomes the field `name|app|index|retriever|segment[|reason]`.
+        `now`: when it is finished (default the system's time; a test's hours).
         """
-        now = time.time()
+        now = time.time() if now is None else now
         call = finish_call(
             self.keys, self.settings, self.bounds, event, result, grades, now, stripped_payload,
             judge, series_counts, inclusion,
@@ -215,7 +217,7 @@ class Store:
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=call.keys, args=call.args, client=pipe)
             # the explorer's index, in the same step, each event weighing as in the histograms
-            self.explore.index(pipe, event, result, weight(self.settings, event, inclusion))
+            self.explore.index(pipe, event, result, weight(self.settings, event, inclusion), now)
             for key in day_keys(self.keys, event):
                 pipe.expire(key, DAY_TTL_S)
             pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
