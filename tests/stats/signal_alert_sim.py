@@ -206,7 +206,8 @@ def _minutes(delays: list[float]) -> str:
         return "never | "
     fired = np.isfinite(d).mean()
     worst = f"{d.max():g}" if fired == 1 else f"{fired:.0%} fired"
-    return f"{np.median(d):g} | {worst}"
+    median = f"{np.median(d):g}" if fired >= 0.5 else f"over {OUTAGE_WAIT // 60} h"
+    return f"{median} | {worst}"
 
 
 def main(argv: list[str] | None = None) -> int:
