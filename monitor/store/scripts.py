@@ -78,8 +78,9 @@ end
 # The signals of a group's new events are summed here and written once per group. `signals`
 # (JSON, the same for every call of a deployment: `ingest.signal_setup`) names them: each of
 # `names` ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the
-# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results and
-# repeated passages into the counters, the queries' hashes into the day's HyperLogLog
+# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the
+# lifetime and the day's counters (`day_counters`, as `day_hist`), repeated passages into the
+# counters, the queries' hashes into the day's HyperLogLog
 # (`queries`, also with `SLOT.series`; kept `queries_ttl` s); the series passes the series
 # budget first (`admit`: `total`, `per_app`; folded names from `fold_tail` and `orphan`; the
 # fold counters are FINISH's, for judged events).
@@ -200,6 +201,9 @@ if next(sums) then
     redis.call('EXPIRE', day_hist, setup.day_ttl)
     if a.short > 0 then
       redis.call('HINCRBY', K.counters, N.signal_short .. SEP .. series, a.short)
+      local day_counters = filled(setup.day_counters, SLOT.day, day)
+      redis.call('HINCRBY', day_counters, N.signal_short .. SEP .. series, a.short)
+      redis.call('EXPIRE', day_counters, setup.day_ttl)
     end
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)

@@ -332,6 +332,12 @@ class Store:
                 pipe.pfcount(self.keys.day_queries(day, name))
             return [int(n) for n in pipe.execute()]
 
+    def distinct_queries_over(self, days: Sequence[str], series: Sequence[str]) -> int:
+        """Distinct queries of `series` together over `days` (the union of their days'
+        HyperLogLogs, kept `QUERIES_TTL_S`; 0 where none is kept)."""
+        keys = [self.keys.day_queries(d, name) for d in days for name in series]
+        return int(self.client.pfcount(*keys)) if keys else 0
+
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest
         last), after those of the list all apps shared before."""
