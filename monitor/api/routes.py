@@ -11,14 +11,14 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
 from ragmon.api.bodies import read_body
 from ragmon.api.grades import GradeService
-from ragmon.api.metrics import MetricsText
+from ragmon.api.metrics import MetricsText, in_slices
 from ragmon.api.schemas import (
     LABEL_PATTERN,
     Accepted,
@@ -335,4 +335,6 @@ def add_operation_routes(
         if gzipped:
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
             return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
-        return Response(body, media_type=PROMETHEUS_TEXT)
+        return StreamingResponse(
+            in_slices(body), media_type=PROMETHEUS_TEXT, headers={"content-length": str(len(body))}
+        )
