@@ -18,7 +18,7 @@ from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
 from ragmon.api.bodies import read_body
 from ragmon.api.grades import GradeService
-from ragmon.api.metrics import MetricsText, in_slices
+from ragmon.api.metrics import MetricsText
 from ragmon.api.schemas import (
     LABEL_PATTERN,
     Accepted,
@@ -336,5 +336,7 @@ def add_operation_routes(
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
             return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
         return StreamingResponse(
-            in_slices(body), media_type=PROMETHEUS_TEXT, headers={"content-length": str(len(body))}
+            metrics_text.in_slices(body),
+            media_type=PROMETHEUS_TEXT,
+            headers={"content-length": str(len(body))},
         )
