@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, Response
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing
 from ragmon.api.batcher import IngestWriter
-from ragmon.api.bodies import BodyGate
 from ragmon.api.browser import Browser
 from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
@@ -73,7 +72,6 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
         lifespan=lifespan,
     )
     app.state.store = store
-    app.add_middleware(BodyGate, reject=writer.reject)
     app.state.writer = writer
     app.state.sampler = service.sampler
 

@@ -16,9 +16,7 @@ The cap is applied before the descriptors run out: each turn of the event loop a
 any of them reaches the cap), while the kernel's queue of connections waiting to be accepted
 stays `LISTEN_BACKLOG` long; `ragmon serve` keeps the cap `FD_RESERVE` below the open-files
 limit (`ragmon.api.serve`). Should an accept fail anyway, out of descriptors, the log says so
-once every 10 s, never with a traceback per connection (asyncio's default). A request closed
-before any of its body arrived never reached the app (`ragmon.api.bodies.BodyGate`), so an
-eviction costs little more than the accept.
+once every 10 s, never with a traceback per connection (asyncio's default).
 """
 
 from __future__ import annotations
@@ -37,9 +35,7 @@ from ragmon.api.logs import KindFilter, KindLimiter
 from ragmon.settings import Settings
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
-# connections accepted per turn of the event loop (uvicorn's `backlog`); 16 shortened the turns
-# under an accept flood but left 4,096 slow sign-in bodies connecting for seconds (bench_attacks)
-ACCEPT_BATCH = 64
+ACCEPT_BATCH = 64  # connections accepted per turn of the event loop (uvicorn's `backlog`)
 LISTEN_BACKLOG = 2048  # connections the kernel holds until they are accepted
 OUT_OF_RESOURCES = "socket.accept() out of system resource"  # asyncio's message
 
