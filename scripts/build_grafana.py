@@ -62,9 +62,13 @@ def recording_rules(groups: list[dict[str, Any]]) -> dict[str, str]:
 
 def inline(expr: str, records: dict[str, str]) -> str:
     """Replace each recorded name in `expr` by its expression in parentheses (repeatedly); a
-    recorded name under a subquery (`name[7d:1h]`) becomes a subquery of its expression."""
+    recorded name under a subquery (`name[7d:1h]`) becomes a subquery of its expression. A
+    recorded name right after `group_left`/`group_right` gets an empty label list first
+    (`group_left ()`): a parenthesis there would be read as the labels."""
+    names = "|".join(re.escape(n) for n in sorted(records, key=len, reverse=True))
+    grouping = re.compile(rf"\b(group_(?:left|right))\s+(?=(?:{names})(?![\w:]))")
     for _ in range(10):
-        new = expr
+        new = expr = grouping.sub(r"\1 () ", expr)
         for name, body in records.items():
             pattern = rf"(?<![\w:]){re.escape(name)}(?![\w:{{]|\[(?!\d+[smhdw]:))"
             new = re.sub(pattern, lambda _m, body=body: f"({_one_line(body)})", new)

@@ -181,7 +181,8 @@ def signal_panels() -> list[dict[str, Any]]:
             "Empty results (share) by retriever",
             "Share of retrievals that returned no passage, every accepted event counted "
             "(sampled out or not): a jump is an index outage, seen before any judged mean "
-            "moves (alert RagmonEmptyResultsHigh).",
+            "moves (alerts RagmonEmptyResultsHigh and, for series under 30 a minute, "
+            "RagmonEmptyResultsHighSlow).",
             [target(empty, legend)],
             unit="percentunit",
             defaults={"min": 0},

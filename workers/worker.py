@@ -74,6 +74,7 @@ class RagmonWorker(Worker):
         super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ is untyped there
         if self.store is not None:
             wake_drain(self.store)
+            keep_summaries(self.store)
 
 
 def wake_drain(store: Store) -> None:
@@ -91,6 +92,18 @@ def wake_drain(store: Store) -> None:
         log.info("moved %d events of the previous version's grouping window to pending", adopted)
     if woke:
         log.info("events were waiting with no drain job in the queue: enqueued one")
+
+
+def keep_summaries(store: Store) -> None:
+    """Bring every series' overview summary to this hour, once an hour for the fleet (the
+    explorer's pages only read them: `ragmon.store.event_index`)."""
+    try:
+        changed = store.explore.keep_summaries()
+    except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
+        log.warning("could not bring the overview summaries to this hour: %s", exc)
+        return
+    if changed:
+        log.debug("brought %d series' overview summaries to this hour", changed)
 
 
 def make_worker(

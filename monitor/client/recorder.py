@@ -138,6 +138,11 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
         self._encoded = 0  # ... of which settled: in the outbox or invalid (under _out_lock)
         self._sending = 0  # taken out of the outbox, not yet settled
         self._n = dict.fromkeys(COUNTERS, 0)
+        # record()'s own count of the events its full buffer pushed out (under _lock). Not in
+        # _n: the encoder and the relay add the outbox's drops to _n["dropped_buffer_full"]
+        # under _out_lock, and two threads adding to one key under different locks lost
+        # updates (50 events counted nowhere, seen when the SDK's threads were preempted).
+        self._buffer_drops = 0
         # Event ids: a uuid4-shaped random prefix per process (a forked child draws its own)
         # and a counter from a random start. The encoder keeps a pool of them made ahead, so
         # record() only pops one (~30 ns; making one costs ~200 ns, str(uuid4()) ~1 us).
@@ -180,7 +185,8 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
         """
         try:
             if self._closed:
-                self._n["dropped_closed"] += 1
+                with self._lock:  # app threads may call record() at once
+                    self._n["dropped_closed"] += 1
                 return None
             ts = time.time() if timestamp is None else timestamp
             if event_id is None:
@@ -201,7 +207,7 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
             )
             with self._lock:
                 if len(self._buf) == self._maxlen:
-                    self._n["dropped_buffer_full"] += 1
+                    self._buffer_drops += 1
                 self._buf.append(item)
                 self._n["recorded"] += 1
             if self._threads is None:
@@ -210,7 +216,7 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
                 self._wake_encoder.set()
             return event_id
         except Exception:
-            self._n["errors"] += 1
+            self._bump("errors")  # under _out_lock, as the threads count theirs
             self._warn("record", "record() failed; the event was dropped", exc_info=True)
             return None
 
@@ -224,6 +230,7 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
             self._relay_stats()
         with self._lock, self._out_lock:
             out = dict(self._n)
+            out["dropped_buffer_full"] += self._buffer_drops
             out["buffered"] = len(self._buf) + self._out.events
             out["in_flight"] = self._encoding - self._encoded + self._sending
             if self._drain == self._relay_all:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ragmon.client import encoder
 from ragmon.client.events import InvalidEvent, build_event, decode, foreign_passage
-from ragmon.client.state import MonitorState, log, sched_normal
+from ragmon.client.state import RECORD_COUNTERS, MonitorState, log, sched_normal
 
 try:
     import orjson
@@ -259,7 +259,7 @@ class Relayer(MonitorState):
         settled = child.get("recorded", 0) - child.get("buffered", 0) - child.get("in_flight", 0)
         with self._out_lock:
             for name, value in child.items():
-                if name in self._n and name != "recorded":
+                if name in self._n and name not in RECORD_COUNTERS:
                     self._n[name] += value
             self._n[lost_as] += self._relayed - settled
             self._relayed = 0

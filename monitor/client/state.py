@@ -37,6 +37,9 @@ COUNTERS = (
     *(f"invalid_{reason}" for reason in INVALID_REASONS),
     *FIXES,
 )
+# Written by record() only (under _lock): nothing else may add to these keys, since the
+# threads count under _out_lock and two locks on one key lose updates.
+RECORD_COUNTERS = ("recorded", "dropped_closed")
 
 
 class MonitorState:
@@ -55,7 +58,8 @@ class MonitorState:
     _encoding: int  # taken off _buf by the encoder (under _lock) ...
     _encoded: int  # ... of which settled: in the outbox or invalid (under _out_lock)
     _sending: int  # taken out of the outbox, not yet settled
-    _n: dict[str, int]  # COUNTERS
+    _n: dict[str, int]  # COUNTERS; record() writes only its own keys, under _lock
+    _buffer_drops: int  # record()'s dropped_buffer_full (under _lock; stats() adds it)
     _ids: Iterator[str]  # event ids, made on demand
     _id_pool: list[str]  # event ids made ahead by the encoder for record() to take
     _last_log: dict[str, float]

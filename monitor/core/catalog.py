@@ -202,7 +202,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "ragmon_alert_drop_z",
         "gauge",
         "Quality alerts: how many standard errors a fall must also exceed, and a level "
-        "(Harm@K, Hit@K) must be past its line by (RAGMON_ALERT_Z).",
+        "must be past its line by (Harm@K above 0.3; Hit@K below 0.62, and below 0.6) "
+        "(RAGMON_ALERT_Z).",
     ),
     Metric(
         "ragmon_alert_min_events",

@@ -82,14 +82,20 @@ def event_url(app: str, event_id: str) -> str:
 @dataclass(frozen=True)
 class SeriesRow:
     """One series on the overview: its labels, events held, and per `OVERVIEW` measure the
-    (n, mean, variance) of its events in the last 24 hours and in the 7 days before."""
+    (n, mean, variance) of its events in the last 24 hours and in the 7 days before; `made`
+    False while the workers have not made its summary of those windows (none shown)."""
 
     series: str
     events: int
     recent: dict[str, Cell | None]
     before: dict[str, Cell | None]
+    made: bool = True
 
 
+NOT_MADE = (
+    "<span class=pending title=\"the workers make this series' summary of both windows within "
+    'a minute of starting, and keep it each hour">…</span>'
+)
 FLOOR_MEASURES = ("hit", "ndcg")  # a mean at its lowest value: nothing relevant retrieved
 FLOOR_MIN_EVENTS = 5  # events a window needs before its mean at the floor is flagged
 
@@ -125,7 +131,8 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
             f'</a> <a class=newest href="{_e(newest)}" title="newest first">↓time</a></td>'
         )
         for m in OVERVIEW:
-            cells += f"<td class=n>{_change(m, r.recent.get(m), r.before.get(m))}</td>"
+            shown = _change(m, r.recent.get(m), r.before.get(m)) if r.made else NOT_MADE
+            cells += f"<td class=n>{shown}</td>"
         flag = flags[r.series]
         cells += f"<td class=worse>{_e(flag)}</td>" if flag else "<td></td>"
         body.append(f"<tr class=floor>{cells}</tr>" if flag else f"<tr>{cells}</tr>")

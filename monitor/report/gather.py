@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
 from ragmon.core.signals import SIGNALS
+from ragmon.core.wire import SEP
 from ragmon.report.window import Window
 from ragmon.store import Histogram, Store
 from ragmon.store.keys import event_ref
@@ -83,6 +84,9 @@ class WindowData:
     worst_harm: list[dict] = field(default_factory=list)
     records: int = 0
     days_with_data: int = 0
+    # distinct queries per group over the window, every event's (the union of the days'
+    # HyperLogLogs; current and baseline windows only, 0 where none is kept)
+    distinct_queries: dict[Group, int] = field(default_factory=dict)
 
     def add_records(self, records: list[dict]) -> None:
         """Fold one day's compact per-event records into the columns and worst candidates."""
@@ -192,6 +196,8 @@ def gather(
     progress(f"  {base.records} per-event records, {base.days_with_data} days with data")
     # a small series is compared over up to SMALL_WEEKS weeks per window (small_series): the
     # trend's weekly blocks carry its records
+    for w in (cur, base):
+        w.distinct_queries = _distinct_queries(store, w)
     small = _small_groups(cur, base) if _weekly(current, baseline) else set()
     trend = []
     for back in range(TREND_WEEKS - 1, -1, -1):
@@ -207,6 +213,14 @@ def gather(
     progress(f"read {len(cache.hists)} days of histograms for the {TREND_WEEKS}-week trend")
     s = store.settings
     return Dataset(cur, base, trend, s.store_text, s.result_ttl_days, s.explorer_url)
+
+
+def _distinct_queries(store: Store, w: WindowData) -> dict[Group, int]:
+    """Each group's distinct queries over the window's days, all its segments together."""
+    series: dict[Group, list[str]] = {}
+    for labels in w.hists.get("signal_results", {}):
+        series.setdefault((labels[0], labels[1], labels[2]), []).append(SEP.join(labels))
+    return {g: store.distinct_queries_over(w.window.days, names) for g, names in series.items()}
 
 
 def _group(record: dict) -> Group:

@@ -21,6 +21,7 @@ from ragmon.report.document import Doc
 from ragmon.report.judging import agreement_section, anchor_section, estimates_section
 from ragmon.report.ops import JudgeOps
 from ragmon.report.population import MIX_MIN_SHARE, SegmentMix
+from ragmon.report.signal_shifts import GroupSignals
 from ragmon.report.worst import worst_section
 
 
@@ -200,13 +201,22 @@ def signals_section(doc: Doc, report: Report) -> None:
     doc.p(
         "Counted on every accepted event, judged or not (docs/signals.md). A signal moved when "
         f"its PSI on the fixed bins is at least {drift.PSI_MODERATE} and a PSI this large has a "
-        f"chance below {PSI_ALPHA:.0%} with no change; means are shown beside it."
+        f"chance below {PSI_ALPHA:.0%} with no change; means are shown beside it. Short "
+        "results (M < K) and distinct queries per event are shares, read as two bins each; "
+        "distinct queries are HyperLogLog estimates (0.81 %), kept 15 days (— when a window's "
+        "are gone)."
     )
+
+    def queries(s: GroupSignals) -> str:
+        return f"{s.queries[0]} → {s.queries[1]}" if s.queries else "—"
+
     doc.table(
-        ["where", "events", "empty results", "moved (baseline → this week)"],
+        ["where", "events", "empty results", "short results (M < K)", "distinct queries",
+         "moved (baseline → this week)"],
         [
             [group_name(g), f"{s.events[0]} → {s.events[1]}",
-             f"{s.empty[0]:.1%} → {s.empty[1]:.1%}", s.reading()]
+             f"{s.empty[0]:.1%} → {s.empty[1]:.1%}", f"{s.short[0]:.1%} → {s.short[1]:.1%}",
+             queries(s), s.reading()]
             for g, s in sorted(report.signals.items())
         ],
         "signals-table",

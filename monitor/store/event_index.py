@@ -45,6 +45,8 @@ TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
 CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
 OVERVIEW_CHUNK = 50  # series per OVERVIEW call
+SUMMARY_CHUNK = 10  # series per SUMMARIZE call (each may read 191 hourly hashes)
+SUMMED = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]  # a summary's sums, in order
 FAILED_CHUNK = 50  # failed refs read at a time
 FAILED_PARSE_BYTES = 4 << 20  # payload bytes a page of failed events parses at most
 
@@ -60,6 +62,7 @@ class ExploreIndex:
         self._index = client.register_script(scripts.EXPLORE_INDEX.source)
         self._trim = client.register_script(scripts.EXPLORE_TRIM.source)
         self._overview = client.register_script(scripts.OVERVIEW.source)
+        self._summarize = client.register_script(scripts.SUMMARIZE.source)
         k, s = self.keys, Slot.SERIES
         self._templates = {
             "time_key": k.explore_time(s), "measure_key": k.explore_measure(Slot.MEASURE, s),
@@ -67,6 +70,10 @@ class ExploreIndex:
             "app_key": k.explore_app_series(s),
         }  # fmt: skip
         self._keys = {"indexed": k.explore_series, "traces": k.explore_traces}
+        self._summary_args = {
+            "hour_key": k.explore_hour(s, Slot.HOUR), "summary_key": k.explore_summary(s),
+            "fields": json.dumps(SUMMED), "parts": len(HourPart),
+        }  # fmt: skip
 
     # ---- writing (workers) --------------------------------------------------------------------
 
@@ -76,11 +83,13 @@ class ExploreIndex:
         event: Mapping[str, Any],
         result: Mapping[str, Any],
         weight: float = 1.0,
+        now: float | None = None,
     ) -> None:
         """Queue the index write on the finish step's transaction `pipe` (after FINISH);
         `weight`: what the event counts for in the overview's means (1 / its inclusion
-        probability with planned sampling, as in the quality histograms)."""
-        now = time.time()
+        probability with planned sampling, as in the quality histograms). The series' overview
+        summary is brought to the hour of `now` in the same step."""
+        now = time.time() if now is None else now
         rec = record(event, result, now + result_ttl_s(self.settings), self.settings.store_text)
         ref = event_ref(rec["app"], rec["id"])
         measures = result["measures"]
@@ -89,14 +98,13 @@ class ExploreIndex:
             keys={**self._keys, "event": self.keys.event(ref)},
             args={
                 **self._templates,
+                **self._summary_args,
                 "now": now,
                 "trim_max": TRIM_PER_FINISH,
                 "record": json.dumps(rec, separators=(",", ":")),
                 "ref": ref,
-                "hour_key": self.keys.explore_hour(Slot.SERIES, Slot.HOUR),
                 "hour_ttl": HOUR_KEEP_S,
                 "hourly": json.dumps(hourly),
-                "summary_key": self.keys.explore_summary(Slot.SERIES),
                 "orphan": fold(OTHER)[0],
                 "fold_tail": SEP.join([OTHER] * (len(LABEL_KEYS) - 1)),
                 "weight": repr(float(weight)),
@@ -130,6 +138,31 @@ class ExploreIndex:
                 if n < TRIM_PER_CALL:
                     break
         return dropped
+
+    def summarize(self, now: float | None = None) -> int:
+        """Bring every indexed series' overview summary to the hour of `now` (made from the
+        hourly sums when it is missing or older than two hours), `SUMMARY_CHUNK` series a call
+        so that no call holds Redis for long; returns how many changed."""
+        hour = int((time.time() if now is None else now) // 3600)
+        series = sorted(self.series())
+        changed = 0
+        for i in range(0, len(series), SUMMARY_CHUNK):
+            call = scripts.SUMMARIZE.call(
+                keys={},
+                args={**self._summary_args, "hour": hour, "hour_ttl": HOUR_KEEP_S},
+                more_args=series[i : i + SUMMARY_CHUNK],
+            )
+            changed += int(self._summarize(keys=call.keys, args=call.args))
+        return changed
+
+    def keep_summaries(self, now: float | None = None) -> int | None:
+        """`summarize` once an hour for the fleet (the workers' maintenance calls it every
+        minute: the first caller of an hour does it); None when already done this hour."""
+        now = time.time() if now is None else now
+        hour = int(now // 3600)
+        if not self.client.set(self.keys.explore_summaries_made(hour), 1, nx=True, ex=3 * 3600):
+            return None
+        return self.summarize(now)
 
     # ---- reading (API) ------------------------------------------------------------------------
 
@@ -177,43 +210,34 @@ class ExploreIndex:
             return [int(n) for n in pipe.execute()]
 
     def overview(self, search: Search, now: float | None = None) -> list[dict[str, Any]]:
-        """Per indexed series matching `search`: events held, and per `OVERVIEW` measure the
-        (n, mean, variance) over the last 24 hours and over the 7 days before (None without
-        events), from the hourly sums the index keeps (one round trip)."""
+        """Per indexed series matching `search`: events held, whether its summary is made
+        (`made`), and per `OVERVIEW` measure the (n, mean, variance) over the last 24 hours and
+        over the 7 days before (None without events, or while the summary is not made), from
+        each series' summary and this hour's sums. Reads only: two keys a series, three more
+        per hour the summary is behind (two at most)."""
         series = sorted(self.series(search))
-        if not series:
-            return []
-        recent, _ = overview_hours(now or time.time())
-        fields = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]
-        n = len(fields)
+        recent, _ = overview_hours(time.time() if now is None else now)
+        n, parts = len(SUMMED), len(HourPart)
         out = []
         for i in range(0, len(series), OVERVIEW_CHUNK):  # no call holds Redis for long
             chunk = series[i : i + OVERVIEW_CHUNK]
             call = scripts.OVERVIEW.call(
                 keys={},
-                args={
-                    "time_key": self.keys.explore_time(Slot.SERIES),
-                    "hour_key": self.keys.explore_hour(Slot.SERIES, Slot.HOUR),
-                    "summary_key": self.keys.explore_summary(Slot.SERIES),
-                    "hour": recent[-1],
-                    "fields": json.dumps(fields),
-                    "ttl": HOUR_KEEP_S,
-                    "n_series": len(chunk),
-                    "parts": len(HourPart),
-                },
+                args={**self._summary_args, "time_key": self._templates["time_key"],
+                      "hour": recent[-1]},
                 more_args=chunk,
-            )
-            replies = cast(list[Any], self._overview(keys=call.keys, args=call.args))
-            for j, s in enumerate(chunk):
-                got = replies[j * (1 + 2 * n) : (j + 1) * (1 + 2 * n)]
-                row: dict[str, Any] = {"series": s, "events": int(got[0])}
-                parts = len(HourPart)
+            )  # fmt: skip
+            lines = cast(list[bytes], self._overview(keys=call.keys, args=call.args))
+            for s, line in zip(chunk, lines, strict=True):
+                got = line.split()
+                row: dict[str, Any] = {"series": s, "events": int(got[0]), "made": got[1] == b"1"}
                 for w, window in enumerate(("recent", "before")):
-                    sums = [float(x) for x in got[1 + w * n : 1 + (w + 1) * n]]
+                    sums = [float(x) for x in got[2 + w * n : 2 + (w + 1) * n]] or [0.0] * n
                     row[window] = {
-                        m: weighted_moments(*sums[parts * k : parts * (k + 1)])
+                        m: weighted_moments(*sums[parts * k : parts * (k + 1)]) if row["made"]
+                        else None
                         for k, m in enumerate(OVERVIEW)
-                    }
+                    }  # fmt: skip
                 out.append(row)
         return out
 

@@ -165,6 +165,7 @@ def signal_setup(keys: Keys, settings: Settings) -> str:
         {
             "names": [[f"signal_{s.key}", int(s.sum_squares)] for s in SIGNALS],
             "day_hist": keys.day_hist(Slot.DAY),
+            "day_counters": keys.day_counters(Slot.DAY),
             "queries": keys.day_queries(Slot.DAY, Slot.SERIES),
             "day_ttl": DAY_TTL_S,
             "queries_ttl": QUERIES_TTL_S,

@@ -165,8 +165,14 @@ class Keys:
 
     def explore_summary(self, series: str) -> str:
         """Hash of one series' overview sums over the complete hours of its two windows, made
-        for the hour `h` (`scripts.OVERVIEW`): the overview reads it and this hour's sums."""
+        for the hour `h` by the workers (each finish step of the series, and once an hour for
+        every series: `scripts.SUMMARIZE`): the overview reads it and this hour's sums."""
         return f"{self.prefix}:x:ov:{series}"
+
+    def explore_summaries_made(self, hour: int) -> str:
+        """Present (3 hours) once a worker has brought every series' overview summary to that
+        unix hour (`ExploreIndex.keep_summaries`): one worker of the fleet does it an hour."""
+        return f"{self.prefix}:x:ovmade:{hour}"
 
     def explore_expiry(self, series: str) -> str:
         """Sorted set of one series' indexed refs by when their event expires (trimming)."""

@@ -78,8 +78,9 @@ end
 # The signals of a group's new events are summed here and written once per group. `signals`
 # (JSON, the same for every call of a deployment: `ingest.signal_setup`) names them: each of
 # `names` ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the
-# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results and
-# repeated passages into the counters, the queries' hashes into the day's HyperLogLog
+# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the
+# lifetime and the day's counters (`day_counters`, as `day_hist`), repeated passages into the
+# counters, the queries' hashes into the day's HyperLogLog
 # (`queries`, also with `SLOT.series`; kept `queries_ttl` s); the series passes the series
 # budget first (`admit`: `total`, `per_app`; folded names from `fold_tail` and `orphan`; the
 # fold counters are FINISH's, for judged events).
@@ -200,6 +201,9 @@ if next(sums) then
     redis.call('EXPIRE', day_hist, setup.day_ttl)
     if a.short > 0 then
       redis.call('HINCRBY', K.counters, N.signal_short .. SEP .. series, a.short)
+      local day_counters = filled(setup.day_counters, SLOT.day, day)
+      redis.call('HINCRBY', day_counters, N.signal_short .. SEP .. series, a.short)
+      redis.call('EXPIRE', day_counters, setup.day_ttl)
     end
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
@@ -557,15 +561,107 @@ local function trim(series)
 end
 """
 
+# The overview's summary of one series (`summary_key`, a hash: `h` the unix hour H it was made
+# for, `r|<field>` the sums of the 23 complete hours before H, `b|<field>` of the 168 before
+# those), shared by EXPLORE_INDEX and SUMMARIZE, which write it, and OVERVIEW, which only reads
+# it. `fields`: JSON list of `<measure>|<part>` (`parts` per measure, the count first);
+# `hour_key` the hourly sums' key template (`SLOT.series`, `SLOT.hour`). `current` gives a
+# series' sums for hour H: from its summary moved an hour at a time when made for at most two
+# hours before or after H (three reads an hour; the hourly sums keep 2 hours past the windows
+# for this), else, with `make`, from the 191 hourly sums (else nil: not made).
+_SUMMARY_ARGS = ("hour_key", "summary_key", "fields", "parts")
+_SUMMARY = """
+local fields = cjson.decode(A.fields)
+local function series_key(template, series)
+  return (string.gsub(template, SLOT.series, function() return series end))
+end
+local function hour_sums(series, h)
+  local hk = string.gsub(series_key(A.hour_key, series), SLOT.hour, string.format('%d', h))
+  local raw = redis.call('HMGET', hk, unpack(fields))
+  local out = {}
+  for i = 1, #fields do out[i] = tonumber(raw[i]) or 0 end
+  return out
+end
+local function add(into, from, sign)
+  for i = 1, #fields do into[i] = into[i] + sign * from[i] end
+end
+local function zeros()
+  local z = {}
+  for i = 1, #fields do z[i] = 0 end
+  return z
+end
+local function stored(series)  -- the hour it was made for (-1: none), recent, before
+  local raw = redis.call('HGETALL', series_key(A.summary_key, series))
+  local have = {}
+  for i = 1, #raw, 2 do have[raw[i]] = raw[i + 1] end
+  local recent, before = zeros(), zeros()
+  for i, f in ipairs(fields) do
+    recent[i] = tonumber(have[OV.recent .. SEP .. f]) or 0
+    before[i] = tonumber(have[OV.before .. SEP .. f]) or 0
+  end
+  return tonumber(have[OV.hour]) or -1, recent, before
+end
+local function current(series, H, make)
+  local at, recent, before = stored(series)
+  if at >= 0 and math.abs(H - at) <= 2 then
+    for g = at, H - 1 do  -- forward: hour g joins the recent window, g - 23 moves, g - 191 leaves
+      local moving = hour_sums(series, g - 23)
+      add(recent, hour_sums(series, g), 1)
+      add(recent, moving, -1)
+      add(before, moving, 1)
+      add(before, hour_sums(series, g - 191), -1)
+    end
+    for g = at - 1, H, -1 do  -- backward (a clock behind the writer's): the same undone
+      local moving = hour_sums(series, g - 23)
+      add(recent, hour_sums(series, g), -1)
+      add(recent, moving, 1)
+      add(before, moving, -1)
+      add(before, hour_sums(series, g - 191), 1)
+    end
+    return at, recent, before
+  end
+  if not make then return at, nil, nil end
+  recent, before = zeros(), zeros()
+  for h = H - 191, H - 1 do
+    if h > H - 24 then add(recent, hour_sums(series, h), 1)
+    else add(before, hour_sums(series, h), 1) end
+  end
+  return at, recent, before
+end
+local function bring(series, H, ttl)  -- the summary made for hour H; 1 when it changed
+  local at, recent, before = current(series, H, true)
+  if at == H then return 0 end
+  local parts = tonumber(A.parts)  -- sums per measure, the count first
+  for i = 1, #fields, parts do  -- counts are whole: no rounding left where nothing is
+    for _, w in ipairs({recent, before}) do
+      if w[i] < 0.5 then
+        for j = i, i + parts - 1 do w[j] = 0 end
+      end
+    end
+  end
+  local set = {OV.hour, string.format('%d', H)}
+  for i, f in ipairs(fields) do
+    set[#set + 1] = OV.recent .. SEP .. f
+    set[#set + 1] = string.format('%.17g', recent[i])
+    set[#set + 1] = OV.before .. SEP .. f
+    set[#set + 1] = string.format('%.17g', before[i])
+  end
+  local skey = series_key(A.summary_key, series)
+  redis.call('HSET', skey, unpack(set))
+  redis.call('EXPIRE', skey, ttl)
+  return 1
+end
+"""
+
 # Index one event the explorer lists, once: runs after FINISH in the same transaction and only
 # for an event FINISH has just made done (its series set, not yet indexed), then trims its
-# series. `record`: the record JSON (`explorer.record`); `hour_key`: the hour key template
-# (`SLOT.series`, and `SLOT.hour` the unix hour of the event) and `hour_ttl` its TTL;
-# `hourly`: JSON {measure: value} added to that hour's count, sum and sum of squares, and to
-# the series' overview summary (`summary_key`, see OVERVIEW) when that hour is already in it;
-# each value weighs `weight` (1 / the event's inclusion probability with planned sampling, else
-# 1): count + 1, sum + w y, squares + w y^2, and when w is not 1 the weights' excess w - 1 and
-# w^2 - 1 (`HourPart`: an hour written before weights reads as all weights 1).
+# series. `record`: the record JSON (`explorer.record`); `hour_key`'s `SLOT.hour` the unix hour
+# of the event and `hour_ttl` its TTL; `hourly`: JSON {measure: value} added to that hour's
+# count, sum and sum of squares, and to the series' overview summary, first brought to the hour
+# of `now` (`bring`), when the event's hour is one of its complete hours; each value weighs
+# `weight` (1 / the event's inclusion probability with planned sampling, else 1): count + 1,
+# sum + w y, squares + w y^2, and when w is not 1 the weights' excess w - 1 and w^2 - 1
+# (`HourPart`: an hour written before weights reads as all weights 1).
 # An event of an app folded into the all-`other` series (`orphan`: past the fleet's series
 # cap) is indexed under its app's own folded series (its app, then `fold_tail`), so the app
 # stays in the explorer. The series is listed in `indexed` and in its app's `app_key` set.
@@ -576,17 +672,17 @@ EXPLORE_INDEX = Script(
     (*_EXPLORE_KEYS, "event"),
     (
         *_EXPLORE_ARGS,
+        *_SUMMARY_ARGS,
         "record",
         "ref",
-        "hour_key",
         "hour_ttl",
         "hourly",
-        "summary_key",
         "orphan",
         "fold_tail",
         "weight",
     ),
     _EXPLORE
+    + _SUMMARY
     + """
 local series = redis.call('HGET', K.event, F.series)
 if not series or redis.call('HSETNX', K.event, F.indexed, 1) == 0 then return 0 end
@@ -602,6 +698,11 @@ redis.call('ZADD', key(A.expiry_key, series), r.e, ref)
 redis.call('ZADD', K.indexed, now, series)
 redis.call('ZADD', key(A.app_key, app_of(series)), now, series)
 if r.tid then redis.call('HSET', K.traces, r.app .. SEP .. r.tid, cjson.encode({series, ref})) end
+local H = math.floor(now / 3600)
+local skey = series_key(A.summary_key, series)
+if tonumber(redis.call('HGET', skey, OV.hour)) ~= H then
+  bring(series, H, tonumber(A.hour_ttl))  -- before this event is in its hour's sums
+end
 local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
 local hkey = string.gsub(key(A.hour_key, series), SLOT.hour, hour)
 local w = tonumber(A.weight)  -- 1 / inclusion probability: Hajek's means of the hour
@@ -620,12 +721,10 @@ local function one(hash, f) redis.call('HINCRBY', hash, f, 1) end
 local function one_float(hash, f) redis.call('HINCRBYFLOAT', hash, f, 1) end
 for m, v in pairs(cjson.decode(A.hourly)) do weigh(hkey, m .. SEP, one)(v) end
 redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
-local skey = key(A.summary_key, series)
-local at = tonumber(redis.call('HGET', skey, OV.hour)) or -1
 local h = tonumber(hour)
-if at >= 0 and h < at and h > at - 192 then  -- an hour the summary holds: add to it
+if h < H and h > H - 192 then  -- an hour the summary holds: add to it
   local part = OV.before
-  if h > at - 24 then part = OV.recent end
+  if h > H - 24 then part = OV.recent end
   for m, v in pairs(cjson.decode(A.hourly)) do
     weigh(skey, part .. SEP .. m .. SEP, one_float)(v)
   end
@@ -635,96 +734,48 @@ return 1
 """,
 )
 
-# The explorer's overview of `n_series` series (ARGV tail): per series, how many events its
-# index holds and the sums (`parts` per measure, the count first, of `fields`, JSON list of
-# `<measure>|<part>`) of its last 24 hours (this one included) and of the 7 days before.
-# Read from a summary per series (`summary_key`, a hash: `h` the unix hour it was made for,
-# `r|<field>` the 23 complete hours before it, `b|<field>` the 168 before those) plus this
-# hour's live sums: two reads a series. A summary made for one or two hours before is moved
-# forward an hour at a time (each step adds one hour and moves or drops two: three reads; the
-# hourly sums keep 2 hours past the windows for this), an older one is made again from the
-# hourly sums (191 reads, once an hour at most); EXPLORE_INDEX adds a
-# finished event to the summary when its hour is already in it. Returns per series: the event
-# count, then the recent and the before sums in `fields` order (as strings).
+# Bring the overview summaries of `n_series` series (ARGV tail) to `hour` (`bring`): the
+# workers' maintenance runs it over every indexed series once an hour, so that pages only read
+# them. Returns how many summaries changed.
+SUMMARIZE = Script(
+    "SUMMARIZE",
+    (),
+    (*_SUMMARY_ARGS, "hour", "hour_ttl"),
+    _SUMMARY
+    + """
+local H, ttl, changed = tonumber(A.hour), tonumber(A.hour_ttl), 0
+for j = ARGV_REST, #ARGV do changed = changed + bring(ARGV[j], H, ttl) end
+return changed
+""",
+)
+
+# The explorer's overview of `n_series` series (ARGV tail), reading only: per series, how many
+# events its index holds and the sums (of `fields`) of its last 24 hours (this one included)
+# and of the 7 days before, from its summary (moved to `hour` in memory when made for up to two
+# hours before or after it: `current`) and this hour's live sums, as one string per series:
+# `<events> <made> <recent sums...> <before sums...>` in `fields` order, `made` 0 (and no
+# sums) when the summary is missing or further from `hour` (SUMMARIZE makes it, never a page).
 OVERVIEW = Script(
     "OVERVIEW",
     (),
-    ("time_key", "hour_key", "summary_key", "hour", "fields", "ttl", "n_series", "parts"),
-    """
-local function key(template, series)
-  return (string.gsub(template, SLOT.series, function() return series end))
-end
-local fields = cjson.decode(A.fields)
+    (*_SUMMARY_ARGS, "time_key", "hour"),
+    _SUMMARY
+    + """
 local H = tonumber(A.hour)
-local ttl = tonumber(A.ttl)
-local function hour_sums(series, h)
-  local hk = string.gsub(key(A.hour_key, series), SLOT.hour, string.format('%d', h))
-  local raw = redis.call('HMGET', hk, unpack(fields))
-  local out = {}
-  for i = 1, #fields do out[i] = tonumber(raw[i]) or 0 end
-  return out
-end
-local function add(into, from, sign)
-  for i = 1, #fields do into[i] = into[i] + sign * from[i] end
-end
-local function zeros()
-  local z = {}
-  for i = 1, #fields do z[i] = 0 end
-  return z
-end
 local out = {}
-for j = ARGV_REST, ARGV_REST + tonumber(A.n_series) - 1 do
+for j = ARGV_REST, #ARGV do
   local series = ARGV[j]
-  local skey = key(A.summary_key, series)
-  local stored = redis.call('HGETALL', skey)
-  local have = {}
-  for i = 1, #stored, 2 do have[stored[i]] = stored[i + 1] end
-  local at = tonumber(have[OV.hour]) or -1
-  local recent, before = zeros(), zeros()
-  if at >= 0 and at <= H then
-    for i, f in ipairs(fields) do
-      recent[i] = tonumber(have[OV.recent .. SEP .. f]) or 0
-      before[i] = tonumber(have[OV.before .. SEP .. f]) or 0
-    end
+  local line = {redis.call('ZCARD', series_key(A.time_key, series))}
+  local _, recent, before = current(series, H, false)
+  if recent then
+    add(recent, hour_sums(series, H), 1)
+    line[2] = 1
+    for i = 1, #fields do line[#line + 1] = string.format('%.17g', recent[i]) end
+    for i = 1, #fields do line[#line + 1] = string.format('%.17g', before[i]) end
+  else
+    line[2] = 0
   end
-  if at < 0 or at > H or H - at > 2 then  -- none, or older than the hours still kept: make it
-    recent, before = zeros(), zeros()
-    for h = H - 191, H - 1 do
-      if h > H - 24 then add(recent, hour_sums(series, h), 1)
-      else add(before, hour_sums(series, h), 1) end
-    end
-  else  -- move it forward to this hour
-    for g = at, H - 1 do
-      local leaving = hour_sums(series, g - 23)
-      add(recent, hour_sums(series, g), 1)
-      add(recent, leaving, -1)
-      add(before, leaving, 1)
-      add(before, hour_sums(series, g - 191), -1)
-    end
-  end
-  if at ~= H then
-    local parts = tonumber(A.parts)  -- sums per measure, the count first
-    for i = 1, #fields, parts do  -- counts are whole: no rounding left where nothing is
-      for _, w in ipairs({recent, before}) do
-        if w[i] < 0.5 then
-          for j = i, i + parts - 1 do w[j] = 0 end
-        end
-      end
-    end
-    local set = {OV.hour, string.format('%d', H)}
-    for i, f in ipairs(fields) do
-      set[#set + 1] = OV.recent .. SEP .. f
-      set[#set + 1] = string.format('%.17g', recent[i])
-      set[#set + 1] = OV.before .. SEP .. f
-      set[#set + 1] = string.format('%.17g', before[i])
-    end
-    redis.call('HSET', skey, unpack(set))
-    redis.call('EXPIRE', skey, ttl)
-  end
-  add(recent, hour_sums(series, H), 1)
-  out[#out + 1] = redis.call('ZCARD', key(A.time_key, series))
-  for i = 1, #fields do out[#out + 1] = string.format('%.17g', recent[i]) end
-  for i = 1, #fields do out[#out + 1] = string.format('%.17g', before[i]) end
+  out[#out + 1] = table.concat(line, ' ')
 end
 return out
 """,
@@ -744,7 +795,7 @@ return trim(A.series)
 )
 
 ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
-       EXPLORE_TRIM, OVERVIEW)  # fmt: skip
+       EXPLORE_TRIM, SUMMARIZE, OVERVIEW)  # fmt: skip
 
 # Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
 # KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:

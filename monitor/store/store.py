@@ -199,6 +199,7 @@ class Store:
         judge: str | None = None,
         series_counts: dict[str, int] | None = None,
         inclusion: float | None = None,
+        now: float | None = None,
     ) -> bool:
         """Store an event's result and its observations atomically; False if already done.
 
@@ -206,8 +207,9 @@ class Store:
         report); `inclusion` the probability with which it was chosen for judging (default: its
         own, else RAGMON_SAMPLE_RATE). `series_counts` adds to per-series counters once with
         it: `name` or `name|reason` becomes the field `name|app|index|retriever|segment[|reason]`.
+        `now`: when it is finished (default the system's time; a test's hours).
         """
-        now = time.time()
+        now = time.time() if now is None else now
         call = finish_call(
             self.keys, self.settings, self.bounds, event, result, grades, now, stripped_payload,
             judge, series_counts, inclusion,
@@ -215,7 +217,7 @@ class Store:
         with self.client.pipeline(transaction=True) as pipe:
             self._finish(keys=call.keys, args=call.args, client=pipe)
             # the explorer's index, in the same step, each event weighing as in the histograms
-            self.explore.index(pipe, event, result, weight(self.settings, event, inclusion))
+            self.explore.index(pipe, event, result, weight(self.settings, event, inclusion), now)
             for key in day_keys(self.keys, event):
                 pipe.expire(key, DAY_TTL_S)
             pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
@@ -329,6 +331,12 @@ class Store:
             for name in series:
                 pipe.pfcount(self.keys.day_queries(day, name))
             return [int(n) for n in pipe.execute()]
+
+    def distinct_queries_over(self, days: Sequence[str], series: Sequence[str]) -> int:
+        """Distinct queries of `series` together over `days` (the union of their days'
+        HyperLogLogs, kept `QUERIES_TTL_S`; 0 where none is kept)."""
+        keys = [self.keys.day_queries(d, name) for d in days for name in series]
+        return int(self.client.pfcount(*keys)) if keys else 0
 
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest

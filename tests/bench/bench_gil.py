@@ -199,7 +199,7 @@ def run(short: bool = False, rate: float = 500.0, stdlib_json: bool = False) -> 
     per: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     watch = GcWatch()
     gc.callbacks.append(watch)
-    with stub_sidecar() as url:
+    with stub_sidecar(lowest=not short) as url:  # --short: a smoke run, normal priority
         monitor = RetrievalMonitor(url, labels={"app": "bench"})
         monitor.record("warm-up", events[0][1], 10)  # starts the threads
         assert monitor.flush(10)

@@ -25,7 +25,8 @@ REQUIRED_ALERTS = {
     "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
     "RagmonJudgeBudgetExhausted", "RagmonAppJudgeBudgetExhausted", "RagmonIngestRejectionsHigh",
     "RagmonDown",
-    "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonSeriesStopped", "RagmonTopScoreDrop",
+    "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonEmptyResultsHighSlow",
+    "RagmonSeriesStopped", "RagmonTopScoreDrop",
 }  # fmt: skip
 
 
@@ -218,6 +219,7 @@ ALERT_PANELS = {
     "RagmonIngestRejectionsHigh": "Rejected by reason",
     "RagmonDown": "API scraped",
     "RagmonEmptyResultsHigh": "Empty results (share) by retriever",
+    "RagmonEmptyResultsHighSlow": "Empty results (share) by retriever",
     "RagmonSeriesStopped": "Events received by retriever",
     "RagmonTopScoreDrop": "Top score (mean) by retriever",
 }

@@ -28,6 +28,7 @@ from ragmon.client import (
     RetrievalMonitor,
     build_event,
     encode_event,
+    outbox,
     passage,
     recorder,
 )
@@ -270,6 +271,39 @@ def test_encoded_outbox_is_bounded_too(closed_port: int) -> None:
     assert wait_for(lambda: monitor.stats()["buffered"] <= 100)
     stats = monitor.stats()
     assert stats["buffered"] <= 100 and stats["dropped_buffer_full"] >= 350
+    assert_conserved(stats)
+    monitor.close(timeout=0.2)
+    assert_conserved(monitor.stats())
+
+
+def test_drops_counted_while_the_encoder_adds_to_the_outbox(
+    closed_port: int, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """record() counts its full buffer's drops while the encoder, under the other lock, is
+    adding an event to the outbox (and counting the outbox's drops): none may be lost. It once
+    lost 50, when the encoder thread was preempted inside that addition."""
+    if mode == "relay":
+        pytest.skip("with a relay the encoder writes to its pipe, not to the outbox")
+    inside, go = threading.Event(), threading.Event()
+    real_add = outbox.Outbox.add
+
+    def add(self: outbox.Outbox, data: bytes) -> int:
+        if not inside.is_set():  # the first addition waits until record() has dropped some
+            inside.set()
+            go.wait(scaled(30))
+        return real_add(self, data)
+
+    monkeypatch.setattr(outbox.Outbox, "add", add)
+    monitor = RetrievalMonitor(
+        f"http://127.0.0.1:{closed_port}", max_buffer=10, encode_interval=0.005, backoff=0.05
+    )
+    records(monitor, 10)
+    assert inside.wait(scaled(10))  # the encoder holds those 10 and is inside its first add
+    records(monitor, 30)  # 20 pushed out of the full buffer, counted by record()
+    go.set()
+    assert wait_for(lambda: monitor.stats()["in_flight"] == 0)
+    stats = monitor.stats()
+    assert stats["dropped_buffer_full"] >= 20
     assert_conserved(stats)
     monitor.close(timeout=0.2)
     assert_conserved(monitor.stats())

@@ -10,6 +10,7 @@ from ragmon.report.analyze import analyze
 from ragmon.report.document import to_markdown
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.render import build
+from ragmon.report.signal_shifts import DISTINCT, SHORT
 from ragmon.report.window import windows
 from ragmon.store import Histogram, bucket_index
 from tests.monitor.test_report import APP, BAD, GOOD, INDEX, ranked_grades, window_data
@@ -70,3 +71,34 @@ def test_a_retriever_without_signals_in_a_window_is_left_out() -> None:
     b = with_signals(WindowData(base), signal_hists("bm25", 100, 0.0, 5.0, 1))
     report = analyze(Dataset(WindowData(cur), b, [], True, 35.0))
     assert report.signals == {}
+
+
+def test_short_results_and_distinct_queries_are_read_beside_the_other_signals() -> None:
+    """bm25 answers short (M < K) for 30 % of its events this week against 5 %, and its
+    queries turn from repeats to new ones (1,000 distinct of 3,000 events, then 2,400): both
+    move, shares as two bins; dense keeps both (none moved); a window whose HyperLogLogs are
+    gone shows no distinct queries and no verdict on them."""
+    cur, base = windows(end="2026-11-22", days=7)
+    b = with_signals(WindowData(base), signal_hists("bm25", 3000, 0.0, 12.0, 1),
+                     signal_hists("dense", 3000, 0.0, 0.9, 2))  # fmt: skip
+    c = with_signals(WindowData(cur), signal_hists("bm25", 3000, 0.0, 12.0, 3),
+                     signal_hists("dense", 3000, 0.0, 0.9, 4))  # fmt: skip
+    for w, bm25_short, bm25_queries in ((b, 150, 1000), (c, 900, 2400)):
+        w.counters = {f"signal_short|{APP}|{INDEX}|bm25|default": bm25_short,
+                      f"signal_short|{APP}|{INDEX}|dense|default": 150,
+                      "judge_cache_hits": 5}  # fmt: skip
+        w.distinct_queries = {(APP, INDEX, "bm25"): bm25_queries, (APP, INDEX, "dense"): 1000}
+    report = analyze(Dataset(c, b, [], True, 35.0))
+    bm25, dense = (report.signals[(APP, INDEX, r)] for r in ("bm25", "dense"))
+    assert [s.name for s in bm25.moved] == [SHORT, DISTINCT]
+    assert bm25.short == (0.05, 0.3) and bm25.queries == (1000, 2400)
+    assert dense.reading() == "none moved" and dense.short == (0.05, 0.05)
+    md = to_markdown(build(report, {}))
+    row = next(line for line in md.splitlines() if line.startswith(f"| {APP}/{INDEX}/bm25 |"))
+    assert "| 5.0% → 30.0% | 1000 → 2400 |" in row  # short results, distinct queries
+    assert "Short results (M &lt; K) 5.0% → 30.0% (PSI" in row  # markdown escapes <
+    assert f"{DISTINCT} 33.3% → 80.0% (PSI" in row
+
+    c.distinct_queries = {}  # this week's HyperLogLogs no longer kept
+    bm25 = analyze(Dataset(c, b, [], True, 35.0)).signals[(APP, INDEX, "bm25")]
+    assert bm25.queries is None and DISTINCT not in [s.name for s in bm25.shifts]

@@ -19,6 +19,7 @@ from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store import event_index as explore
 from ragmon.store.keys import event_ref
+from ragmon.workers.worker import make_worker
 
 START = datetime(2026, 11, 20, tzinfo=UTC)
 RETRIEVERS = ("bm25", "dense", "hybrid")
@@ -152,8 +153,10 @@ def test_expired_events_leave_the_index(
     assert store.explore.series() == []
     leftover = store.client.keys(f"{store.keys.prefix}:x:*")
     hourly = store.client.keys(f"{store.keys.prefix}:x:hr:*")
-    assert set(leftover) == set(hourly)  # only the overview's hourly sums, which expire
-    assert all(store.client.ttl(k) > 0 for k in hourly)
+    summaries = store.client.keys(f"{store.keys.prefix}:x:ov:*")
+    assert len(summaries) == 3  # only the overview's hourly sums and summaries, which expire
+    assert set(leftover) == set(hourly) | set(summaries)
+    assert all(store.client.ttl(k) > 0 for k in leftover)
 
 
 def test_trace_lookup_and_app_scope(store: Store) -> None:
@@ -224,37 +227,51 @@ def _reference(store: Store, series: str, now: float) -> dict[str, tuple[float, 
 
 
 def test_the_overview_summary_follows_the_hours_and_late_events(store: Store) -> None:
-    """The overview reads a summary per series (moved forward an hour at a time, made again
-    when older, and added to by events finished late into hours it holds): at every hour it
-    gives what all 192 hourly sums give, while events keep arriving, some backdated."""
+    """The workers keep a summary per series (brought to the hour by each finish step and by
+    the hourly `summarize`: moved an hour at a time, made again when older, added to by events
+    finished late into hours it holds); the overview reads it, moved in memory by up to two
+    hours either way: at every hour it gives what all 192 hourly sums give, while events keep
+    arriving, some backdated."""
     rng = random.Random(3)
     labels = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "all"}
     series = "shop|kb|bm25|all"
     start = int(time.time() // 3600) * 3600 - 40 * 3600
     n = 0
-    for step in range(0, 40, 1):
-        now = start + step * 3600 + 1800
-        if step % 9 == 5:
-            continue  # an hour without a read: the next read moves the summary two hours
-        for _ in range(3):  # events of now, and late ones from up to 9 days back
-            age_h = rng.choice([0, 0.2, 3, 20, 23.9, 24.1, 50, 150, 191, 193, 215])
-            grades = [rng.choice((0, 1, 2, 3)) for _ in range(4)]
-            ts = datetime.fromtimestamp(min(now, time.time()) - age_h * 3600, UTC)
-            event = {"event_id": f"s{n}", "timestamp": ts.isoformat(), "query": "q", "k": 4,
-                     "passages": [], "labels": labels, "_received_at": now}  # fmt: skip
-            store.client.hset(store.keys.event(event_ref("shop", f"s{n}")), "s", "queued")
-            assert store.finish(event, {"measures": compute(grades, 4), "labels": labels}, grades)
-            n += 1
-        if step % 13 == 7:  # a gap of days: the summary is made again
-            store.client.hset(store.keys.explore_summary(series), "h", str(int(now // 3600) - 30))
+
+    def same(now: float) -> None:
         (row,) = store.explore.overview(parse_search({}), now=now)
         want = _reference(store, series, now)
+        assert row["made"]
         for window in ("recent", "before"):
             got, exp = row[window]["ndcg"], want[window]
-            assert (got is None) == (exp is None), (step, window)
+            assert (got is None) == (exp is None), (now, window)
             if got is not None and exp is not None:
-                assert got[0] == exp[0], (step, window)
+                assert got[0] == exp[0], (now, window)
                 assert got[1] == pytest.approx(exp[1]) and got[2] == pytest.approx(exp[2], abs=1e-9)
+
+    for step in range(40):
+        now = start + step * 3600 + 1800
+        if step % 9 not in (5, 6):  # else hours without events: the summary falls behind
+            for _ in range(3):  # events of now, and late ones from up to 9 days back
+                age_h = rng.choice([0, 0.2, 3, 20, 23.9, 24.1, 50, 150, 191, 193, 215])
+                grades = [rng.choice((0, 1, 2, 3)) for _ in range(4)]
+                ts = datetime.fromtimestamp(now - age_h * 3600, UTC)
+                event = {"event_id": f"s{n}", "timestamp": ts.isoformat(), "query": "q", "k": 4,
+                         "passages": [], "labels": labels, "_received_at": now}  # fmt: skip
+                store.client.hset(store.keys.event(event_ref("shop", f"s{n}")), "s", "queued")
+                result = {"measures": compute(grades, 4), "labels": labels}
+                assert store.finish(event, result, grades, now=now)
+                n += 1
+        if step % 4 == 0:  # the workers' hourly pass, some hours
+            store.explore.summarize(now)
+        if step % 13 == 7:  # a gap of days: no windows shown until the workers make it again
+            store.client.hset(store.keys.explore_summary(series), "h", str(int(now // 3600) - 30))
+            (row,) = store.explore.overview(parse_search({}), now=now)
+            assert not row["made"] and row["recent"]["ndcg"] is None and row["events"] == n
+            assert store.explore.summarize(now) == 1
+        same(now)
+        if step % 5 == 2:  # a reader whose clock is an hour behind the writers'
+            same(now - 3600)
 
 
 def _commands(store: Store) -> dict[str, int]:
@@ -262,23 +279,66 @@ def _commands(store: Store) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
+WRITES = ("hset", "hincrby", "hincrbyfloat", "expire", "del", "set", "zadd")
+
+
+def _forty_series(store: Store, now: float) -> None:
+    """20 series of shop and 20 of blog, two events each of the last hour."""
+    ts = datetime.fromtimestamp(now - 60, UTC).isoformat()
+    for i in range(40):
+        finish(store, "shop", i, f"r{i % 20}", [3, 0, 1, 0], timestamp=ts)
+        finish(store, "blog", i, f"r{i % 20}", [3, 0, 1, 0], timestamp=ts)
+
+
 def test_the_overview_reads_two_keys_a_series_and_one_apps_series_only(store: Store) -> None:
     """Per request, Redis reads a summary and this hour's sums per series of the searched app,
     not 192 hourly hashes, nor another app's series (issue 33: one app's explorer stalled
-    every app's ingest)."""
-    for i in range(40):
-        finish(store, "shop", i, f"r{i % 20}", [3, 0, 1, 0])
-        finish(store, "blog", i, f"r{i % 20}", [3, 0, 1, 0])
+    every app's ingest), and writes nothing."""
     now = time.time()
+    _forty_series(store, now)
     shop = parse_search({}).with_app("shop")
-    assert len(store.explore.overview(shop, now=now)) == 20  # makes the summaries (once)
     store.client.config_resetstat()
     rows = store.explore.overview(shop, now=now)
     assert len(rows) == 20 and {r["series"].split("|")[0] for r in rows} == {"shop"}
+    assert all(r["made"] and r["recent"]["ndcg"][0] == 2 for r in rows)
     used = _commands(store)
     assert used.get("hmget", 0) <= 20  # this hour's sums, one per series
     assert used.get("hgetall", 0) <= 20  # its summary
     assert used.get("zrevrange", 0) + used.get("zrange", 0) <= 2  # shop's series only
+    assert not any(used.get(c) for c in WRITES)
+
+
+def test_the_workers_make_the_summaries_and_a_page_never_does(
+    store: Store, settings: Settings
+) -> None:
+    """Each finish step leaves its series' summary made for this hour, with no page loaded; a
+    page that finds summaries too old to move (the workers away for hours) shows the series
+    without their windows and reads no hourly sums; the workers' hourly pass makes them, once
+    an hour for the fleet (issue 33: the first page of each series in an hour made its
+    summary from 191 hourly hashes, on the request path)."""
+    now = time.time()
+    _forty_series(store, now)
+    hour = str(int(now // 3600))
+    names = store.explore.series()
+    assert len(names) == 40
+    for name in names:  # no page has been loaded
+        assert store.client.hget(store.keys.explore_summary(name), "h") == hour.encode()
+        store.client.hset(store.keys.explore_summary(name), "h", str(int(hour) - 30))
+    shop = parse_search({}).with_app("shop")
+    store.client.config_resetstat()
+    rows = store.explore.overview(shop, now=now)
+    assert [r["events"] for r in rows] == [2] * 20
+    assert not any(r["made"] or r["recent"]["ndcg"] or r["before"]["ndcg"] for r in rows)
+    used = _commands(store)
+    assert used.get("hmget", 0) == 0 and not any(used.get(c) for c in WRITES), used
+    make_worker(settings, store).run_maintenance_tasks()  # the first worker this hour
+    assert all(
+        store.client.hget(store.keys.explore_summary(name), "h") == hour.encode() for name in names
+    )
+    assert store.explore.keep_summaries(now) is None  # the others: done this hour
+    rows = store.explore.overview(shop, now=now)
+    ndcg = compute([3, 0, 1, 0], 4)["ndcg"]
+    assert all(r["made"] and r["recent"]["ndcg"] == (2, pytest.approx(ndcg), 0.0) for r in rows)
 
 
 def _failed_event(store: Store, app: str, i: int, text_bytes: int) -> None:

@@ -33,7 +33,7 @@ SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
 # the judge limiter's own `id:tokens` members (read and written only by its two scripts), and
 # the patterns reading an event's signals (`records.signal_record`, read only by INGEST).
 LITERALS = {"", "-inf", "%.17g", "%d", "0", ":", ":(%d+)$", "^(%d+) (%d+) (%S+)(.*)$",
-            "%S+", "^(%d+):(%S+)$"}  # fmt: skip
+            "%S+", "^(%d+):(%S+)$", " "}  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)

@@ -15,7 +15,7 @@ from ragmon.core.catalog import BY_NAME
 from ragmon.core.signals import SIGNALS, extract
 from ragmon.export import metrics_text
 from ragmon.settings import Settings
-from ragmon.store import Histogram, IngestItem, Store, bucket_index
+from ragmon.store import DAY_TTL_S, Histogram, IngestItem, Store, bucket_index
 from ragmon.store.keys import utc_today
 from ragmon.store.records import signal_record
 
@@ -80,8 +80,22 @@ def test_every_new_event_adds_its_signals_once(store: Store) -> None:
                 assert got[name].sum_squares == pytest.approx(h.sum_squares, rel=1e-5)
     counters = store.counters()
     assert counters["signal_short|shop|docs|bm25|default"] == 2  # M < K: events 1 and 2
+    assert store.counters(day=DAY)["signal_short|shop|docs|bm25|default"] == 2  # the report's
+    assert 0 < store.client.ttl(store.keys.day_counters(DAY)) <= DAY_TTL_S
     assert counters["passages_duplicate|shop|docs|bm25|default"] == 1
     assert store.distinct_queries(DAY, ["shop|docs|bm25|default"]) == [4]
+
+
+def test_distinct_queries_over_days_and_segments_count_each_query_once(store: Store) -> None:
+    """The report's distinct queries of a window: the union of its days' and segments'
+    HyperLogLogs, so a query asked on two days or in two segments counts once."""
+    later = "2026-11-21"
+    store.ingest([item(0), item(4), item(5, series="shop|docs|bm25|mobile")])  # 5: as 0
+    store.ingest([replace(item(6), day=later), replace(item(7), day=later)])  # as 1 and 2
+    web, mobile = "shop|docs|bm25|default", "shop|docs|bm25|mobile"
+    assert store.distinct_queries_over([DAY], [web]) == 2
+    assert store.distinct_queries_over([DAY, later], [web, mobile]) == 3  # flea, negative, empty
+    assert store.distinct_queries_over(["2026-10-01"], [web]) == 0  # none kept
 
 
 def test_a_refused_request_adds_nothing(settings: Settings) -> None:

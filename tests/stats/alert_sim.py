@@ -4,6 +4,7 @@
     nice python -m tests.stats.alert_sim --series 8     # quicker, noisier
     nice python -m tests.stats.alert_sim --levels       # the level alerts: 20 series x 4 weeks
     nice python -m tests.stats.alert_sim --planned 10   # planned sampling: events weigh 10
+    nice python -m tests.stats.alert_sim --bound        # what any detector can do (Hit@K)
 
 Traffic arrives per minute (Poisson), each event's nDCG@K or T drawn from the synthetic
 retriever of `tests.stats.traffic`. The counters (_count, _sum, _sum_squares) are sampled once a
@@ -21,6 +22,7 @@ import numpy as np
 import yaml
 
 from ragmon.settings import Settings
+from tests.stats import level_bound
 from tests.stats.traffic import bank, noise_for_mean
 
 RULES = (
@@ -151,6 +153,7 @@ def evaluate(
 
 
 LEVELS = {"harm": (0.3, "above"), "hit": (0.6, "below")}  # the lines of the level alerts
+LEVEL_BANDS = {"harm": 0.0, "hit": 0.02}  # taken off the margin (ragmon-recording.yml)
 
 
 def evaluate_level(
@@ -160,9 +163,9 @@ def evaluate_level(
     """The level alerts' recording rules and condition at every sample.
 
     var1h = (increase(sum_squares[1h]) / n1h - mean1h^2) * n1h / (n1h - 1), at least 0;
-    margin = z * sqrt(var1h / n1h) (z standard errors of the hour's mean); condition: the
-    hourly mean is beyond the line by more than the margin (Harm@K above 0.3, Hit@K below 0.6)
-    and n1h >= min_events.
+    margin = max(z * sqrt(var1h / n1h) - band, 0) (z standard errors of the hour's mean, less
+    the measure's band: 0.02 for Hit@K, none for Harm@K); condition: the hourly mean is beyond
+    the line by more than the margin (Harm@K above 0.3, Hit@K below 0.6) and n1h >= min_events.
     """
     line, side = LEVELS[measure]
     n1 = _increase(count, 60, step)
@@ -171,7 +174,7 @@ def evaluate_level(
     with np.errstate(divide="ignore", invalid="ignore"):
         mean1 = np.where(n1 > 0, s1 / n1, np.nan)
         var1 = np.maximum((q1 / n1 - mean1 * mean1) * n1 / (n1 - 1), 0.0)
-        margin = z * np.sqrt(var1 / e1)
+        margin = np.maximum(z * np.sqrt(var1 / e1) - LEVEL_BANDS[measure], 0.0)
         beyond = mean1 - margin > line if side == "above" else mean1 + margin < line
         condition = beyond & (e1 >= min_events)
     return {"mean1h": mean1, "var1h": var1, "margin": margin, "condition": condition}
@@ -386,6 +389,33 @@ def levels_main(settings: Settings, series: int, weeks: int, trials: int, seed: 
             )
 
 
+def bound_main(weeks: float, trials: int, seed: int) -> None:
+    """Print, per rate, what any detector can do against Hit@K's crossing (`level_bound`):
+    the CUSUM's false firings on the weeks that set its threshold and on as many fresh ones."""
+    (p0, p1) = [(safe, crossed) for m, safe, crossed in LEVEL_CASES if m == "hit"][0]
+    alpha = level_bound.hour_alpha()
+    print(
+        f"Hit@K {p0} -> {p1}, at most {level_bound.FIRINGS_PER_WEEK} false firings per week "
+        f"(a firing in a given hour at most {alpha:.5f}); CUSUM: {weeks:g} weeks to set its "
+        f"threshold, {trials} crossings"
+    )
+    print(
+        f"{'/min':>4} {'NP hour test <= 1 h':>19} {'CUSUM h':>7} {'per week':>8} {'fresh':>6}"
+        f" {'<= 1 h':>6} {'median':>6} {'mean':>6}"
+    )
+    for j, rate in enumerate(LEVEL_RATES):
+        power = level_bound.np_hour_power(p0, p1, 60 * rate, alpha)
+        h, per_week = level_bound.cusum_threshold(p0, p1, rate, weeks, seed + j)
+        fresh = level_bound.cusum_false_firings(p0, p1, rate, h, weeks, seed + 200 + j)
+        delays = level_bound.cusum_delays(p0, p1, rate, h, trials, seed + 100 + j)
+        print(
+            f"{rate:4d} {power:19.1%} {h:7.2f} {per_week:8.3f} {fresh:6.3f}"
+            f" {np.mean(delays <= 60):6.1%}"
+            f" {np.median(delays):6.0f} {np.mean(delays):6.0f}",
+            flush=True,
+        )
+
+
 def planned_main(
     settings: Settings, weight: float, series: int, days: int, weeks: int, seed: int
 ) -> None:
@@ -431,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", action="store_true", help="the level alerts only")
     parser.add_argument("--weeks", type=int, default=4, help="weeks per level-alert series")
     parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="what any detector can do against Hit@K's crossing: the Neyman-Pearson test of "
+        "the hour and the oracle CUSUM (its threshold set on series x weeks of traffic)",
+    )
+    parser.add_argument(
         "--planned",
         type=float,
         metavar="W",
@@ -441,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     s = Settings.from_env(dotenv=None)  # RAGMON_ALERT_* from the environment, else defaults
     if args.planned:
         planned_main(s, args.planned, args.series, args.days, args.weeks, args.seed)
+        return 0
+    if args.bound:
+        bound_main(args.series * args.weeks, 10 * args.trials, args.seed)
         return 0
     if args.levels:
         levels_main(s, args.series // 2, args.weeks, args.trials, args.seed)
