@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from ragmon.api import otlp
@@ -335,4 +335,8 @@ def add_operation_routes(
         if gzipped:
             headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
             return Response(body, media_type=PROMETHEUS_TEXT, headers=headers)
-        return Response(body, media_type=PROMETHEUS_TEXT)
+        return StreamingResponse(
+            metrics_text.in_slices(body),
+            media_type=PROMETHEUS_TEXT,
+            headers={"content-length": str(len(body))},
+        )

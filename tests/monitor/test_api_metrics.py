@@ -70,3 +70,44 @@ def test_the_fast_text_has_the_reference_samples(settings: Settings) -> None:
     assert any(name == "ragmon_retrieval_t_sum" for name, _, _ in fast)
     assert len(fast) > 1000
     store.client.close()
+
+
+def test_a_large_plain_body_is_sent_a_slice_at_a_time(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scraper without gzip that reads slowly holds at most a slice or two in the server's
+    send buffer (before: the whole 14.7 MB body went into it in one turn of the loop, copied
+    three times), and gets the whole body with its Content-Length."""
+    import socket
+
+    from ragmon.api import metrics
+    from tests.support.waiting import wait_until
+
+    text = b"".join(b'ragmon_x{i="%d"} 1\n' % i for i in range(1_500_000))  # ~30 MB
+
+    async def plain(self: metrics.MetricsText) -> bytes:
+        return text
+
+    monkeypatch.setattr(metrics.MetricsText, "plain", plain)
+    api = ApiServer(settings).start()
+    sock = socket.create_connection(("127.0.0.1", api.port), timeout=30)
+    try:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nhost: x\r\naccept-encoding: identity\r\n\r\n")
+        server = api.server.server_state
+
+        def buffered() -> int:
+            return max((c.transport.get_write_buffer_size() for c in server.connections), default=0)
+
+        held = wait_until(buffered, 10, "the body past what the kernel holds (nothing read)")
+        assert held <= 2 * metrics.SEND_SLICE_BYTES, held
+        received = bytearray()
+        while len(received) < len(text) or not received.endswith(text[-100:]):
+            chunk = sock.recv(1 << 20)
+            assert chunk, "closed early"
+            received += chunk
+        head, body = bytes(received).split(b"\r\n\r\n", 1)
+        assert f"content-length: {len(text)}".encode() in head.lower()
+        assert b"transfer-encoding" not in head.lower() and body == text
+    finally:
+        sock.close()
+        api.stop()

@@ -15,7 +15,14 @@ from ragmon.api.auth import Principal
 from ragmon.api.batcher import IngestWriter
 from ragmon.api.otlp import PROTOBUF
 from ragmon.api.schemas import RetrievalBatch, RetrievalEvent
-from ragmon.api.service import RETRY_AFTER_S, IngestService, Refused
+from ragmon.api.service import (
+    INLINE_MAX_BYTES,
+    RETRY_AFTER_S,
+    IngestService,
+    Refused,
+    more_items_than,
+    prepare_events,
+)
 from ragmon.settings import Settings
 from ragmon.store import Store
 from tests.support.events import make_event
@@ -78,6 +85,70 @@ def test_an_invalid_event_is_a_422_naming_its_field(settings: Settings) -> None:
     assert (refused.value.status, refused.value.reason) == (422, "invalid")
     (error,) = refused.value.detail
     assert error["loc"][:4] == ["body", "events", 1, "k"]
+
+
+def items(n: int, item: bytes = b"{}") -> bytes:
+    return b'{"events": [' + b", ".join([item] * n) + b"]}"
+
+
+@pytest.mark.parametrize(
+    ("body", "over"),
+    [
+        (items(1000), False),
+        (items(1001), True),
+        (b'{"events":[]}', False),
+        (items(1001, b"1"), True),  # any item counts, valid or not
+        (items(1000, b'{"q": "a, b, [c", "p": [{"x": 1}, {"y": [2, 3]}]}'), False),  # nested
+        (items(1001, b'"a\\", b"'), True),  # an escaped quote does not end a string
+        (items(1000, b'"\\\\", "x"'), True),  # an escaped backslash does: 2,000 items
+        (b'{"other": {' + b", ".join([b'"k": 1'] * 3000) + b"}}", False),  # an object's keys
+        (b"[" + b", ".join([b"1"] * 3000) + b"]", False),  # not in a top-level object
+        (b'{"events": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", False),  # left to the parser
+        (b"not json, , , ,", False),
+    ],
+)
+def test_a_batch_over_the_limit_is_told_from_its_commas(body: bytes, over: bool) -> None:
+    assert more_items_than(body, 1000) is over
+
+
+def big_events(n: int) -> bytes:
+    """`n` events of 2 passages of 1.5 KB: over `INLINE_MAX_BYTES` from 300 on."""
+    event = make_event(n=2, k=1)
+    for passage in event["passages"]:
+        passage["text"] = "x" * 1500
+    return body(*(dict(event, event_id=f"big-{i}") for i in range(n)))
+
+
+def test_a_large_batch_over_the_limit_is_refused_before_its_events_are_built(
+    settings: Settings,
+) -> None:
+    """Parsing a 32 MB batch of 1,001 events whole, only to refuse it, took the decoding
+    process +180 MiB; refused from its commas it builds nothing (before: every event's text,
+    as Python strings, then the refusal)."""
+    import tracemalloc
+
+    batch = big_events(1001)
+    assert len(batch) > INLINE_MAX_BYTES
+    tracemalloc.start()
+    try:
+        with pytest.raises(Refused) as refused:
+            prepare_events(settings, batch, RetrievalBatch, None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(batch) / 10, peak  # the events' text alone is most of the body
+    assert (refused.value.status, refused.value.reason) == (422, "invalid")
+    (error,) = refused.value.detail
+    assert error["loc"] == ["body", "events"] and error["type"] == "too_long"
+    assert "at most 1000 events" in error["msg"]
+
+
+@pytest.mark.process  # the decoding process
+def test_a_large_batch_of_1000_events_is_stored_whole(settings: Settings) -> None:
+    batch = big_events(1000)
+    assert len(batch) > INLINE_MAX_BYTES
+    stored_ = run(settings, lambda service: service.events(None, batch, RetrievalBatch))
+    assert [created for _, _, created in stored_] == [True] * 1000
 
 
 def test_a_key_bound_to_an_app_writes_that_app_only(settings: Settings) -> None:
