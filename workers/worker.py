@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 from rq import Queue, Worker
+from rq.exceptions import StopRequested
 from rq.job import Job
+from rq.worker import WorkerStatus
 
 from ragmon.preflight import describe, wait_for_redis
 from ragmon.settings import Settings
@@ -70,11 +72,30 @@ class RagmonWorker(Worker):
         super().setup_work_horse_signals()  # type: ignore[no-untyped-call]  # RQ is untyped there
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # pending ones act now
 
+    in_maintenance = False
+
     def run_maintenance_tasks(self) -> None:
-        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ is untyped there
-        if self.store is not None:
-            wake_drain(self.store)
-            keep_summaries(self.store)
+        """A stop signal during the tick is kept until the tick ends (see `_shutdown`)."""
+        self.in_maintenance = True
+        try:
+            super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ is untyped
+            if self.store is not None:
+                wake_drain(self.store)
+                keep_summaries(self.store)
+        finally:
+            self.in_maintenance = False
+        if self._stop_requested:
+            raise StopRequested  # from here it reaches RQ's loop, which stops
+
+    def _shutdown(self) -> None:
+        """RQ raises StopRequested from the signal handler when no job runs: during the
+        maintenance tick that lands inside code that catches every Exception (logging's emit
+        printed "--- Logging error ---" with a traceback and the stop was lost; so would
+        `wake_drain`'s guard). There the request is only noted, and acted on as the tick ends."""
+        if self.in_maintenance and self.get_state() != WorkerStatus.BUSY:
+            self._stop_requested = True
+            return
+        super()._shutdown()  # type: ignore[no-untyped-call]  # RQ is untyped there
 
 
 def wake_drain(store: Store) -> None:
