@@ -65,7 +65,9 @@ DEFAULT_BACKOFF_MAX_S = 30.0
 # being sent, spare) add little to the memory the outbox holds, large enough that a post's
 # fixed cost (~0.1 ms) stays negligible per event.
 BATCH_BYTES = 2 * 1024 * 1024
-IDLE_THREADS = True  # the encoder and sender run under SCHED_IDLE (see _idle)
+# The encoder and sender threads run under SCHED_IDLE (see _idle), the relay process at nice 19
+# and SCHED_IDLE; off (tests of what the SDK sends, not of its priority), at normal priority.
+IDLE_THREADS = True
 
 
 class RetrievalMonitor(Encoder, Sender, Relayer):

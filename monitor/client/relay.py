@@ -45,6 +45,7 @@ HEADER = struct.Struct("<I")
 EVENT = struct.Struct("<Ic")  # a frame's header and kind, in one piece
 IOV_MAX = 1024
 NICE = 19  # the relay yields the CPU to the app
+NORMAL_PRIORITY = "--normal-priority"  # the relay's argument when IDLE_THREADS is off
 STATS_EVERY_S = 0.05
 RELAY_CHUNK = 64  # events taken off the buffer per lock round trip
 PIPE_BYTES = 1 << 20  # asked for (Linux F_SETPIPE_SZ); the default 64 kB holds ~10 events
@@ -116,9 +117,12 @@ class Relayer(MonitorState):
     def _spawn_relay(self) -> bool:
         """Start the relay process; False (and the monitor works in-process) if it cannot."""
         try:
+            from ragmon.client import recorder
+
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            argv = [sys.executable, "-c", "from ragmon.client.relay import main; main()"]
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from ragmon.client.relay import main; main()"],
+                argv if recorder.IDLE_THREADS else [*argv, NORMAL_PRIORITY],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -321,9 +325,10 @@ def main() -> None:
 
     encoder.ENCODE_SLICE_S = float("inf")  # no app thread here to give the GIL back to
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app closes it (EOF), not the app's ^C
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, NICE)
-    sched_idle()  # Linux: runs only on a CPU left idle; its threads inherit it
+    if NORMAL_PRIORITY not in sys.argv:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, NICE)
+        sched_idle()  # Linux: runs only on a CPU left idle; its threads inherit it
     out = os.dup(1)
     os.dup2(2, 1)  # a stray print goes to stderr, not into the frames
     os.set_blocking(out, False)

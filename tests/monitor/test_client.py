@@ -221,6 +221,7 @@ def test_record_does_not_wait_when_the_sidecar_never_answers(silent_reader) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.lowest_priority
 def test_close_delivers_what_it_holds_while_other_processes_keep_every_cpu_busy(sidecar):
     """The SDK's threads (and the relay) run under SCHED_IDLE; close() puts them back at normal
     priority, or a busy machine gives them ~0.3 % of a CPU and the timeout drops everything."""
@@ -344,6 +345,7 @@ def test_events_recorded_before_close_arrive(sidecar: Sidecar) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+@pytest.mark.lowest_priority
 def test_the_hooks_threads_run_under_sched_idle_and_the_apps_do_not(sidecar: Sidecar) -> None:
     """The OS gives the hook's threads a CPU only when the app's threads leave it idle."""
     monitor = RetrievalMonitor(

@@ -39,6 +39,20 @@ def relay_process(monitor: RetrievalMonitor) -> psutil.Process:
     return psutil.Process(monitor._relay.pid)
 
 
+def test_the_relay_follows_the_sdks_priority_switch(sidecar: Sidecar) -> None:
+    """With `recorder.IDLE_THREADS` off (every test but those marked lowest_priority), the relay
+    runs at normal priority too: beside CPU-bound processes a relay at SCHED_IDLE got no CPU
+    to start, and a test of what it sends failed its wait."""
+    monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05, relay=True)
+    records(monitor, 5)
+    child = relay_process(monitor)
+    assert wait_for(lambda: len(sidecar.events()) == 5)  # started, past its priority calls
+    mine = (psutil.Process().nice(), os.sched_getscheduler(0))  # the app's own
+    assert (child.nice(), os.sched_getscheduler(child.pid)) == mine
+    monitor.close()
+
+
+@pytest.mark.lowest_priority
 def test_the_relay_sends_from_its_own_process_at_the_lowest_priority(
     sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
 ) -> None:
