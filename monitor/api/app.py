@@ -13,10 +13,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing
 from ragmon.api.batcher import IngestWriter
+from ragmon.api.bodies import WholeBodies
 from ragmon.api.browser import Browser
 from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
@@ -87,6 +89,11 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
             return Response(body, exc.status, headers=exc.headers, media_type=media)
         return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
 
+    def gone(scope: Scope) -> None:  # counted as `read_body` counts it: ingest routes only
+        if scope["method"] == "POST" and not scope["path"].startswith("/ui/"):
+            writer.reject("timeout")
+
+    app.add_middleware(WholeBodies, gone=gone)
     grades = GradeService(settings, store, service.unavailable)
     add_event_routes(app, settings, service, keys, grades)
     add_operation_routes(

@@ -3,11 +3,19 @@
 The size limit is checked on `Content-Length` before a byte is read and again as the body
 streams in (a chunked body has no length); a client that stops sending is closed by the guard
 after RAGMON_BODY_TIMEOUT_S (`ragmon.api.guard`) and answered here as a `408`, never a 500.
+
+`WholeBodies` runs the app for a request only once its body has arrived, or its first
+`RELEASE_BYTES` of it: a slow body, closed by the guard for its timeout or to make room, never
+started the app, which for 4,096 slow ingest bodies reconnecting as they were closed had been
+most of the event loop's time (routing, the read, its `408` to a closed connection).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragmon.api.service import Refused
 
@@ -32,3 +40,46 @@ async def read_body(request: Request, limit: int, counted: bool = True) -> bytes
             408, "timeout" if counted else None, "request body not received in time"
         ) from None
     return bytes(body)
+
+
+RELEASE_BYTES = 65_536  # uvicorn's flow-control mark: a body this far along is not trickling
+
+
+class WholeBodies:
+    """ASGI middleware: the app starts once the request's body is whole or `RELEASE_BYTES`
+    long. A client gone before its body arrived is passed to `gone(scope)`, for counting, and
+    the app never runs for it."""
+
+    def __init__(self, app: ASGIApp, gone: Callable[[Scope], None]) -> None:
+        self.app = app
+        self.gone = gone
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more and size < RELEASE_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                self.gone(scope)
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+        first: Message | None = {
+            "type": "http.request",
+            "body": b"".join(chunks),
+            "more_body": more,
+        }
+
+        async def replay() -> Message:
+            nonlocal first
+            if first is None:
+                return await receive()
+            message, first = first, None
+            return message
+
+        await self.app(scope, replay, send)
