@@ -292,6 +292,37 @@ def test_every_default_the_docs_state_is_the_codes() -> None:
     assert not problems, "\n".join(problems)
 
 
+def fixed_limits() -> dict[str, str]:
+    """The README's fixed limits (no setting) as the code has them, by the row's first cell."""
+    from ragmon.api import otlp
+    from ragmon.api.browser import FORM_MAX_BYTES
+    from ragmon.core import wire
+    from ragmon.store.finish import DAY_EVENTS_KEEP
+
+    return {
+        "events (or OTLP retriever spans) per request": f"{wire.MAX_BATCH:,}",
+        "passages per event": f"{wire.MAX_PASSAGES:,}",
+        "a sign-in or page form": f"{FORM_MAX_BYTES // 1024} KiB",
+        "an OTLP export": f"{otlp.MAX_RESOURCE_SPANS:,} resource spans, "
+        f"{otlp.MAX_SCOPE_SPANS:,} scopes, {otlp.MAX_SPANS:,} spans, "
+        f"{otlp.MAX_ELEMENTS:,} elements, {otlp.MAX_NESTING} levels deep",
+        "an app's per-day records (report evidence)": f"{DAY_EVENTS_KEEP:,}",
+    }
+
+
+def test_the_readmes_fixed_limits_are_the_codes() -> None:
+    """Rows of the README's limits table whose setting is `fixed` (the others are checked as
+    every default is)."""
+    stated = {
+        cells[0]: cells[2]
+        for header, rows in tables(ROOT / "README.md")
+        if header[:3] == ["limit", "setting", "default"]
+        for cells in rows
+        if cells[1] == "fixed"
+    }
+    assert stated == fixed_limits()
+
+
 def test_every_ragmon_variable_the_docs_name_is_a_setting() -> None:
     read = {f.metadata["env"] for f in fields(Settings)}
     unknown = {

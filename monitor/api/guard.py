@@ -35,7 +35,7 @@ from ragmon.api.logs import KindFilter, KindLimiter
 from ragmon.settings import Settings
 
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
-ACCEPT_BATCH = 64  # connections accepted per turn of the event loop (uvicorn's `backlog`)
+ACCEPT_BATCH = 16  # connections accepted per turn of the event loop (uvicorn's `backlog`)
 LISTEN_BACKLOG = 2048  # connections the kernel holds until they are accepted
 OUT_OF_RESOURCES = "socket.accept() out of system resource"  # asyncio's message
 
