@@ -7,7 +7,8 @@ after RAGMON_BODY_TIMEOUT_S (`ragmon.api.guard`) and answered here as a `408`, n
 `WholeBodies` runs the app for a request only once its body has arrived, or its first
 `RELEASE_BYTES` of it: a slow body, closed by the guard for its timeout or to make room, never
 started the app, which for 4,096 slow ingest bodies reconnecting as they were closed had been
-most of the event loop's time (routing, the read, its `408` to a closed connection).
+most of the event loop's time (routing, the read, its `408` to a closed connection). A body it
+holds whole is handed to `read_body` in the scope (`WHOLE_BODY`), not streamed a second time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ async def read_body(request: Request, limit: int, counted: bool = True) -> bytes
     length = request.headers.get("content-length") or ""
     if length.isdigit() and (len(length) > 18 or int(length) > limit):
         raise too_large
+    whole = request.scope.get(WHOLE_BODY)
+    if whole is not None:
+        if len(whole) > limit:
+            raise too_large
+        return whole
     body = bytearray()
     try:
         async for chunk in request.stream():
@@ -43,6 +49,7 @@ async def read_body(request: Request, limit: int, counted: bool = True) -> bytes
 
 
 RELEASE_BYTES = 65_536  # uvicorn's flow-control mark: a body this far along is not trickling
+WHOLE_BODY = "ragmon.whole_body"  # the scope's key for a body `WholeBodies` holds whole
 
 
 class WholeBodies:
@@ -69,11 +76,10 @@ class WholeBodies:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)
-        first: Message | None = {
-            "type": "http.request",
-            "body": b"".join(chunks),
-            "more_body": more,
-        }
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not more:  # whole: read from the scope (`read_body`), or once from `receive`
+            scope[WHOLE_BODY] = body
+        first: Message | None = {"type": "http.request", "body": body, "more_body": more}
 
         async def replay() -> Message:
             nonlocal first

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from starlette.types import Message, Receive, Scope, Send
 
-from ragmon.api.bodies import RELEASE_BYTES, WholeBodies
+from ragmon.api.bodies import RELEASE_BYTES, WHOLE_BODY, WholeBodies
 
 
 class Client:
@@ -33,9 +33,11 @@ class App:
         self.client = client
         self.started_after: int | None = None
         self.body = b""
+        self.held: bytes | None = None  # what the scope hands `read_body`
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.started_after = self.client.asked
+        self.held = scope.get(WHOLE_BODY)
         more = True
         while more:
             message = await receive()
@@ -66,7 +68,7 @@ def chunk(body: bytes, more: bool = True) -> Message:
 def test_the_app_starts_once_the_body_is_whole_and_reads_all_of_it() -> None:
     app, gone = run([chunk(b'{"qu'), chunk(b'ery": '), chunk(b'"x"}', more=False)])
     assert app.started_after == 3  # every part had arrived before the app ran
-    assert app.body == b'{"query": "x"}'
+    assert app.body == app.held == b'{"query": "x"}'
     assert gone == []
 
 
@@ -81,6 +83,7 @@ def test_a_large_body_streams_to_the_app_once_it_is_far_along() -> None:
     app, gone = run([chunk(part), chunk(part), chunk(part), chunk(b"end", more=False)])
     assert app.started_after == 2  # not held back past RELEASE_BYTES
     assert app.body == part * 3 + b"end"
+    assert app.held is None  # not whole when the app started: read_body streams it
 
 
 def test_a_request_without_a_body_goes_straight_through() -> None:
