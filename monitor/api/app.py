@@ -93,7 +93,7 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
         if scope["method"] == "POST" and not scope["path"].startswith("/ui/"):
             writer.reject("timeout")
 
-    app.add_middleware(WholeBodies, gone=gone)
+    app.add_middleware(WholeBodies, gone=gone, limit=settings.max_body_bytes)
     grades = GradeService(settings, store, service.unavailable)
     add_event_routes(app, settings, service, keys, grades)
     add_operation_routes(

@@ -54,15 +54,17 @@ WHOLE_BODY = "ragmon.whole_body"  # the scope's key for a body `WholeBodies` hol
 
 class WholeBodies:
     """ASGI middleware: the app starts once the request's body is whole or `RELEASE_BYTES`
-    long. A client gone before its body arrived is passed to `gone(scope)`, for counting, and
-    the app never runs for it."""
+    long, or at once when its `Content-Length` is over `limit` (refused before a byte is read,
+    and a client expecting `100 Continue` never sends it). A client gone before its body
+    arrived is passed to `gone(scope)`, for counting, and the app never runs for it."""
 
-    def __init__(self, app: ASGIApp, gone: Callable[[Scope], None]) -> None:
+    def __init__(self, app: ASGIApp, gone: Callable[[Scope], None], limit: int) -> None:
         self.app = app
         self.gone = gone
+        self.limit = limit  # a body declared longer goes to the app at once, for its `413`
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or self._declared_over_limit(scope):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -89,3 +91,9 @@ class WholeBodies:
             return message
 
         await self.app(scope, replay, send)
+
+    def _declared_over_limit(self, scope: Scope) -> bool:
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                return value.isdigit() and (len(value) > 18 or int(value) > self.limit)
+        return False

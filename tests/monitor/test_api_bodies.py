@@ -45,17 +45,23 @@ class App:
             more = message.get("more_body", False)
 
 
-def run(messages: Sequence[Message], method: str = "POST") -> tuple[App, list[Scope]]:
+LIMIT = 1_000_000
+
+
+def run(
+    messages: Sequence[Message], method: str = "POST", length: int | None = None
+) -> tuple[App, list[Scope]]:
     client = Client(messages)
     app = App(client)
     gone: list[Scope] = []
-    scope: Scope = {"type": "http", "method": method, "path": "/v1/retrievals"}
+    headers = [] if length is None else [(b"content-length", str(length).encode())]
+    scope: Scope = {"type": "http", "method": method, "path": "/v1/retrievals", "headers": headers}
 
     async def send(message: Message) -> None:
         pass
 
     async def main() -> None:
-        await asyncio.wait_for(WholeBodies(app, gone.append)(scope, client.receive, send), 5)
+        await asyncio.wait_for(WholeBodies(app, gone.append, LIMIT)(scope, client.receive, send), 5)
 
     asyncio.run(main())
     return app, gone
@@ -89,3 +95,12 @@ def test_a_large_body_streams_to_the_app_once_it_is_far_along() -> None:
 def test_a_request_without_a_body_goes_straight_through() -> None:
     app, gone = run([chunk(b"", more=False)], method="GET")
     assert app.started_after == 1 and app.body == b"" and gone == []
+
+
+def test_a_body_declared_over_the_limit_goes_to_the_app_before_a_byte_is_read() -> None:
+    """The app answers its 413 on the header; the body is never asked for (a client waiting
+    for `100 Continue` never sends it)."""
+    app, gone = run([chunk(b"x"), chunk(b"", more=False)], length=LIMIT + 1)
+    assert app.started_after == 0
+    app, gone = run([chunk(b"x"), chunk(b"", more=False)], length=LIMIT)  # within: held
+    assert app.started_after == 2

@@ -71,6 +71,17 @@ def test_an_unfinished_body_is_closed_and_counted(api: ApiServer) -> None:
     assert counters.get("events_received", 0) == 0
 
 
+def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(api: ApiServer) -> None:
+    """`413` on the header: a client that waits for `100 Continue` never sends the body."""
+    with connect(api) as sock:
+        sock.sendall(
+            b"POST /v1/retrievals HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"expect: 100-continue\r\ncontent-length: %d\r\n\r\n"
+            % (api.settings.max_body_bytes + 1)
+        )
+        assert read_all(sock).startswith(b"HTTP/1.1 413")
+
+
 def test_past_the_cap_the_longest_idle_connection_makes_room(settings: Settings) -> None:
     api = ApiServer(dataclasses.replace(settings, max_connections=10)).start()
     idle = [connect(api) for _ in range(10)]
