@@ -148,9 +148,9 @@ def _sdk_at_normal_priority(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if request.node.get_closest_marker("lowest_priority") is None:
-        from ragmon.client import recorder
+        from ragmon.client import state
 
-        monkeypatch.setattr(recorder, "IDLE_THREADS", False)
+        monkeypatch.setattr(state, "IDLE_THREADS", False)
 
 
 # ---- tiers -----------------------------------------------------------------------------------

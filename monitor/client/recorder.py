@@ -44,12 +44,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ragmon.client import state
 from ragmon.client.connection import Connection
 from ragmon.client.encoder import ENCODE_AT, Encoder
 from ragmon.client.outbox import Outbox
 from ragmon.client.relay import Relayer
 from ragmon.client.sender import Sender
-from ragmon.client.state import COUNTERS, sched_normal
+from ragmon.client.state import COUNTERS, sched_idle, sched_normal
 from ragmon.core.wire import MAX_BATCH
 
 DEFAULT_BUFFER = 10_000
@@ -65,9 +66,6 @@ DEFAULT_BACKOFF_MAX_S = 30.0
 # being sent, spare) add little to the memory the outbox holds, large enough that a post's
 # fixed cost (~0.1 ms) stays negligible per event.
 BATCH_BYTES = 2 * 1024 * 1024
-# The encoder and sender threads run under SCHED_IDLE (see _idle), the relay process at nice 19
-# and SCHED_IDLE; off (tests of what the SDK sends, not of its priority), at normal priority.
-IDLE_THREADS = True
 
 
 class RetrievalMonitor(Encoder, Sender, Relayer):
@@ -362,15 +360,8 @@ def _idle(loop: Callable[[], None]) -> Callable[[], None]:
     counted, never waited for."""
 
     def run() -> None:
-        if IDLE_THREADS:
+        if state.IDLE_THREADS:
             sched_idle()
         loop()
 
     return run
-
-
-def sched_idle() -> None:
-    """The calling thread runs under SCHED_IDLE from now on, where the OS has it (Linux);
-    elsewhere, or where it is refused, it keeps its priority."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))

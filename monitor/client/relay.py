@@ -32,9 +32,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from ragmon.client import encoder
+from ragmon.client import encoder, state
 from ragmon.client.events import InvalidEvent, build_event, decode, foreign_passage
-from ragmon.client.state import RECORD_COUNTERS, MonitorState, log, sched_normal
+from ragmon.client.state import RECORD_COUNTERS, MonitorState, log, sched_idle, sched_normal
 
 try:
     import orjson
@@ -45,7 +45,7 @@ HEADER = struct.Struct("<I")
 EVENT = struct.Struct("<Ic")  # a frame's header and kind, in one piece
 IOV_MAX = 1024
 NICE = 19  # the relay yields the CPU to the app
-NORMAL_PRIORITY = "--normal-priority"  # the relay's argument when IDLE_THREADS is off
+NORMAL_PRIORITY = "--normal-priority"  # the relay's argument when state.IDLE_THREADS is off
 STATS_EVERY_S = 0.05
 RELAY_CHUNK = 64  # events taken off the buffer per lock round trip
 PIPE_BYTES = 1 << 20  # asked for (Linux F_SETPIPE_SZ); the default 64 kB holds ~10 events
@@ -117,12 +117,10 @@ class Relayer(MonitorState):
     def _spawn_relay(self) -> bool:
         """Start the relay process; False (and the monitor works in-process) if it cannot."""
         try:
-            from ragmon.client import recorder
-
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             argv = [sys.executable, "-c", "from ragmon.client.relay import main; main()"]
             proc = subprocess.Popen(
-                argv if recorder.IDLE_THREADS else [*argv, NORMAL_PRIORITY],
+                argv if state.IDLE_THREADS else [*argv, NORMAL_PRIORITY],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -320,12 +318,13 @@ class Relayer(MonitorState):
 
 def main() -> None:
     """`python -m ragmon.client.relay`: record what the app sends until EOF, then close."""
-    from ragmon.client import encoder
-    from ragmon.client.recorder import RetrievalMonitor, sched_idle
+    from ragmon.client.recorder import RetrievalMonitor
 
     encoder.ENCODE_SLICE_S = float("inf")  # no app thread here to give the GIL back to
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app closes it (EOF), not the app's ^C
-    if NORMAL_PRIORITY not in sys.argv:
+    if NORMAL_PRIORITY in sys.argv:
+        state.IDLE_THREADS = False  # its monitor's threads too
+    else:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, NICE)
         sched_idle()  # Linux: runs only on a CPU left idle; its threads inherit it

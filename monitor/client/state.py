@@ -19,6 +19,11 @@ from ragmon.client.outbox import Outbox
 
 log = logging.getLogger("ragmon.client")
 
+# The encoder and sender threads run under SCHED_IDLE (`sched_idle`), the relay process and its
+# threads at nice 19 and SCHED_IDLE; off (tests of what the SDK sends, not of its priority), at
+# normal priority.
+IDLE_THREADS = True
+
 LOG_INTERVAL_S = 60.0
 COUNTERS = (
     "recorded",  # record() calls that reached the buffer
@@ -77,6 +82,13 @@ class MonitorState:
             return
         self._last_log[kind] = now
         log.warning(msg, exc_info=exc_info)
+
+
+def sched_idle() -> None:
+    """The calling thread runs under SCHED_IDLE from now on, where the OS has it (Linux);
+    elsewhere, or where it is refused, it keeps its priority."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def sched_normal(tid: int) -> None:

@@ -40,7 +40,7 @@ def relay_process(monitor: RetrievalMonitor) -> psutil.Process:
 
 
 def test_the_relay_follows_the_sdks_priority_switch(sidecar: Sidecar) -> None:
-    """With `recorder.IDLE_THREADS` off (every test but those marked lowest_priority), the relay
+    """With `state.IDLE_THREADS` off (every test but those marked lowest_priority), the relay
     runs at normal priority too: beside CPU-bound processes a relay at SCHED_IDLE got no CPU
     to start, and a test of what it sends failed its wait."""
     monitor = RetrievalMonitor(sidecar.url, flush_interval=0.05, relay=True)
@@ -49,6 +49,8 @@ def test_the_relay_follows_the_sdks_priority_switch(sidecar: Sidecar) -> None:
     assert wait_for(lambda: len(sidecar.events()) == 5)  # started, past its priority calls
     mine = (psutil.Process().nice(), os.sched_getscheduler(0))  # the app's own
     assert (child.nice(), os.sched_getscheduler(child.pid)) == mine
+    threads = {t.id: os.sched_getscheduler(t.id) for t in child.threads()}
+    assert len(threads) > 1 and set(threads.values()) == {mine[1]}  # its sender's too
     monitor.close()
 
 
