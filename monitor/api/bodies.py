@@ -54,9 +54,10 @@ WHOLE_BODY = "ragmon.whole_body"  # the scope's key for a body `WholeBodies` hol
 
 class WholeBodies:
     """ASGI middleware: the app starts once the request's body is whole or `RELEASE_BYTES`
-    long, or at once when its `Content-Length` is over `limit` (refused before a byte is read,
-    and a client expecting `100 Continue` never sends it). A client gone before its body
-    arrived is passed to `gone(scope)`, for counting, and the app never runs for it."""
+    long; at once for a request without a body, or whose `Content-Length` is over `limit`
+    (refused before a byte is read, and a client expecting `100 Continue` never sends it). A
+    client gone before its body arrived is passed to `gone(scope)`, for counting, and the app
+    never runs for it."""
 
     def __init__(self, app: ASGIApp, gone: Callable[[Scope], None], limit: int) -> None:
         self.app = app
@@ -64,7 +65,7 @@ class WholeBodies:
         self.limit = limit  # a body declared longer goes to the app at once, for its `413`
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._declared_over_limit(scope):
+        if scope["type"] != "http" or not self._holds(scope["headers"]):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -92,8 +93,14 @@ class WholeBodies:
 
         await self.app(scope, replay, send)
 
-    def _declared_over_limit(self, scope: Scope) -> bool:
-        for name, value in scope["headers"]:
+    def _holds(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """A body follows the headers (chunked, or a length from 1 to `limit`)."""
+        length = b""
+        for name, value in headers:
+            if name == b"transfer-encoding":
+                return True
             if name == b"content-length":
-                return value.isdigit() and (len(value) > 18 or int(value) > self.limit)
-        return False
+                length = value
+        if not length.isdigit():
+            return False  # none (no body), or one the app refuses
+        return len(length) <= 18 and 0 < int(length) <= self.limit

@@ -54,7 +54,10 @@ def run(
     client = Client(messages)
     app = App(client)
     gone: list[Scope] = []
-    headers = [] if length is None else [(b"content-length", str(length).encode())]
+    if length is not None:
+        headers = [(b"content-length", str(length).encode())]
+    else:  # a POST's body in parts, of no stated length
+        headers = [(b"transfer-encoding", b"chunked")] if method == "POST" else []
     scope: Scope = {"type": "http", "method": method, "path": "/v1/retrievals", "headers": headers}
 
     async def send(message: Message) -> None:
@@ -94,7 +97,10 @@ def test_a_large_body_streams_to_the_app_once_it_is_far_along() -> None:
 
 def test_a_request_without_a_body_goes_straight_through() -> None:
     app, gone = run([chunk(b"", more=False)], method="GET")
-    assert app.started_after == 1 and app.body == b"" and gone == []
+    assert app.started_after == 0  # nothing asked of the client before the app ran
+    assert app.body == b"" and app.held is None and gone == []
+    app, gone = run([chunk(b"", more=False)], length=0)  # a POST stating an empty body
+    assert app.started_after == 0 and app.body == b"" and gone == []
 
 
 def test_a_body_declared_over_the_limit_goes_to_the_app_before_a_byte_is_read() -> None:
