@@ -146,3 +146,50 @@ def promql_test(
            "group_eval_order": order, "tests": [group]}  # fmt: skip
     path.write_text(yaml.safe_dump(doc, sort_keys=False, width=10**9))
     return subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+
+
+def alerts_checked_in(path: Path) -> list[str]:
+    """The alerts a promtool unit test file checks, in order of first appearance."""
+    doc = yaml.safe_load(path.read_text())
+    names = [c["alertname"] for g in doc["tests"] for c in g["alert_rule_test"]]
+    return list(dict.fromkeys(names))
+
+
+def alert_unit_test(
+    path: Path, alert: str, groups: list[dict[str, Any]], out_dir: Path
+) -> tuple[Path, dict[str, Any]]:
+    """The unit test file `path` cut down to `alert`: its cases only, over a rule file holding
+    the alert and the recording rules it reads (transitively), group by group as in `groups`.
+    promtool evaluates every rule at every step of every test group: one alert at a time costs
+    its own expression, not the whole file's. Returns the test file's path and its document
+    (for callers that change it and write it again)."""
+    records = {r["record"]: r["expr"] for g in groups for r in g["rules"] if "record" in r}
+    (rule,) = [r for g in groups for r in g["rules"] if r.get("alert") == alert]
+    needed: set[str] = set()
+    todo = metric_names(rule["expr"])
+    while todo:
+        name = todo.pop()
+        if name in records and name not in needed:
+            needed.add(name)
+            todo |= metric_names(records[name])
+    kept = []
+    for g in groups:
+        rules = [r for r in g["rules"] if r.get("alert") == alert or r.get("record") in needed]
+        if rules:
+            kept.append({**g, "rules": rules})
+    rule_path = out_dir / f"rules-{alert}.yml"
+    rule_path.write_text(yaml.safe_dump({"groups": kept}, sort_keys=False, allow_unicode=True))
+    doc = yaml.safe_load(path.read_text())
+    doc["rule_files"] = [str(rule_path)]
+    names = {g["name"] for g in kept}
+    if "group_eval_order" in doc:
+        doc["group_eval_order"] = [n for n in doc["group_eval_order"] if n in names]
+    tests = []
+    for group in doc["tests"]:
+        cases = [c for c in group["alert_rule_test"] if c["alertname"] == alert]
+        if cases:
+            tests.append({**group, "alert_rule_test": cases})
+    doc["tests"] = tests
+    test_path = out_dir / f"test-{alert}.yml"
+    test_path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return test_path, doc

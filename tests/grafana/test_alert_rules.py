@@ -16,7 +16,10 @@ from tests.grafana.queries import (
     QUALITY_UNIT_TESTS,
     RULE_FILES,
     UNIT_TESTS,
+    alert_unit_test,
+    alerts_checked_in,
     prometheus_rules,
+    rule_groups,
 )
 from tests.support.waiting import scaled
 
@@ -43,25 +46,10 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, timeout=scaled(120))
 
 
-def unit_test_with(
-    rule_files: list[Path],
-    tmp_path: Path,
-    promtool: str,
-    tests: list[Path] = UNIT_TESTS,
-    every_10m: tuple[Path, ...] = (),
-) -> subprocess.CompletedProcess:
-    """Run the committed promtool unit tests against other rule files (those `every_10m`
-    evaluated every 10 minutes, their samples' interval)."""
-    copies = []
-    for path in tests:
-        doc = yaml.safe_load(path.read_text())
-        doc["rule_files"] = [str(p) for p in rule_files]
-        if path in every_10m:
-            doc["evaluation_interval"] = "10m"
-        copy = tmp_path / f"test-{path.name}"
-        copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
-        copies.append(str(copy))
-    return run(promtool, "test", "rules", *copies)
+# One promtool run per (unit test file, alert): each costs its own alert's expression.
+ALERT_CASES = [
+    pytest.param(path, alert, id=alert) for path in UNIT_TESTS for alert in alerts_checked_in(path)
+]
 
 
 def test_every_alert_is_present_and_documented() -> None:
@@ -91,12 +79,18 @@ def test_every_alert_has_a_unit_test_that_fires_it_and_one_that_does_not() -> No
     assert quiet == REQUIRED_ALERTS
 
 
-@pytest.mark.slow
-def test_promtool_unit_tests_pass(promtool: str) -> None:
+def test_every_tested_alert_has_its_own_promtool_case() -> None:
     assert len(UNIT_TESTS) == 3
-    r = run(promtool, "test", "rules", *map(str, UNIT_TESTS))
+    assert {alert for _, alert in (p.values for p in ALERT_CASES)} == REQUIRED_ALERTS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "alert"), ALERT_CASES)
+def test_promtool_unit_tests_pass(promtool: str, tmp_path: Path, path: Path, alert: str) -> None:
+    test, _ = alert_unit_test(path, alert, rule_groups(), tmp_path)
+    r = run(promtool, "test", "rules", str(test))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("SUCCESS") == 3
+    assert "SUCCESS" in r.stdout
 
 
 @pytest.mark.slow
@@ -113,10 +107,9 @@ def test_the_unit_tests_notice_a_weakened_guard(
 ) -> None:
     """With a guard set to 0 (the tunables ragmon exports), the quiet series fire and the unit
     tests fail."""
-    doc = yaml.safe_load(QUALITY_UNIT_TESTS.read_text())
+    _, doc = alert_unit_test(QUALITY_UNIT_TESTS, "RagmonQualityDropNDCG", rule_groups(), tmp_path)
     (series,) = [s for s in doc["tests"][0]["input_series"] if s["series"].startswith(gauge)]
     series["values"] = re.sub(r"^[\d.]+", "0", series["values"])
-    doc["rule_files"] = [str(p) for p in RULE_FILES[::-1]]  # recording rules first
     doc["evaluation_interval"] = "10m"  # the samples' interval: half the steps, same firing
     copy = tmp_path / "weakened.yml"
     copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
@@ -169,13 +162,20 @@ def test_grafana_alerts_mirror_the_prometheus_alerts() -> None:
 
 
 @pytest.mark.slow
-def test_grafana_alerts_pass_the_same_unit_tests(promtool: str, tmp_path: Path) -> None:
-    """The inlined expressions, without any recording rule loaded, fire exactly as the originals.
+@pytest.mark.parametrize(("path", "alert"), ALERT_CASES)
+def test_grafana_alerts_pass_the_same_unit_tests(
+    promtool: str, tmp_path: Path, path: Path, alert: str
+) -> None:
+    """The inlined expression, without any recording rule loaded, fires exactly as the original.
     The quality alerts' tests are evaluated every 10 minutes, their samples' own interval, not
-    5: each step of the inlined 7-day windows reads the whole week (55 s of CPU at 5 m, 28 s at
-    10 m), and their alerts are checked hours after each change, where both intervals agree."""
-    copy = _grafana_as_prometheus_rules(tmp_path)
-    r = unit_test_with([copy], tmp_path, promtool, every_10m=(QUALITY_UNIT_TESTS,))
+    5: each step of the inlined 7-day windows reads the whole week, and their alerts are checked
+    hours after each change, where both intervals agree."""
+    groups = yaml.safe_load(_grafana_as_prometheus_rules(tmp_path).read_text())["groups"]
+    test, doc = alert_unit_test(path, alert, groups, tmp_path)
+    if path == QUALITY_UNIT_TESTS:
+        doc["evaluation_interval"] = "10m"
+        test.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    r = run(promtool, "test", "rules", str(test))
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -205,6 +205,9 @@ def _render(template: str, labels: dict[str, str], bases: dict[str, str]) -> str
 
 # The panel each alert's dashboard link opens: panel ids are given in build order, so a panel
 # added above shifts them, and the rules' links must follow (python scripts/regenerate.py).
+# An alert of each unit test file whose links the external-labels test renders.
+LINK_CASES = {"RagmonHitRateLow", "RagmonJudgeErrorsHigh", "RagmonTopScoreDrop"}
+
 ALERT_PANELS = {
     "RagmonQualityDropNDCG": "nDCG@K by retriever",
     "RagmonQualityDropT": "T by retriever",
@@ -266,18 +269,21 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
 
 
 @pytest.mark.slow
-def test_alert_links_use_the_external_labels(promtool: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("path", "alert"), [p for p in ALERT_CASES if p.values[1] in LINK_CASES])
+def test_alert_links_use_the_external_labels(
+    promtool: str, tmp_path: Path, path: Path, alert: str
+) -> None:
     """With the external labels ragmon_explorer_url and ragmon_grafana_url set (Prometheus'
-    `global.external_labels`), every link starts with them."""
-    doc = yaml.safe_load(QUALITY_UNIT_TESTS.read_text())
+    `global.external_labels`), every link starts with them (an alert of each file: the links
+    are built alike)."""
+    _, doc = alert_unit_test(path, alert, rule_groups(), tmp_path)
     bases = {"ragmon_explorer_url": "https://mon.example.com",
              "ragmon_grafana_url": "https://grafana.example.com"}  # fmt: skip
-    doc["rule_files"] = [str(p) for p in RULE_FILES[::-1]]
     for group in doc["tests"]:
         group["external_labels"] = bases
         for case in group["alert_rule_test"]:
-            for alert in case["exp_alerts"]:
-                notes = alert["exp_annotations"]
+            for fired in case["exp_alerts"]:
+                notes = fired["exp_annotations"]
                 notes["explorer_url"] = notes["explorer_url"].replace(
                     "http://localhost:8000", bases["ragmon_explorer_url"]
                 )
