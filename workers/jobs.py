@@ -9,7 +9,6 @@ claims again as slots free up. The delivery path as a whole: CONTRIBUTING.md.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -21,10 +20,10 @@ from ragmon.core.measures import MeasureParams, compute
 from ragmon.core.wire import SEP, Status
 from ragmon.preflight import judge_url
 from ragmon.settings import Settings
-from ragmon.store import Store, event_day, ref_of, text_hash
+from ragmon.store import Store, event_day, ref_of
 from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
 from ragmon.store.finish import inclusion_probability
-from ragmon.store.records import Result, StoredEvent
+from ragmon.store.records import Result, StoredEvent, without_texts
 from ragmon.workers.context import WorkerContext, current_context
 from ragmon.workers.grading import (
     InFlight,
@@ -258,7 +257,7 @@ async def _one(
     if ps is not None:
         result["p_no_response"] = ps[:k]
         result["udcg_missing"] = missing
-    stripped = None if ctx.settings.store_text else strip_text(event)
+    stripped = None if ctx.settings.store_text else without_texts(event)
     counts = {f"passages_unjudged{SEP}{reason}": n for reason, n in graded.unjudged.items()}
     done = store.finish(
         event,
@@ -274,14 +273,3 @@ async def _one(
     if done and ctx.settings.second_judge_model:  # on a sample, beside the event (docs)
         await second_opinion(ctx.settings, store, event, graded, judge)
     return "done" if done else "skipped"
-
-
-def strip_text(event: StoredEvent) -> str:
-    """The stored payload without query and passage text: only their hashes remain."""
-    keep = {k: v for k, v in event.items() if not k.startswith("_")}
-    keep["query"] = {"sha": text_hash(event["query"])}
-    keep["passages"] = [
-        {**{k: v for k, v in p.items() if k != "text"}, "text_sha": text_hash(p["text"])}
-        for p in event["passages"]
-    ]
-    return json.dumps(keep, separators=(",", ":"))

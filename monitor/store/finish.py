@@ -13,6 +13,7 @@ from ragmon.core.measures import HISTOGRAM_MEASURES
 from ragmon.core.wire import SEP, Status, series_name
 from ragmon.store import scripts
 from ragmon.store.keys import OTHER, fold, split_ref
+from ragmon.store.ledger import KEY_OVERHEAD, Ledger, allocated, entry_bytes
 from ragmon.store.protocol import Call
 from ragmon.store.records import (
     Result,
@@ -22,6 +23,8 @@ from ragmon.store.records import (
     event_day,
     ref_of,
     result_ttl_s,
+    text_ttl_s,
+    without_texts,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from ragmon.store.keys import Keys
 
 DAY_EVENTS_KEEP = 50_000  # per-day records kept per app and day (the newest)
+EXPLORE_FACTOR = 2  # an explorer entry's bytes over its per-day record's
 
 
 def day_keys(keys: Keys, event: StoredEvent) -> tuple[str, str, str, str]:
@@ -37,6 +41,12 @@ def day_keys(keys: Keys, event: StoredEvent) -> tuple[str, str, str, str]:
     day, k = event_day(event), keys
     app = event["labels"]["app"]
     return k.day_hist(day), k.day_counters(day), k.day_events(day, app), k.day_apps(day)
+
+
+def day_records_ttl_s(settings: Settings) -> int:
+    """How long an app's per-day records are kept: RAGMON_RESULT_TTL_DAYS after their day,
+    and at least the two weeks the weekly report compares."""
+    return max(result_ttl_s(settings), 15 * 86400) + 86400
 
 
 def finish_call(
@@ -65,16 +75,29 @@ def finish_call(
     orphan, orphan_count = fold(OTHER)
     counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
     day_hist, day_counters, day_events, day_apps = day_keys(keys, event)
+    ref = ref_of(event)
+    keep_s = text_ttl_s(s)  # 0: the texts go now; the record's TTL or more: they stay in it
+    texts_s = keep_s if keep_s < result_ttl_s(s) else 0
+    compact = stripped_payload or (without_texts(event) if keep_s < result_ttl_s(s) else "")
+    result_json = json.dumps(result, separators=(",", ":"))
+    day_json = json.dumps(
+        day_record(event, result, grades, judge,
+                   inclusion if inclusion is not None else inclusion_probability(s, event)),
+        separators=(",", ":"),
+    )  # fmt: skip
+    record = record_bytes(k.event(ref), compact, result_json, day_json, texts_s > 0)
+    ledger_keys, ledger_args = Ledger(None, k, s).slots(scripts.FINISH_KINDS, now)
     return scripts.FINISH.call(
         keys={
             "event": k.event(ref_of(event)), "hist": k.hist, "day_hist": day_hist,
             "counters": k.counters, "day_counters": day_counters, "series": k.series,
             "day_events": day_events, "failed": k.failed, "series_per_app": k.series_per_app,
             "leased": k.leased, "pending": k.pending(app),
-            "day_apps": day_apps, "app_failed": k.app_failed(app),
+            "day_apps": day_apps, "app_failed": k.app_failed(app), "texts": k.event_texts(ref),
+            **ledger_keys,
         },
         args={
-            "result": json.dumps(result, separators=(",", ":")),
+            "result": result_json,
             "ttl": result_ttl_s(settings),
             "app": app,
             "series": series_name(result["labels"]),
@@ -83,23 +106,30 @@ def finish_call(
             "budget": json.dumps(
                 {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}
             ),
-            "day_record": json.dumps(
-                day_record(event, result, grades, judge,
-                           inclusion if inclusion is not None else inclusion_probability(s, event)),
-                separators=(",", ":"),
-            ),
+            "day_record": day_json,
             "day_keep": DAY_EVENTS_KEEP,
-            "payload": stripped_payload or "",
+            "payload": compact,
             "lag": repr(lag),
             "lag_bucket": bucket_index(LAG_BUCKETS, lag),
             "k": event["k"],
-            "ref": ref_of(event),
+            "ref": ref,
             "series_counts": json.dumps(counts),
             "n_obs": len(obs) // 3,
             "weight": repr(weight(s, event, inclusion)),
+            "text_ttl": texts_s,
+            "record_bytes": record,
+            **ledger_args,
         },
         more_args=[*obs, *(g for g in grades if g is not None)],
     )  # fmt: skip
+
+
+def record_bytes(key: str, compact: str, result: str, day: str, split: bool) -> int:
+    """What a judged event's record takes: its hash (compact payload, result; the texts' new
+    key when they move out of it), its per-day record and its explorer entries (a record of
+    about the per-day one's size, and its members in the time and measure indexes)."""
+    own = entry_bytes(key, compact, result) + (KEY_OVERHEAD if split else 0)
+    return own + allocated(len(day) + 16) + EXPLORE_FACTOR * allocated(len(day))
 
 
 def weight(settings: Settings, event: Mapping[str, Any], inclusion: float | None = None) -> float:

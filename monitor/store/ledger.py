@@ -16,7 +16,7 @@ than `RATE_SPAN_S`, also into buckets a twelfth of that span (the current rate).
 
 Writers: `charge` adds to a pipeline (sync or asyncio; a MULTI makes it one step with the
 write); a Lua script declares `script_keys(kinds)` / `script_args(kinds)` in its KEYS and ARGV,
-fills them with `slots(kinds, now)`, and runs `LUA`'s `charge(kind, app, n, now)`. Readers:
+fills them with `slots(kinds, now)`, and runs `LUA`'s `charge`. Readers:
 `reads(now)` lists the keys to HGETALL and `reading(rows, now)` reads them (`Ledger.read`
 does both on a sync client).
 """
@@ -235,18 +235,17 @@ def _apps(row: Mapping[Any, Any]) -> dict[str, float]:
 
 
 # The Lua side of `Ledger.charge`, for a script that declares `Ledger.script_keys(kinds)` and
-# `Ledger.script_args(kinds)`: `charge(LG.<kind>, app, n, now)`.
+# `Ledger.script_args(kinds)`: `charge(LG.<kind>, K.lg_<kind>, K.lg_<kind>_rate,
+# A.lg_<kind>_ttl, A.lg_<kind>_rate_ttl, K.lg_since, app, n, now)`.
 LUA = """
-local function charge(kind, app, n, now)
+local function charge(kind, held, rate, held_ttl, rate_ttl, since, app, n, now)
   if n == 0 then return end
-  local held, rate = K['lg_' .. kind], K['lg_' .. kind .. '_rate']
   redis.call('HINCRBY', held, app, n)
-  local ttl = tonumber(A['lg_' .. kind .. '_ttl'])
-  if ttl > 0 then redis.call('EXPIRE', held, ttl) end
+  if tonumber(held_ttl) > 0 then redis.call('EXPIRE', held, tonumber(held_ttl)) end
   if rate ~= held then
     redis.call('HINCRBY', rate, app, n)
-    redis.call('EXPIRE', rate, tonumber(A['lg_' .. kind .. '_rate_ttl']))
+    redis.call('EXPIRE', rate, tonumber(rate_ttl))
   end
-  redis.call('HSETNX', K.lg_since, kind .. SEP .. app, math.floor(now))
+  redis.call('HSETNX', since, kind .. SEP .. app, math.floor(now))
 end
 """

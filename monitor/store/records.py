@@ -5,6 +5,7 @@ small conversions of values read from Redis."""
 from __future__ import annotations
 
 import hashlib
+import json
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -225,6 +226,30 @@ def day_record(
         "ip": inclusion,
         **more,
     }
+
+
+def without_texts(event: Mapping[str, Any]) -> str:
+    """The stored payload without query and passage text, only their hashes: a judged event's
+    compact record once its texts leave (RAGMON_TEXT_TTL_DAYS, RAGMON_STORE_TEXT=false)."""
+    keep = {k: v for k, v in event.items() if not k.startswith("_")}
+    if isinstance(query := event.get("query"), str):
+        keep["query"] = {"sha": text_hash(query)}
+    keep["passages"] = [
+        {**{k: v for k, v in p.items() if k != "text"}, "text_sha": text_hash(p["text"])}
+        if isinstance(p.get("text"), str)
+        else p
+        for p in event.get("passages", ())
+    ]
+    return json.dumps(keep, separators=(",", ":"))
+
+
+def text_ttl_s(settings: Settings) -> int:
+    """How long a judged event keeps its texts apart from its compact record, in seconds: 0
+    when they go at once (RAGMON_STORE_TEXT=false, RAGMON_TEXT_TTL_DAYS=0) or stay in the
+    record (a text window as long as the result's: nothing to split)."""
+    if not settings.store_text:
+        return 0
+    return int(min(settings.text_ttl_days, settings.result_ttl_days) * 86400)
 
 
 def text_of(raw: bytes | str) -> str:

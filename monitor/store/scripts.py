@@ -12,6 +12,7 @@ from ragmon.store.ledger import Ledger
 from ragmon.store.protocol import Script
 
 INGEST_KINDS = (Kind.IDEM, Kind.TEXTS)  # what INGEST charges to the ledger
+FINISH_KINDS = (Kind.RECORD,)  # FINISH's
 
 # Helpers of the delivery path's scripts (`ragmon.store.delivery`): Redis' clock, the app of an
 # event ref, a key template filled in (`Slot`), and `join`, which gives an app that starts
@@ -102,7 +103,7 @@ INGEST = Script(
     + """
 local n = tonumber(A.n_events)
 local ttl = tonumber(A.ttl)
-local charges = {}  -- `kind|app` -> bytes of the events created
+local charges = {[LG.idem] = {}, [LG.texts] = {}}  -- kind -> app -> bytes of events created
 local limit = tonumber(A.limit)
 local now = now_s()
 local deadline = tonumber(A.deadline)
@@ -176,8 +177,8 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
         redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))
         redis.call('EXPIRE', key, ttl)
       end
-      local c = kind .. SEP .. app_of(arg(j, 0))
-      charges[c] = (charges[c] or 0) + tonumber(arg(j, 7))
+      local app = app_of(arg(j, 0))
+      charges[kind][app] = (charges[kind][app] or 0) + tonumber(arg(j, 7))
       redis.call('HINCRBY', K.counters, N.events_received, 1)
       if s > 0 then
         redis.call('ZADD', pending(s), now, arg(j, 0))
@@ -225,9 +226,13 @@ if next(sums) then
     redis.call('EXPIRE', queries, setup.queries_ttl)
   end
 end
-for c, bytes in pairs(charges) do
-  local at = string.find(c, SEP, 1, true)
-  charge(string.sub(c, 1, at - 1), string.sub(c, at + #SEP), bytes, now)
+for app, bytes in pairs(charges[LG.idem]) do
+  charge(LG.idem, K.lg_idem, K.lg_idem_rate, A.lg_idem_ttl, A.lg_idem_rate_ttl, K.lg_since,
+         app, bytes, now)
+end
+for app, bytes in pairs(charges[LG.texts]) do
+  charge(LG.texts, K.lg_texts, K.lg_texts_rate, A.lg_texts_ttl, A.lg_texts_rate_ttl, K.lg_since,
+         app, bytes, now)
 end
 local wake = 0
 if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then wake = 1 end
@@ -423,15 +428,21 @@ return added
 # inclusion probability with RAGMON_SAMPLING=planned (docs/sampling.md), else 1; its square is
 # added to the series' `retrieval_weight_squares` counter (the alerts' effective events).
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
+# With `text_ttl` > 0 the stored payload moves to `texts`, kept `text_ttl` s, and `payload`
+# (the compact one, `records.without_texts`) takes its place in the record; `record_bytes`, what
+# the record, its per-day record and its explorer entries take, is charged to the ledger.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
-     "leased", "pending", "day_apps", "app_failed", "series_per_app"),
+     "leased", "pending", "day_apps", "app_failed", "series_per_app", "texts",
+     *Ledger.script_keys(FINISH_KINDS)),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
      "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
-     "series_counts", "n_obs", "weight"),
+     "series_counts", "n_obs", "weight", "text_ttl", "record_bytes",
+     *Ledger.script_args(FINISH_KINDS)),
     _ADMIT
+    + LEDGER
     + """
 redis.call('ZREM', K.leased, A.ref)
 redis.call('ZREM', K.pending, A.ref)
@@ -440,8 +451,14 @@ if st ~= S.queued and st ~= S.failed then return 0 end
 local series = admit(A.series, A.app, A.folded, A.orphan, cjson.decode(A.budget),
                      {A.folded_count, A.orphan_count}, 1)
 redis.call('HSET', K.event, F.status, S.done, F.result, A.result, F.series, series)
+if tonumber(A.text_ttl) > 0 then  -- the texts leave the record: kept `text_ttl` s apart
+  local full = redis.call('HGET', K.event, F.payload)
+  if full then redis.call('SET', K.texts, full, 'EX', tonumber(A.text_ttl)) end
+end
 if A.payload ~= '' then redis.call('HSET', K.event, F.payload, A.payload) end
 redis.call('EXPIRE', K.event, tonumber(A.ttl))
+charge(LG.record, K.lg_record, K.lg_record_rate, A.lg_record_ttl, A.lg_record_rate_ttl,
+       K.lg_since, A.app, tonumber(A.record_bytes), tonumber(redis.call('TIME')[1]))
 for _, c in ipairs(cjson.decode(A.series_counts)) do
   local field = c[1] .. SEP .. series
   if c[2] ~= '' then field = field .. SEP .. c[2] end

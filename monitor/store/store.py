@@ -20,7 +20,7 @@ from ragmon.store.anchors import Anchors
 from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
-from ragmon.store.finish import day_keys, fail_call, finish_call, weight
+from ragmon.store.finish import day_keys, day_records_ttl_s, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.judge_state import JudgeState
@@ -179,9 +179,11 @@ class Store:
             for ref in refs:
                 fields = (Field.PAYLOAD, Field.STATUS, Field.RECEIVED, Field.ATTEMPTS)
                 pipe.hmget(self.keys.event(ref), *fields)
-            rows = pipe.execute()
+                pipe.get(self.keys.event_texts(ref))
+            raw = pipe.execute()
         out: list[StoredEvent | None] = []
-        for payload, status, rt, attempts in rows:
+        for (payload, status, rt, attempts), texts in zip(raw[::2], raw[1::2], strict=True):
+            payload = texts if texts is not None else payload  # a judged event's, with texts
             if status is None or payload is None:
                 out.append(None)
                 continue
@@ -220,8 +222,10 @@ class Store:
             self._finish(keys=call.keys, args=call.args, client=pipe)
             # the explorer's index, in the same step, each event weighing as in the histograms
             self.explore.index(pipe, event, result, weight(self.settings, event, inclusion), now)
-            for key in day_keys(self.keys, event):
+            day_hist, day_counters, day_events, day_apps = day_keys(self.keys, event)
+            for key in (day_hist, day_counters, day_apps):
                 pipe.expire(key, DAY_TTL_S)
+            pipe.expire(day_events, day_records_ttl_s(self.settings))
             pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
             replies = pipe.execute()
         if replies[-1]:  # this process sweeps for the fleet
@@ -243,8 +247,10 @@ class Store:
         with self.client.pipeline(transaction=False) as pipe:
             pipe.hmget(self.keys.event(ref), f.STATUS, f.RESULT, f.PAYLOAD, f.RECEIVED, f.ERROR)
             pipe.hvals(self.keys.human_grades(ref))
-            fields, people = pipe.execute()
+            pipe.get(self.keys.event_texts(ref))
+            fields, people, texts = pipe.execute()
         status, result, payload, rt, error = fields
+        payload = texts if texts is not None else payload  # within RAGMON_TEXT_TTL_DAYS
         if status is None:
             return None
         return describe(

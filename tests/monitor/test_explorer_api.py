@@ -15,8 +15,8 @@ from ragmon.api.browser import COOKIE
 from ragmon.core.measures import compute
 from ragmon.store import Store, text_hash
 from ragmon.store.keys import event_ref
+from ragmon.store.records import without_texts
 from ragmon.store.sealing import new_key
-from ragmon.workers.jobs import strip_text
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 
@@ -53,7 +53,7 @@ def finish(store: Store, app: str, i: int, retriever: str, grades: list[int], **
     }
     if judge:
         result["judge"] = judge
-    stripped = None if store.settings.store_text else strip_text(event)
+    stripped = None if store.settings.store_text else without_texts(event)
     assert store.finish(event, result, grades, stripped)
 
 

@@ -78,3 +78,37 @@ def test_ingest_charges_each_created_event_once_and_sampled_out_keys_expire(stor
     assert sum(held.values()) == pytest.approx(grown, rel=0.2)
     ttl = store.client.ttl(store.keys.event("big|s1"))
     assert 0 < ttl <= 600
+
+
+def test_a_judged_event_keeps_its_texts_for_the_text_window_and_its_record_for_35_days(
+    store: Store,
+) -> None:
+    event = {
+        "event_id": "j1", "timestamp": "2026-11-20T10:00:00+00:00", "query": "the plan cost",
+        "k": 1, "passages": [{"id": "p0", "text": "t" * 3000}],
+        "labels": {"app": "shop", "index": "kb", "retriever": "r", "segment": "s"},
+    }  # fmt: skip
+    store.ingest([IngestItem("j1", json.dumps(event), False, "shop")])
+    (loaded,) = store.load_events(["shop|j1"])
+    assert loaded is not None
+    result = {"measures": {"ndcg": 1.0}, "labels": event["labels"], "grade_source": ["judge"]}
+    assert store.finish(loaded, result, [3], judge="j")
+    assert not store.finish(loaded, result, [3], judge="j")  # a re-run charges nothing again
+    texts = store.keys.event_texts("shop|j1")
+    assert 7.9 * 86400 < store.client.ttl(texts) <= 8 * 86400
+    assert 34.9 * 86400 < store.client.ttl(store.keys.event("shop|j1")) <= 35 * 86400
+    compact = store.client.hget(store.keys.event("shop|j1"), "p")
+    assert compact is not None and b"ttt" not in compact and b"text_sha" in compact
+    shown = store.result("shop", "j1")
+    assert shown is not None and shown["query"] == "the plan cost"
+    assert shown["passages"][0]["text"] == "t" * 3000
+    record = store.ledger.read(time.time()).held["shop"][Kind.RECORD]
+    assert 0 < record < 3000  # the record does not hold the texts
+    record_keys = [store.keys.event("shop|j1"), *store.client.keys("ragmon:x:*")]
+    taken = sum(store.client.memory_usage(k) or 0 for k in record_keys)
+    assert record == pytest.approx(taken, rel=0.5)
+    store.client.delete(texts)  # the text window ends
+    shown = store.result("shop", "j1")
+    assert shown is not None and "query" not in shown and shown["query_sha"]
+    assert "text" not in shown["passages"][0] and shown["passages"][0]["text_sha"]
+    assert shown["measures"] == {"ndcg": 1.0}

@@ -57,9 +57,10 @@ def test_a_script_spells_no_stored_name(script: Script) -> None:
 def test_the_header_binds_each_name_to_its_position() -> None:
     source = scripts.FINISH.source
     assert "local K = {event = KEYS[1], hist = KEYS[2]," in source
-    assert f"series_per_app = KEYS[{len(scripts.FINISH.keys)}]}}" in source
-    assert "n_obs = ARGV[18], weight = ARGV[19]}" in source and len(scripts.FINISH.args) == 19
-    assert "local KEYS_REST, ARGV_REST = 14, 20\n" in source
+    assert f"lg_record_rate = KEYS[{len(scripts.FINISH.keys)}]}}" in source
+    assert "n_obs = ARGV[18], weight = ARGV[19]," in source and len(scripts.FINISH.args) == 23
+    assert "lg_record_rate_ttl = ARGV[23]}" in source
+    assert "local KEYS_REST, ARGV_REST = 18, 24\n" in source
     assert "local F = {payload = 'p', status = 's'," in source
 
 
