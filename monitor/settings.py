@@ -105,7 +105,7 @@ class Settings:
         default=0.0, metadata={"env": "RAGMON_DAILY_BUDGET_USD", "parse": values.number(0.0)}
     )
     sampling: str = field(
-        default="fixed",
+        default="planned",
         metadata={"env": "RAGMON_SAMPLING", "parse": values.choice("fixed", "planned")},
     )
     target_half_width: float = field(
@@ -113,7 +113,7 @@ class Settings:
         metadata={"env": "RAGMON_TARGET_HALF_WIDTH", "parse": values.number(0.0, 1.0)},
     )
     min_judged_per_day: int = field(
-        default=10,
+        default=100,
         metadata={"env": "RAGMON_MIN_JUDGED_PER_DAY", "parse": values.number(0, None, int)},
     )
     # Each app's own daily judge budget (`5`, or `support-bot=10,search=2` with a bare number
@@ -335,7 +335,9 @@ class Settings:
             except ValueError as exc:
                 raise SettingsError(f"RAGMON_TEXT_KEYS_FILE: {exc}") from None
             values["text_keys"] = (*values.get("text_keys", ()), *more)
-        if values.get("sampling") == "planned" and values.get("sample_rate", 1.0) != 1.0:
+        if "sample_rate" in values and "RAGMON_SAMPLING" not in env:  # a rate set keeps its
+            values["sampling"] = "fixed"  # meaning: the same for every series
+        if values.get("sampling", "planned") == "planned" and values.get("sample_rate", 1.0) != 1.0:
             raise SettingsError(
                 "RAGMON_SAMPLE_RATE is a fixed rate for every series; with "
                 "RAGMON_SAMPLING=planned the plan sets each series' rate: unset one of them"

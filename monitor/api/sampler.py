@@ -19,10 +19,11 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ragmon.core.clock import Clock
-from ragmon.core.sampling import DEFAULT_SD, Policy, Rates, Traffic, plan
+from ragmon.core.sampling import APP_MARK, DEFAULT_SD, Policy, Rates, Traffic, plan
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.keys import utc_day
@@ -33,6 +34,9 @@ log = logging.getLogger("ragmon.api")
 FLUSH_S = 1.0
 READ_S = 5.0
 PLAN_S = 60.0
+DAY_S = 86_400.0
+CAP_PACE = 4.0  # a series may spend, within one interval, at this many times the day's pace
+COLD_COST_USD = 0.002  # an event's judging cost before any was judged (10 passages, mini model)
 SD_MEASURE = "ndcg"
 
 
@@ -48,19 +52,36 @@ class Sampler:
         self.planned = settings.sampling == "planned"
         self.counts: Counter[str] = Counter()
         self.current = Rates({}, 1.0 if self.planned else settings.sample_rate)
+        if self.planned:
+            self.current = Rates({}, 1.0, cold_cap(settings, 0.0))
+        self.seen: Counter[str] = Counter()  # this interval's events, by series and by app
+        self.interval = -1
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.planned_series: set[str] = set()  # the series of the last plan read
         self.unplanned: set[str] = set()  # series this process saw that it does not know
         self._task: asyncio.Task | None = None
 
     def rates(self) -> Rates:
-        return self.current
+        """The rates for the next request: the plan's, paced by this interval's events."""
+        if self.current.cap is None:
+            return self.current
+        self._roll()
+        return replace(self.current, seen=dict(self.seen))
+
+    def _roll(self) -> None:
+        interval = int(self.clock() // PLAN_S)
+        if interval != self.interval:
+            self.interval, self.seen = interval, Counter()
 
     def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
-        """Count the events just accepted (not the duplicates) for the forecast."""
+        """Count the events just accepted (not the duplicates) for the forecast and the
+        pacing."""
+        self._roll()
         for it, new in zip(items, created, strict=True):
             if new:
                 self.counts[it.series] += 1
+                self.seen[it.series] += 1
+                self.seen[APP_MARK + it.app] += 1
 
     def start(self) -> None:
         if self._task is None:
@@ -125,10 +146,26 @@ class Sampler:
         cost = self.state.cost_per_event()
         sds = self.state.spreads(SD_MEASURE, self.store.bounds[SD_MEASURE])
         biggest = sorted(traffic, key=lambda k: -sum(traffic[k]))[: s.max_series]
-        series = {k: Traffic(traffic[k], sds.get(k, DEFAULT_SD), cost) for k in biggest}
+        ages = self.state.ages(now, traffic)
+        series = {
+            k: Traffic(traffic[k], sds.get(k, DEFAULT_SD), cost, ages.get(k)) for k in biggest
+        }
         fixed = None if self.planned else s.sample_rate
         policy = Policy(s.target_half_width, s.min_judged_per_day, s.daily_budget_usd, fixed=fixed)
         p = plan(series, policy, spent, now_s)
         default = max(p.rates.values(), default=1.0)
         runout = midnight.timestamp() + p.runout_s if p.runout_s is not None else None
-        return StoredPlan(now, p.rates, default, spent, s.daily_budget_usd, p.pace, runout)
+        cap = cold_cap(s, cost) if self.planned else None
+        return StoredPlan(now, p.rates, default, spent, s.daily_budget_usd, p.pace, runout, cap)
+
+
+def cold_cap(settings: Settings, cost: float) -> float | None:
+    """Events one series may have chosen per planning interval (`Rates.cap`): what
+    `CAP_PACE` times the budget's average pace pays for in one interval at the cost of an event
+    so far (`COLD_COST_USD` before any), and at least the daily minimum's share of an hour;
+    None (not paced) without a budget."""
+    s = settings
+    if s.daily_budget_usd <= 0:
+        return None
+    usd = s.daily_budget_usd * CAP_PACE * PLAN_S / DAY_S
+    return max(1.0, s.min_judged_per_day / 24, usd / (cost or COLD_COST_USD))

@@ -105,13 +105,14 @@ def prepare(
                     403, "forbidden", f"{where(i)}: this API key may only write app={app}"
                 )
     rates = rates or Rates({}, settings.sample_rate)
+    rate_of = rates.pacer()
     now = datetime.now(UTC)
     items = []
     for ev in events:
         ev.event_id = ev.event_id or uuid.uuid4().hex
         ev.timestamp = ev.timestamp or now
         series = series_name(ev.labels.model_dump())
-        p = rates.of(series)
+        p = rate_of(series, ev.labels.app)
         body = ev.model_dump_json(exclude_none=True)
         body = f'{body[:-1]},"inclusion_probability":{p!r}}}'
         items.append(

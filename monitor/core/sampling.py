@@ -31,6 +31,8 @@ LOOKBACK = 3  # hours of today compared with the same hours of yesterday
 DEFAULT_SD = 0.3  # sd of one event's measure before a series has enough judged events
 MIN_PROFILE = 20.0  # events yesterday's compared hours need before their shape is trusted
 DAY_S = 86_400.0
+MIN_AGE_H = 10 / 3600  # a series' traffic is never read over less than this
+MIN_RATE = 1e-6  # no planned rate is lower: no event is stored with probability 0
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,19 @@ class Traffic:
     hours: Sequence[float]
     sd: float = DEFAULT_SD
     cost: float = 0.0
+    age_h: float | None = None  # hours since the series was first counted (None: long ago)
+
+    def span(self, hours: float) -> float:
+        """`hours`, or less for a series younger than that: its rate is its traffic over the
+        time it has existed, never diluted by the hours before it (a new series' empty
+        history read as a quiet series would judge it whole)."""
+        if self.age_h is None:
+            return hours
+        return max(MIN_AGE_H, min(hours, self.age_h))
 
     def per_hour(self, frac: float) -> float:
         """Mean events per hour over the counts kept (the current hour counted as `frac`)."""
-        span = len(self.hours) - 1 + max(frac, 1e-9)
+        span = self.span(len(self.hours) - 1 + max(frac, 1e-9))
         return sum(self.hours) / span if span > 0 else 0.0
 
 
@@ -76,13 +87,14 @@ class Plan:
     rest: dict[str, list[float]] = field(default_factory=dict)  # forecast events per hour left
 
 
-def rest_of_day(hours: Sequence[float], now_s: float) -> list[float]:
+def rest_of_day(hours: Sequence[float], now_s: float, age_h: float | None = None) -> list[float]:
     """Forecast events for the rest of the current hour, then each later hour of the UTC day.
 
     `hours` are the last `HOURS` hourly counts, the last one the current hour so far; `now_s`
-    seconds since midnight. Yesterday's counts for the same hours, times (today's last
-    `LOOKBACK` hours + 1) / (the same hours yesterday + 1); when yesterday's compared hours
-    hold fewer than `MIN_PROFILE` events, today's recent rate, flat."""
+    seconds since midnight; `age_h` the series' age (`Traffic.age_h`). Yesterday's counts for
+    the same hours, times (today's last `LOOKBACK` hours + 1) / (the same hours yesterday + 1);
+    when yesterday's compared hours hold fewer than `MIN_PROFILE` events, today's recent rate
+    (over the time the series has existed), flat."""
     h = list(hours)[-HOURS:]
     h = [0.0] * (HOURS - len(h)) + h
     hour = int(now_s // 3600) % 24
@@ -95,7 +107,7 @@ def rest_of_day(hours: Sequence[float], now_s: float) -> list[float]:
     if before >= MIN_PROFILE:
         ratio = (today + 1.0) / (before + 1.0)
         return [ratio * h[back] * (1 - frac)] + [ratio * h[back + j] for j in range(1, later + 1)]
-    rate = today / (LOOKBACK - 1 + max(frac, 1e-9))
+    rate = today / Traffic(h, age_h=age_h).span(LOOKBACK - 1 + max(frac, 1e-9))
     return [rate * (1 - frac)] + [rate] * later
 
 
@@ -123,7 +135,7 @@ def plan(series: Mapping[str, Traffic], policy: Policy, spent: float, now_s: flo
     """The rates for the rest of the day (`now_s` seconds after midnight UTC, `spent` USD so
     far today)."""
     frac = (now_s % 3600) / 3600
-    rest = {s: rest_of_day(t.hours, now_s) for s, t in series.items()}
+    rest = {s: rest_of_day(t.hours, now_s, t.age_h) for s, t in series.items()}
     want = {s: wanted_rate(t, policy, frac) for s, t in series.items()}
     floor = {
         s: min(want[s], minimum_rate(24 * t.per_hour(frac), policy.min_per_day))
@@ -157,7 +169,7 @@ def _fit(
     base = cost(floor)
     if base >= left:
         k = left / base if base > 0 else 0.0
-        return {s: floor[s] * k for s in want}
+        return {s: max(MIN_RATE, floor[s] * k) for s in want}
     lo, hi = 0.0, 1.0
     for _ in range(40):  # theta to 1e-12
         mid = (lo + hi) / 2
@@ -198,10 +210,35 @@ def _runout(
 @dataclass(frozen=True)
 class Rates:
     """The inclusion probability of a new event by its series (`app|index|retriever|segment`),
-    `default` for a series the plan does not know yet (until the next plan, a minute at most)."""
+    `default` for a series the plan does not know yet (until the next plan, seconds).
+
+    Paced: within one planning interval a series may have at most about `cap` events chosen
+    (its app `2 * cap`), whatever its traffic turns out to be: past `cap` events seen (`seen`,
+    this interval's so far, by series and by app), each next one's probability is at most
+    `cap / n` for the n-th, so a new busy series' first seconds, before any plan has seen it,
+    cost about `cap (1 + ln(n / cap))` events, never its traffic. `None`: not paced."""
 
     by_series: Mapping[str, float] = field(default_factory=dict)
     default: float = 1.0
+    cap: float | None = None
+    seen: Mapping[str, int] = field(default_factory=dict)
 
     def of(self, series: str) -> float:
         return self.by_series.get(series, self.default)
+
+    def pacer(self) -> Callable[[str, str], float]:
+        """The probability of each next event of a request, by series and app, in order."""
+        if self.cap is None:
+            return lambda series, app: self.of(series)
+        cap, counts = self.cap, dict(self.seen)
+
+        def next_rate(series: str, app: str) -> float:
+            n = counts[series] = counts.get(series, 0) + 1
+            m = counts[APP_MARK + app] = counts.get(APP_MARK + app, 0) + 1
+            rate = self.of(series)
+            return max(min(rate, MIN_RATE), min(rate, cap / n, 2 * cap / m))
+
+        return next_rate
+
+
+APP_MARK = "app:"  # `Rates.seen`'s per-app counts, beside the series' (`app|...`)

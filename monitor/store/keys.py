@@ -274,6 +274,12 @@ class Keys:
         return f"{self.prefix}:traffic:{hour}"
 
     @property
+    def sampling_first(self) -> str:
+        """Hash series → unix seconds it was first counted (its age: the plan reads a new
+        series' traffic over the time it has existed)."""
+        return f"{self.prefix}:traffic:first"
+
+    @property
     def sampling_plan(self) -> str:
         """JSON of the current sampling plan (`sampling_state.StoredPlan`)."""
         return f"{self.prefix}:sampling:plan"

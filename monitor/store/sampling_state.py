@@ -39,9 +39,10 @@ class StoredPlan:
     budget: float = 0.0
     pace: float = 0.0
     runout: float | None = None
+    cap: float | None = None  # events one series may have chosen per planning interval
 
     def to_rates(self) -> Rates:
-        return Rates(dict(self.rates), self.default)
+        return Rates(dict(self.rates), self.default, self.cap)
 
 
 class SamplingState:
@@ -57,8 +58,27 @@ class SamplingState:
         with self.client.pipeline(transaction=False) as pipe:
             for series, n in counts.items():
                 pipe.hincrby(key, series, n)
+                pipe.hsetnx(self.keys.sampling_first, series, int(now))
             pipe.expire(key, TRAFFIC_TTL_S)
+            pipe.expire(self.keys.sampling_first, TRAFFIC_TTL_S)
             pipe.execute()
+
+    def ages(self, now: float, traffic: Mapping[str, Sequence[float]]) -> dict[str, float]:
+        """Hours since each series of `traffic` was first counted (a quiet series counted long
+        ago is as old as that), or since the start of its first hour with traffic when its
+        first count is unknown (counted before ages were kept); series with traffic in the
+        oldest hour kept are left out (old)."""
+        raw = cast(dict[bytes, bytes], self.client.hgetall(self.keys.sampling_first))
+        first = {text_of(k): float(v) for k, v in raw.items()}
+        hour0 = math.floor(now / 3600) * 3600 - 3600 * (HOURS - 1)
+        out = {}
+        for series, hours in traffic.items():
+            start = next((i for i, n in enumerate(hours) if n > 0), 0)
+            if start == 0:
+                continue
+            began = hour0 + 3600 * start
+            out[series] = (now - min(first.get(series, began), now)) / 3600
+        return out
 
     def traffic(self, now: float) -> dict[str, list[float]]:
         """Per series, its events in each of the `HOURS` hours ending with the current one."""

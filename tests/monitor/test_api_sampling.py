@@ -64,6 +64,7 @@ def test_planned_rates_follow_each_series_traffic(make_api):
             out.append(ev)
         return out
 
+    old_series(api, "big", "small")  # both counted for days: their traffic is read over 48 h
     for start in range(0, 3000, 1000):  # a busy series and a quiet one
         api.client.post("/v1/retrievals/batch", json={"events": batch("big", 1000, start)})
     api.client.post("/v1/retrievals/batch", json={"events": batch("small", 5, 10_000)})
@@ -106,6 +107,7 @@ def test_exported_means_are_the_weighted_means_of_the_events(make_api):
             out.append(ev)
         return out
 
+    old_series(api, "big", "small")
     sent = [*batch("big", range(300)), *batch("small", range(1000, 1005))]
     api.client.post("/v1/retrievals/batch", json={"events": sent})  # all judged: no plan yet
     sampler.flush()
@@ -137,6 +139,15 @@ def test_exported_means_are_the_weighted_means_of_the_events(make_api):
         # the alerts' effective number of judged events: _count^2 / the weight squares
         squares = exported[("ragmon_retrieval_weight_squares_total", where)]
         assert squares == pytest.approx(sum(x * x for x in w), rel=1e-9)
+
+
+def old_series(api, *retrievers: str) -> None:
+    """Series first counted three days ago (the planner reads a younger one's traffic over the
+    time it has existed)."""
+    key = api.app.state.store.keys.sampling_first
+    client = api.app.state.store.client
+    for r in retrievers:
+        client.hset(key, f"test|default|{r}|default", int(time.time() - 3 * 86400))
 
 
 def metrics(api) -> dict[tuple[str, tuple], float]:

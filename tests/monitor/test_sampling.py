@@ -7,7 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from ragmon.core.sampling import HOURS, Policy, Traffic, minimum_rate, plan, rest_of_day
+from ragmon.core.sampling import (
+    HOURS,
+    MIN_RATE,
+    Policy,
+    Traffic,
+    minimum_rate,
+    plan,
+    rest_of_day,
+)
 from ragmon.core.weighted import effective_n, hajek, half_width, horvitz_thompson, rate_for
 
 # ---- weighted means ---------------------------------------------------------------------------
@@ -176,7 +184,8 @@ def test_runout_at_current_rates() -> None:
     p = plan(series, Policy(budget=2400.0), spent=1200.0, now_s=12 * 3600)
     assert p.runout_s is None  # all of it fits: 1200 left for 1200 events
     gone = plan(series, Policy(budget=1000.0), spent=1000.0, now_s=12 * 3600)
-    assert gone.rates["a"] == 0.0 and gone.runout_s == 12 * 3600
+    # the budget is spent: the lowest rate, never 0 (no event stored with probability 0)
+    assert gone.rates["a"] == MIN_RATE > 0 and gone.runout_s == 12 * 3600
 
 
 def test_a_fixed_rate_is_kept_and_its_cliff_forecast() -> None:
