@@ -140,6 +140,27 @@ class RagmonCollector:
         )
         yield from self.judging()
         yield from self.sampling()
+        yield from self.memory()
+
+    def memory(self) -> Iterator[Metric]:
+        """The sampling mode, the ledger's bytes per app and class, its forecast, and Redis'
+        own memory figures (`ragmon.store.ledger.Memory`)."""
+        fams = {m.name: GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
+                for m in catalog.MEMORY}  # fmt: skip
+        mode = self.store.settings.sampling
+        for m in ("fixed", "planned"):
+            fams["ragmon_sampling_mode"].add_metric([m], 1.0 if m == mode else 0.0)
+        memory = self.store.ledger.memory(time.time())
+        for app, by_kind in sorted(memory.reading.held.items()):
+            for kind, n in sorted(by_kind.items()):
+                fams["ragmon_memory_held_bytes"].add_metric([app, kind.value], n)
+        for app in sorted(memory.reading.forecast):
+            fams["ragmon_memory_forecast_bytes"].add_metric([app], memory.reading.forecast_by(app))
+        fams["ragmon_memory_forecast_total_bytes"].add_metric([], memory.forecast)
+        fams["ragmon_redis_used_memory_bytes"].add_metric([], memory.used)
+        fams["ragmon_redis_maxmemory_bytes"].add_metric([], memory.maxmemory)
+        fams["ragmon_redis_evicting"].add_metric([], 1.0 if memory.evicting else 0.0)
+        yield from fams.values()
 
     def distinct_queries(self, series: dict[tuple[str, ...], Histogram]) -> Metric:
         """Today's distinct queries of each series with signals (their HyperLogLogs)."""

@@ -45,10 +45,27 @@ def describe(settings: Settings) -> str:
             f"judge=openai model={settings.judge_model} endpoint={host} mode={settings.judge_mode}"
         )
     budget = f"{settings.daily_budget_usd:g} USD/day" if settings.daily_budget_usd > 0 else "none"
-    return (
-        f"redis={redis_url} queue={settings.queue_name} {judge} "
-        f"sampling={settings.sample_rate:g} budget={budget}"
-    )
+    if settings.sampling == "planned":
+        sampling = (
+            f"sampling=planned (weekly ±{settings.target_half_width:g} per series, at least "
+            f"{settings.min_judged_per_day}/day)"
+        )
+    else:
+        sampling = f"sampling=fixed {settings.sample_rate:g}"
+    return f"redis={redis_url} queue={settings.queue_name} {judge} {sampling} budget={budget}"
+
+
+def warn_memory(store: Store) -> str | None:
+    """Log (and return) the start-up warning about Redis' memory: an eviction policy that
+    could drop accepted events, or a maxmemory below the forecast steady state
+    (`ragmon.store.ledger.Memory.warning`); nothing when Redis cannot be read yet."""
+    try:
+        warning = store.ledger.memory(time.time()).warning()
+    except redis.exceptions.RedisError:
+        return None
+    if warning:
+        log.warning("%s", warning)
+    return warning
 
 
 def redis_problem(store: Store) -> str | None:

@@ -249,6 +249,18 @@ def operations() -> dict[str, Any]:
                       "min": 0, "max": 1},
         )
     )  # fmt: skip
+    p.append(row("Memory (docs/reliability.md)"))
+    p.append(
+        timeseries("Redis memory and its forecast", "What Redis uses, its maxmemory, and the "
+                   "steady state forecast at the last day's rates and the retention windows, "
+                   "in all and per app (RagmonMemoryForecastHigh fires past 90% of maxmemory; "
+                   "past RAGMON_MEMORY_HIGH the apps holding most get 507).",
+                   [target("max(ragmon_redis_used_memory_bytes)", "used"),
+                    target("max(ragmon_redis_maxmemory_bytes) > 0", "maxmemory"),
+                    target("max(ragmon_memory_forecast_total_bytes)", "forecast"),
+                    target("max by (app) (ragmon_memory_forecast_bytes)", "{{app}} forecast")],
+                   w=24, unit="bytes")
+    )  # fmt: skip
     job = {
         "name": "job",
         "label": "Job",

@@ -18,7 +18,7 @@ from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.worker import WorkerStatus
 
-from ragmon.preflight import describe, wait_for_redis
+from ragmon.preflight import describe, wait_for_redis, warn_memory
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.workers.context import build_context, set_context
@@ -168,6 +168,7 @@ def start_worker(
     log.info("ragmon worker starting: %s", describe(settings))
     store = Store.connect(settings)
     wait_for_redis(store)
+    warn_memory(store)
     if settings.judge == "openai":
         from ragmon.workers.judges.probe import probe_judge
 

@@ -54,7 +54,8 @@ class Sampler:
         self.current = Rates({}, 1.0 if self.planned else settings.sample_rate)
         if self.planned:
             self.current = Rates({}, 1.0, cold_cap(settings, 0.0))
-        self.seen: Counter[str] = Counter()  # this interval's events, by series and by app
+        # this interval's events and the sum of their probabilities, by series and by app
+        self.seen: dict[str, tuple[int, float]] = {}
         self.interval = -1
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.planned_series: set[str] = set()  # the series of the last plan read
@@ -71,7 +72,7 @@ class Sampler:
     def _roll(self) -> None:
         interval = int(self.clock() // PLAN_S)
         if interval != self.interval:
-            self.interval, self.seen = interval, Counter()
+            self.interval, self.seen = interval, {}
 
     def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
         """Count the events just accepted (not the duplicates) for the forecast and the
@@ -80,8 +81,9 @@ class Sampler:
         for it, new in zip(items, created, strict=True):
             if new:
                 self.counts[it.series] += 1
-                self.seen[it.series] += 1
-                self.seen[APP_MARK + it.app] += 1
+                for key in (it.series, APP_MARK + it.app):
+                    n, chosen = self.seen.get(key, (0, 0.0))
+                    self.seen[key] = (n + 1, chosen + it.probability)
 
     def start(self) -> None:
         if self._task is None:
@@ -153,7 +155,8 @@ class Sampler:
         fixed = None if self.planned else s.sample_rate
         policy = Policy(s.target_half_width, s.min_judged_per_day, s.daily_budget_usd, fixed=fixed)
         p = plan(series, policy, spent, now_s)
-        default = max(p.rates.values(), default=1.0)
+        # a series the plan does not know yet: judged whole, paced (`Rates.cap`) until it is
+        default = 1.0 if self.planned else max(p.rates.values(), default=1.0)
         runout = midnight.timestamp() + p.runout_s if p.runout_s is not None else None
         cap = cold_cap(s, cost) if self.planned else None
         return StoredPlan(now, p.rates, default, spent, s.daily_budget_usd, p.pace, runout, cap)
@@ -163,9 +166,9 @@ def cold_cap(settings: Settings, cost: float) -> float | None:
     """Events one series may have chosen per planning interval (`Rates.cap`): what
     `CAP_PACE` times the budget's average pace pays for in one interval at the cost of an event
     so far (`COLD_COST_USD` before any), and at least the daily minimum's share of an hour;
-    None (not paced) without a budget."""
+    without a budget, the daily minimum (None, not paced, when that is 0)."""
     s = settings
     if s.daily_budget_usd <= 0:
-        return None
+        return float(s.min_judged_per_day) if s.min_judged_per_day > 0 else None
     usd = s.daily_budget_usd * CAP_PACE * PLAN_S / DAY_S
     return max(1.0, s.min_judged_per_day / 24, usd / (cost or COLD_COST_USD))

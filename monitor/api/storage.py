@@ -17,6 +17,7 @@ process wrote since are added in memory. So a limit can be passed by what arrive
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -36,6 +37,7 @@ MIB = 1024 * 1024
 REFRESH_S = 1.0
 RETRY_AFTER_S = 60
 MOST_SHARE = 0.5  # near maxmemory: the apps refused hold at least this share of the ledger
+RECORD_RESERVE = 8192  # bytes judging one waiting event may add (its record; the texts move)
 
 
 class AppOverStorage(Exception):
@@ -56,9 +58,12 @@ def over_share(app: str, held: float, limit_mb: float) -> AppOverStorage:
     )
 
 
-def near_maxmemory(app: str, held: float, used: int, maxmemory: int, high: float) -> AppOverStorage:
+def near_maxmemory(
+    app: str, held: float, used: float, maxmemory: int, high: float
+) -> AppOverStorage:
     return AppOverStorage(
-        f"Redis holds {used / MIB:.0f} MB of its maxmemory {maxmemory / MIB:.0f} MB, past "
+        f"Redis holds {used / MIB:.1f} MB (with what judging the waiting events adds) of its "
+        f"maxmemory {maxmemory / MIB:.0f} MB, past "
         f"RAGMON_MEMORY_HIGH={high:g}, and app {app!r} is among the apps holding most "
         f"({held / MIB:.1f} MB): its new events are refused until memory frees (raise "
         "maxmemory, or shorten the retention windows); nothing of this request was stored",
@@ -81,7 +86,7 @@ class AppStorage:
         self._client: redis.asyncio.Redis | None = None
         self._read_at = -1e18
         self._reading = Reading()
-        self._used, self._max = 0, 0
+        self._used, self._max, self._waiting, self._queued_since = 0, 0, 0, 0
         self._since: Counter[str] = Counter()  # app -> bytes written since the last read
 
     def limit_mb(self, app: str) -> float:
@@ -102,10 +107,18 @@ class AppStorage:
             if limit > 0 and held + n > limit * MIB:
                 raise over_share(app, held, limit)
             if self.near() and (app in most or not most):
-                raise near_maxmemory(app, held, self._used, self._max, self.settings.memory_high)
+                raise near_maxmemory(app, held, self.used(), self._max, self.settings.memory_high)
+
+    def used(self) -> float:
+        """Redis' memory as the check counts it: its last read, plus what this process wrote
+        since, plus what judging the waiting events will add (their records,
+        `RECORD_RESERVE` each), so the workers can always finish what was accepted."""
+        waiting = self._waiting + self._queued_since
+        return self._used + sum(self._since.values()) + waiting * RECORD_RESERVE
 
     def near(self) -> bool:
-        return self._max > 0 and self._used >= self.settings.memory_high * self._max
+        """Whether Redis is past RAGMON_MEMORY_HIGH of its maxmemory (`used`)."""
+        return self._max > 0 and self.used() >= self.settings.memory_high * self._max
 
     def most(self) -> set[str]:
         """The fewest apps that hold `MOST_SHARE` of what the ledger counts (none when it
@@ -132,6 +145,7 @@ class AppStorage:
         for it, new in zip(items, created, strict=True):
             if new:
                 self._since[it.app] += item_bytes(it)
+                self._queued_since += not it.sampled_out
 
     async def refresh(self, force: bool = False) -> None:
         now = time.time()
@@ -147,7 +161,10 @@ class AppStorage:
         self._reading = self.ledger.reading(rows[:-1], now)
         self._used = int(memory.get("used_memory", 0))
         self._max = int(memory.get("maxmemory", 0))
+        if self._max:
+            self._waiting = await asyncio.to_thread(self.store.queue_depth)
         self._since.clear()
+        self._queued_since = 0
         self._read_at = now
 
     def _redis(self) -> redis.asyncio.Redis:

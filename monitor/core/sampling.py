@@ -212,16 +212,18 @@ class Rates:
     """The inclusion probability of a new event by its series (`app|index|retriever|segment`),
     `default` for a series the plan does not know yet (until the next plan, seconds).
 
-    Paced: within one planning interval a series may have at most about `cap` events chosen
-    (its app `2 * cap`), whatever its traffic turns out to be: past `cap` events seen (`seen`,
-    this interval's so far, by series and by app), each next one's probability is at most
-    `cap / n` for the n-th, so a new busy series' first seconds, before any plan has seen it,
-    cost about `cap (1 + ln(n / cap))` events, never its traffic. `None`: not paced."""
+    Paced: within one planning interval a series may have about `cap` events chosen (its app
+    `2 * cap`), whatever its traffic turns out to be. `seen` holds this interval's events so
+    far, by series and by app (`APP_MARK` + app): how many, and the sum of their probabilities
+    (the events expected to be chosen). Once that sum reaches the cap, the n-th event's
+    probability is at most `cap / n`, so a new busy series' first seconds, before any plan has
+    seen it, cost about `cap (1 + ln(n / cap))` events, never its traffic; a quiet series of a
+    busy app keeps its rate while the app's chosen events are few. `cap` None: not paced."""
 
     by_series: Mapping[str, float] = field(default_factory=dict)
     default: float = 1.0
     cap: float | None = None
-    seen: Mapping[str, int] = field(default_factory=dict)
+    seen: Mapping[str, tuple[int, float]] = field(default_factory=dict)
 
     def of(self, series: str) -> float:
         return self.by_series.get(series, self.default)
@@ -230,13 +232,20 @@ class Rates:
         """The probability of each next event of a request, by series and app, in order."""
         if self.cap is None:
             return lambda series, app: self.of(series)
-        cap, counts = self.cap, dict(self.seen)
+        cap, seen = self.cap, dict(self.seen)
+
+        def paced(key: str, rate: float, limit: float) -> float:
+            n, chosen = seen.get(key, (0, 0.0))
+            return rate if chosen < limit else min(rate, limit / (n + 1))
 
         def next_rate(series: str, app: str) -> float:
-            n = counts[series] = counts.get(series, 0) + 1
-            m = counts[APP_MARK + app] = counts.get(APP_MARK + app, 0) + 1
             rate = self.of(series)
-            return max(min(rate, MIN_RATE), min(rate, cap / n, 2 * cap / m))
+            p = paced(APP_MARK + app, paced(series, rate, cap), 2 * cap)
+            p = max(p, min(rate, MIN_RATE))
+            for key in (series, APP_MARK + app):
+                n, chosen = seen.get(key, (0, 0.0))
+                seen[key] = (n + 1, chosen + p)
+            return p
 
         return next_rate
 

@@ -105,6 +105,45 @@ def entry_bytes(key: str, *values: str | bytes) -> int:
     return KEY_OVERHEAD + allocated(len(key) + sum(len(v) + 2 for v in values))
 
 
+@dataclass
+class Memory:
+    """Redis' memory beside the ledger: `used`, `maxmemory` (0: none), its eviction policy,
+    and the steady state forecast: what Redis holds now, plus per class what each app will
+    hold once its windows are full at today's rates, less what it holds now."""
+
+    used: int
+    maxmemory: int
+    policy: str
+    reading: Reading
+
+    @property
+    def forecast(self) -> float:
+        return max(0.0, self.used + self.reading.forecast_total - self.reading.held_total)
+
+    @property
+    def evicting(self) -> bool:
+        """Whether Redis may drop ragmon's keys at maxmemory (accepted events lost)."""
+        return self.policy != "noeviction"
+
+    def warning(self) -> str | None:
+        """The start-up warning of the API and the workers, or None."""
+        mb = 1024 * 1024
+        if self.evicting:
+            return (
+                f"Redis' maxmemory-policy is {self.policy}: at maxmemory it would drop ragmon's "
+                "keys, losing accepted events; set maxmemory-policy noeviction (ragmon then "
+                "answers 507 near the limit, RAGMON_MEMORY_HIGH)"
+            )
+        if self.maxmemory and self.forecast > self.maxmemory:
+            return (
+                f"Redis' maxmemory {self.maxmemory / mb:.0f} MB is below the forecast steady "
+                f"state {self.forecast / mb:.0f} MB at today's rates and retention windows: "
+                "raise maxmemory or shorten RAGMON_TEXT_TTL_DAYS / RAGMON_RESULT_TTL_DAYS "
+                "(docs/reliability.md); near it new events get 507"
+            )
+        return None
+
+
 def _width(span: float) -> float:
     return max(1.0, span / BUCKETS)
 
@@ -219,6 +258,13 @@ class Ledger:
                 covered = max(1.0, now - max(start, first), _width(span) / 4)
                 out.forecast.setdefault(app, {})[kind] = n / covered * window
         return out
+
+    def memory(self, now: float) -> Memory:
+        """Redis' memory and the ledger's forecast (one pipeline and two INFO/CONFIG reads)."""
+        assert self.client is not None
+        info = self.client.info("memory")
+        return Memory(int(info.get("used_memory", 0)), int(info.get("maxmemory", 0)),
+                      str(info.get("maxmemory_policy", "noeviction")), self.read(now))  # fmt: skip
 
     def read(self, now: float) -> Reading:
         """The ledger now, from Redis (one pipeline)."""

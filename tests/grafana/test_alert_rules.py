@@ -29,7 +29,7 @@ REQUIRED_ALERTS = {
     "RagmonJudgeBudgetExhausted", "RagmonAppJudgeBudgetExhausted", "RagmonIngestRejectionsHigh",
     "RagmonDown",
     "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonEmptyResultsHighSlow",
-    "RagmonSeriesStopped", "RagmonTopScoreDrop",
+    "RagmonSeriesStopped", "RagmonTopScoreDrop", "RagmonMemoryForecastHigh",
 }  # fmt: skip
 
 
@@ -225,6 +225,7 @@ ALERT_PANELS = {
     "RagmonEmptyResultsHighSlow": "Empty results (share) by retriever",
     "RagmonSeriesStopped": "Events received by retriever",
     "RagmonTopScoreDrop": "Top score (mean) by retriever",
+    "RagmonMemoryForecastHigh": "Redis memory and its forecast",
 }
 
 

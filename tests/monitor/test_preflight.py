@@ -41,9 +41,11 @@ def test_describe_names_redis_judge_model_endpoint_sampling_budget():
     assert "s3cret" not in line and "\n" not in line
     assert line == (
         "redis=redis://:***@redis:6379/0 queue=ragmon judge=openai model=qwen2.5-7b "
-        "endpoint=vllm.internal mode=pointwise sampling=0.25 budget=12.5 USD/day"
+        "endpoint=vllm.internal mode=pointwise sampling=fixed 0.25 budget=12.5 USD/day"
     )
     assert judge_url(s) == "http://vllm.internal:8000/v1"
     lexical = Settings.from_env({"RAGMON_JUDGE": "lexical"}, dotenv=None)
     assert "judge=lexical" in describe(lexical) and "budget=none" in describe(lexical)
+    # the default mode, said as it is (it once said sampling=1 with planned set)
+    assert "sampling=planned (weekly ±0.03 per series, at least 100/day)" in describe(lexical)
     assert judge_url(lexical) == "https://api.openai.com/v1"

@@ -193,7 +193,7 @@ def test_a_good_judge_endpoint_is_confirmed(redis_url, tmp_path, strict_llm):
     worker = Ragmon(["worker"], env, cwd=tmp_path)
     try:
         line = start_line(worker)
-        assert "sampling=0.5 budget=3 USD/day" in line
+        assert "sampling=fixed 0.5 budget=3 USD/day" in line
         worker.wait_for(rf"INFO ragmon\.worker: judge endpoint {strict_llm.url} answers")
     finally:
         worker.stop()
