@@ -51,6 +51,12 @@ class Settings:
         default=(),
         metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": values.api_keys, "secret": True},
     )
+    # Without RAGMON_API_KEYS, the names (beside localhost and IP addresses) a request's Host
+    # and Origin may carry: a page of another site resolving its name to ragmon's address
+    # (DNS rebinding) is refused (`ragmon.api.hosts`).
+    allowed_hosts: tuple[str, ...] = field(
+        default=(), metadata={"env": "RAGMON_ALLOWED_HOSTS", "parse": values.host_names}
+    )
     api_keys_file: str | None = field(
         default=None, metadata={"env": "RAGMON_API_KEYS_FILE", "parse": values.text}
     )

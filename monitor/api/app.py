@@ -21,6 +21,7 @@ from ragmon.api.batcher import IngestWriter
 from ragmon.api.bodies import WholeBodies
 from ragmon.api.browser import Browser
 from ragmon.api.grades import GradeService
+from ragmon.api.hosts import host_check
 from ragmon.api.metrics import MetricsText
 from ragmon.api.routes import add_event_routes, add_operation_routes
 from ragmon.api.sampler import Sampler
@@ -94,6 +95,8 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
             writer.reject("timeout")
 
     app.add_middleware(WholeBodies, gone=gone, limit=settings.max_body_bytes)
+    if (check := host_check(settings)) is not None:  # outermost: before a body is awaited
+        app.add_middleware(check[0], **check[1])
     grades = GradeService(settings, store, service.unavailable)
     add_event_routes(app, settings, service, keys, grades)
     add_operation_routes(

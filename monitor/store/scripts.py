@@ -408,6 +408,10 @@ return added
 # added to the series' `retrieval_weight_squares` counter (the alerts' effective events).
 # Keeps the series it was counted in (after folding) in the event for EXPLORE_INDEX.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
+# Exactly once: Redis does not undo a script's writes when it fails half-way, so every check
+# that can fail comes before the first write (a key of another type: an error, the event left
+# to its lease), and the weighted fields only take HINCRBYFLOAT (HINCRBY fails on a field a
+# weight made fractional: the event was then done with its histograms missing).
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
@@ -417,6 +421,15 @@ FINISH = Script(
      "series_counts", "n_obs", "weight"),
     _ADMIT
     + """
+local TYPES = {event = 'hash', hist = 'hash', day_hist = 'hash', counters = 'hash',
+  day_counters = 'hash', series = 'zset', day_events = 'list', failed = 'zset', leased = 'zset',
+  pending = 'zset', day_apps = 'set', app_failed = 'zset', series_per_app = 'hash'}
+for name, want in pairs(TYPES) do
+  local got = redis.call('TYPE', K[name]).ok
+  if got ~= 'none' and got ~= want then
+    return redis.error_reply('WRONGTYPE FINISH ' .. K[name] .. ' ' .. got)
+  end
+end
 redis.call('ZREM', K.leased, A.ref)
 redis.call('ZREM', K.pending, A.ref)
 local st = redis.call('HGET', K.event, F.status)
@@ -435,19 +448,12 @@ local j = ARGV_REST
 local w = tonumber(A.weight)
 for _ = 1, tonumber(A.n_obs) do
   local field = ARGV[j] .. SEP .. series .. SEP
+  local y = tonumber(ARGV[j + 2])
   for _, h in ipairs({K.hist, K.day_hist}) do
-    if w == 1 then
-      redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
-      redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
-      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
-      redis.call('HINCRBY', h, field .. H.count, 1)
-    else
-      local y = tonumber(ARGV[j + 2])
-      redis.call('HINCRBYFLOAT', h, field .. H.bucket .. ARGV[j + 1], A.weight)
-      redis.call('HINCRBYFLOAT', h, field .. H.sum, string.format('%.17g', w * y))
-      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', w * y * y))
-      redis.call('HINCRBYFLOAT', h, field .. H.count, A.weight)
-    end
+    redis.call('HINCRBYFLOAT', h, field .. H.bucket .. ARGV[j + 1], A.weight)
+    redis.call('HINCRBYFLOAT', h, field .. H.sum, string.format('%.17g', w * y))
+    redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', w * y * y))
+    redis.call('HINCRBYFLOAT', h, field .. H.count, A.weight)
   end
   j = j + 3
 end
@@ -456,9 +462,8 @@ redis.call('HINCRBY', K.hist, lag .. H.bucket .. A.lag_bucket, 1)
 redis.call('HINCRBYFLOAT', K.hist, lag .. H.sum, A.lag)
 redis.call('HINCRBY', K.hist, lag .. H.count, 1)
 redis.call('HINCRBY', K.counters, N.events_labeled, 1)
-local wsq = N.retrieval_weight_squares .. SEP .. series
-if w == 1 then redis.call('HINCRBY', K.counters, wsq, 1)
-else redis.call('HINCRBYFLOAT', K.counters, wsq, string.format('%.17g', w * w)) end
+redis.call('HINCRBYFLOAT', K.counters, N.retrieval_weight_squares .. SEP .. series,
+           string.format('%.17g', w * w))
 redis.call('HINCRBY', K.day_counters, N.events .. SEP .. series, 1)
 redis.call('HINCRBY', K.day_counters, N.k_sum .. SEP .. series, tonumber(A.k))
 for g = j, #ARGV do
