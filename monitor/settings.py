@@ -177,6 +177,15 @@ class Settings:
     )
     # Each app's share of Redis: MB of events it may hold (`500`, or `support-bot=2000,search=500`
     # with a bare number for the apps not named; 0: none). Past it, 507 naming app and limit.
+    # Each app's room for people's grades and the texts they were given on (`50`, or
+    # `support-bot=200,search=20`; 0: no limit of their own), within RAGMON_APP_STORAGE_MB.
+    app_grades_mb: dict[str, float] = field(
+        default_factory=lambda: {"*": 50.0},
+        metadata={
+            "env": "RAGMON_APP_GRADES_MB",
+            "parse": values.per_app("MB (≥ 0)", "support-bot=200,search=20", 0.0),
+        },
+    )
     app_storage_mb: dict[str, float] = field(
         default_factory=dict,
         metadata={

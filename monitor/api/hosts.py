@@ -17,8 +17,6 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ragmon.settings import Settings
-
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -93,10 +91,3 @@ class HostCheck:
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)
-
-
-def host_check(settings: Settings) -> tuple[type[HostCheck], dict] | None:
-    """The middleware and its options for `app.add_middleware`, or None with API keys set."""
-    if settings.api_keys:
-        return None
-    return HostCheck, {"allowed": settings.allowed_hosts}

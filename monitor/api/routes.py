@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
 from ragmon.api.bodies import read_body
+from ragmon.api.costs import body_limit
 from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.schemas import (
@@ -41,7 +42,7 @@ from ragmon.store import Store
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 RESPONSES: dict[int | str, dict[str, Any]] = {
-    413: {"model": ErrorResponse, "description": "Body over RAGMON_MAX_BODY_BYTES."},
+    413: {"model": ErrorResponse, "description": "Body over the route's limit (docs/api.md)."},
     422: {"model": ErrorResponse, "description": "Invalid event: `loc` names the field."},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
     403: {"model": ErrorResponse, "description": "The key may not write this app label."},
@@ -110,7 +111,7 @@ def add_event_routes(
     async def post_event(request: Request) -> JSONResponse:
         principal = authorize(request)
         ((event_id, status, created),) = await service.events(
-            principal, await read_body(request, settings.max_body_bytes), RetrievalEvent
+            principal, await read_body(request, body_limit(request, settings)), RetrievalEvent
         )
         return JSONResponse({"event_id": event_id, "status": status}, 202 if created else 200)
 
@@ -126,7 +127,7 @@ def add_event_routes(
     async def post_batch(request: Request) -> JSONResponse:
         principal = authorize(request)
         stored = await service.events(
-            principal, await read_body(request, settings.max_body_bytes), RetrievalBatch
+            principal, await read_body(request, body_limit(request, settings)), RetrievalBatch
         )
         body = {"results": [{"event_id": eid, "status": st} for eid, st, _ in stored]}
         return JSONResponse(body, 202)
@@ -160,7 +161,7 @@ def add_event_routes(
             raise otlp_refused(exc) from None
         body = await service.traces(
             principal,
-            await read_body(request, settings.max_body_bytes),
+            await read_body(request, body_limit(request, settings)),
             media,
             request.headers.get("content-encoding"),
         )
@@ -187,7 +188,9 @@ def add_event_routes(
     )  # fmt: skip
     async def post_grades(request: Request) -> JSONResponse:
         principal = authorize(request)
-        results = await grades.grades(principal, await read_body(request, settings.max_body_bytes))
+        results = await grades.grades(
+            principal, await read_body(request, body_limit(request, settings))
+        )
         return JSONResponse({"results": results})
 
     @app.get(

@@ -1,10 +1,12 @@
-"""Each app's share of Redis (RAGMON_APP_STORAGE_MB): the bytes its events take, and a `507`
-naming the app and the limit once it holds its share, so one app's flood never fills the
-memory that every other app's events need.
+"""Each app's share of Redis (RAGMON_APP_STORAGE_MB): the bytes its events and its people's
+grades take, and a `507` naming the app and the limit once it holds its share, so one app's
+flood never fills the memory that every other app's events need. Grades have a room of their
+own within it (RAGMON_APP_GRADES_MB: `grade_rooms`), checked where they are written.
 
 What counts: the bytes of each event an app sent (its stored payload, sealed or not, plus
 `EVENT_OVERHEAD` for the hash's keys and fields), by UTC day of receipt, for as long as
-events are kept (RAGMON_RESULT_TTL_DAYS): `Keys.app_bytes(day)`, a hash app → bytes. What
+events are kept (RAGMON_RESULT_TTL_DAYS): `Keys.app_bytes(day)`, a hash app → bytes; and the
+bytes of its people's grades (`Keys.human_bytes`, counted by the write that stores them). What
 judging adds (the result) or strips (the text, RAGMON_STORE_TEXT=false) is not counted: the
 figure is what the app sent, not Redis' exact memory.
 
@@ -22,7 +24,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import redis.asyncio
 
@@ -45,7 +47,7 @@ class AppOverStorage(Exception):
     def __init__(self, app: str, held: int, limit_mb: float) -> None:
         self.app, self.held, self.limit_mb = app, held, limit_mb
         super().__init__(
-            f"app {app!r} holds {held / MIB:.1f} MB of events, its limit "
+            f"app {app!r} holds {held / MIB:.1f} MB of events and grades, its limit "
             f"RAGMON_APP_STORAGE_MB={limit_mb:g} MB: nothing of this request was stored; "
             "older events leave after RAGMON_RESULT_TTL_DAYS"
         )
@@ -62,7 +64,7 @@ class AppStorage:
         self.settings = settings
         self.store = store
         self._client: redis.asyncio.Redis | None = None
-        self._held: dict[str, tuple[float, int]] = {}  # app -> (read at, bytes in Redis)
+        self._held: dict[str, tuple[float, int, int]] = {}  # app -> (read at, events, grades)
         self._pending: Counter[tuple[str, str]] = Counter()  # (day, app) -> bytes not written
         self._flush_task: asyncio.Task | None = None
         self._days = math.ceil(settings.result_ttl_days) + 1
@@ -87,8 +89,14 @@ class AppStorage:
                 raise AppOverStorage(app, held, limit)
 
     async def held(self, app: str) -> int:
-        """Bytes `app`'s retained events take (Redis' figure at most REFRESH_S old, plus this
-        process' counts not yet written)."""
+        """Bytes `app`'s retained events and people's grades take (Redis' figure at most
+        REFRESH_S old, plus this process' counts not yet written)."""
+        events, grades = await self._read(app)
+        return events + grades + sum(n for (_, a), n in self._pending.items() if a == app)
+
+    async def _read(self, app: str) -> tuple[int, int]:
+        """Bytes of `app`'s events and of its people's grades in Redis (at most REFRESH_S
+        old)."""
         now = time.monotonic()
         known = self._held.get(app)
         if known is None or now - known[0] > REFRESH_S:
@@ -97,13 +105,33 @@ class AppStorage:
             async with client.pipeline(transaction=False) as pipe:
                 for day in days:
                     pipe.hget(self.store.keys.app_bytes(day), app)
-                raw = await pipe.execute()
-            known = (now, sum(int(x) for x in raw if x is not None))
+                pipe.hget(self.store.keys.human_bytes, app)
+                *raw, grades = await pipe.execute()
+            known = (now, sum(int(x) for x in raw if x is not None), int(grades or 0))
             self._held[app] = known
             if len(self._held) > 10_000:  # many apps: forget the oldest reads
                 for old in sorted(self._held, key=lambda a: self._held[a][0])[:5_000]:
                     del self._held[old]
-        return known[1] + sum(n for (_, a), n in self._pending.items() if a == app)
+        return known[1], known[2]
+
+    async def grade_rooms(self, apps: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """Per app, the bytes its people's grades may take in all and the setting that says
+        so: RAGMON_APP_GRADES_MB, or what RAGMON_APP_STORAGE_MB leaves beside its events."""
+        rooms = {}
+        for app in apps:
+            grades_mb = self.settings.app_grades_mb
+            own = grades_mb.get(app, grades_mb.get("*", 0.0))
+            room = (int(own * MIB), f"RAGMON_APP_GRADES_MB={own:g}") if own > 0 else None
+            share = self.limit_mb(app)
+            if share > 0:
+                events, _ = await self._read(app)
+                events += sum(n for (_, a), n in self._pending.items() if a == app)
+                left = int(share * MIB) - events
+                if room is None or left < room[0]:
+                    room = (max(0, left), f"RAGMON_APP_STORAGE_MB={share:g}")
+            if room is not None:
+                rooms[app] = room
+        return rooms
 
     def count(self, items: Sequence[IngestItem], created: Sequence[bool]) -> None:
         """Add the bytes of the events a write created (written soon, in one pipeline)."""

@@ -225,6 +225,17 @@ class Keys:
         the grade's record (`ragmon.store.human`)."""
         return f"{self.prefix}:hg:ev:{ref}"
 
+    def human_texts(self, ref: str) -> str:
+        """Hash of the texts people's grades of one event were given on, each once however
+        many people graded it: `q` the query, `t:<passage_id>` a passage (the anchor set
+        re-judges them after the event has expired)."""
+        return f"{self.prefix}:hg:tx:{ref}"
+
+    @property
+    def human_bytes(self) -> str:
+        """Hash app → bytes its people's grades and their texts take (`ragmon.store.human`)."""
+        return f"{self.prefix}:hg:bytes"
+
     def human_refs(self, app: str) -> str:
         """Sorted set of one app's events that people graded, by the time of the last change."""
         return f"{self.prefix}:hg:refs:{app}"

@@ -818,41 +818,74 @@ return trim(A.series)
 ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
        EXPLORE_TRIM, SUMMARIZE, OVERVIEW)  # fmt: skip
 
-# Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
-# KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:
-# per grade, its field in the hash, the record (JSON), the grade, the note ('' for none), the
-# event ref and the app. A grade whose stored twin has the same grade and note changes nothing
-# (0); a new one is stored (1), a changed one replaces it (2). Any change bumps `generation`,
-# which the derived statistics (agreement, estimates) are cached by.
+# Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer), within
+# each app's room for them, in bytes: a request that would pass it is refused whole.
+# KEYS tail: per grade, its event's grades hash, its app's set of graded events and its event's
+# texts hash. ARGV tail: per grade, its field in the grades hash, the record (JSON), the grade,
+# the note ('' for none), the event ref, the app, the app's room (bytes its grades may take),
+# then the query's and the passage's text fields and texts ('' for a text another grade of the
+# request carries). A grade whose stored twin has the same grade and note changes nothing (0);
+# a new one is stored (1), a changed one replaces it (2). What it adds (fields, records, texts
+# not held yet, `overhead` bytes each) goes into `bytes` per app. Any change bumps
+# `generation`, which the derived statistics (agreement, estimates) are cached by. Refused
+# whole: {-1, app, bytes held} past an app's room; an error past `deadline` (unix seconds, 0:
+# none), when the API has already answered 503.
 HUMAN_GRADES = Script(
     "HUMAN_GRADES",
-    ("generation", "apps"),
-    ("ttl", "now"),
+    ("generation", "apps", "bytes"),
+    ("ttl", "now", "overhead", "deadline"),
     """
-local ttl = tonumber(A.ttl)
-local out = {}
-local changed = false
-for i = 1, (#KEYS - KEYS_REST + 1) / 2 do
-  local key, refs = KEYS[KEYS_REST + 2 * (i - 1)], KEYS[KEYS_REST + 2 * (i - 1) + 1]
-  local b = ARGV_REST + 6 * (i - 1)
-  local field, grade, note = ARGV[b], ARGV[b + 2], ARGV[b + 3]
-  local state = 1
-  local old = redis.call('HGET', key, field)
+local ttl, over = tonumber(A.ttl), tonumber(A.overhead)
+local deadline = tonumber(A.deadline)
+if deadline > 0 and tonumber(redis.call('TIME')[1]) > deadline then
+  return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+end
+local W = 11
+local n = (#KEYS - KEYS_REST + 1) / 3
+local function key(i, j) return KEYS[KEYS_REST + 3 * (i - 1) + j] end
+local function arg(i, j) return ARGV[ARGV_REST + W * (i - 1) + j] end
+local out, adds, rooms = {}, {}, {}
+for i = 1, n do
+  local field, grade, note, app = arg(i, 0), arg(i, 2), arg(i, 3), arg(i, 5)
+  local state, add = 1, #field + #arg(i, 1) + over
+  local old = redis.call('HGET', key(i, 0), field)
   if old then
     local o = cjson.decode(old)
     local was = o.note
     if type(was) ~= 'string' then was = '' end
-    if tostring(o.grade) == grade and was == note then state = 0 else state = 2 end
+    if tostring(o.grade) == grade and was == note then state, add = 0, 0
+    else state, add = 2, math.max(0, #arg(i, 1) - #old) end
   end
-  if state > 0 then
-    redis.call('HSET', key, field, ARGV[b + 1])
-    redis.call('ZADD', refs, tonumber(A.now), ARGV[b + 4])
-    redis.call('SADD', K.apps, ARGV[b + 5])
-    redis.call('EXPIRE', key, ttl)
-    redis.call('EXPIRE', refs, ttl)
-    changed = true
+  for t = 7, 9, 2 do
+    if arg(i, t + 1) ~= '' and redis.call('HEXISTS', key(i, 2), arg(i, t)) == 0 then
+      add = add + #arg(i, t) + #arg(i, t + 1) + over
+    end
   end
   out[i] = state
+  adds[app] = (adds[app] or 0) + add
+  rooms[app] = tonumber(arg(i, 6))
+end
+for app, add in pairs(adds) do
+  local held = tonumber(redis.call('HGET', K.bytes, app) or '0')
+  if add > 0 and held + add > rooms[app] then return {-1, app, held} end
+end
+local changed = false
+for i = 1, n do
+  if out[i] > 0 then
+    redis.call('HSET', key(i, 0), arg(i, 0), arg(i, 1))
+    redis.call('ZADD', key(i, 1), tonumber(A.now), arg(i, 4))
+    redis.call('SADD', K.apps, arg(i, 5))
+    redis.call('EXPIRE', key(i, 0), ttl)
+    redis.call('EXPIRE', key(i, 1), ttl)
+    changed = true
+  end
+  for t = 7, 9, 2 do
+    if arg(i, t + 1) ~= '' then redis.call('HSETNX', key(i, 2), arg(i, t), arg(i, t + 1)) end
+  end
+  if out[i] > 0 or arg(i, 8) ~= '' or arg(i, 10) ~= '' then redis.call('EXPIRE', key(i, 2), ttl) end
+end
+for app, add in pairs(adds) do
+  if add > 0 then redis.call('HINCRBY', K.bytes, app, add) end
 end
 if changed then redis.call('INCR', K.generation) end
 return out
