@@ -126,12 +126,12 @@ class GradeService:
         try:
             states = self.store.human.write(records, now, texts, limits, deadline)
         except OverRoom as exc:
-            room, setting = (rooms or {})[exc.app]
+            room, limit = (rooms or {})[exc.app]
             raise Refused(
                 507,
                 "app_storage",
-                f"app {exc.app!r}: its people's grades hold {exc.held / MIB:.1f} MB of "
-                f"{room / MIB:.1f} MB ({setting} MB): nothing of this request was stored",
+                f"app {exc.app!r}: these grades would add {exc.adding / MIB:.2f} MB, past "
+                f"{limit} (room left: {room / MIB:.2f} MB): nothing of this request was stored",
                 {"Retry-After": str(STORAGE_RETRY_AFTER_S)},
             ) from None
         return [

@@ -5,9 +5,9 @@ untouched: agreement and the corrected estimates read both. A record is the JSON
 `ragmon.core.reviews.grade_record` builds; the texts it was given on are kept once per event
 (`Keys.human_texts`), not in each record, so a thousand people grading one passage store its
 text once. Grades outlive their events (they are the anchor set and the human sample of past
-weeks): kept `HUMAN_TTL_S` after their last change. What they take is counted per app
-(`Keys.human_bytes`), as written (a change that shortens a record does not give bytes back),
-and a write past the room its caller gives an app is refused whole.
+weeks): kept `HUMAN_TTL_S` after their last change. What they take is charged to the app's
+ledger (`grades`) in the write, as written (a change that shortens a record gives nothing
+back), and a write past the room its caller gives an app is refused whole.
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ragmon.store import scripts
+from ragmon.store.fields import Kind
+from ragmon.store.ledger import GRADES_KEPT_S
 from ragmon.store.keys import event_ref
 
 if TYPE_CHECKING:
     import redis
 
     from ragmon.store.keys import Keys
+    from ragmon.store.ledger import Ledger
 
-HUMAN_TTL_S = 400 * 86400  # as the per-day aggregates: a year of weekly estimates plus margin
+HUMAN_TTL_S = int(GRADES_KEPT_S)  # as the per-day aggregates: a year of weekly estimates
 STATES = ("unchanged", "created", "updated")  # HUMAN_GRADES' answers 0, 1, 2
 NO_LIMIT = 1 << 62  # the room of an app without a limit
 
@@ -45,19 +48,21 @@ def text_field(passage_id: str) -> str:
 
 
 class OverRoom(Exception):
-    """A write of grades refused whole: `app`'s grades would pass the room it was given."""
+    """A write of grades refused whole: `app`'s grades would add `adding` bytes, past the room
+    it was given."""
 
-    def __init__(self, app: str, held: int) -> None:
-        self.app, self.held = app, held
-        super().__init__(app, held)
+    def __init__(self, app: str, adding: int) -> None:
+        self.app, self.adding = app, adding
+        super().__init__(app, adding)
 
 
 class HumanGrades:
     """The people's grades of one deployment."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, ledger: Ledger) -> None:
         self.client = client
         self.keys = keys
+        self.ledger = ledger
         self._write = client.register_script(scripts.HUMAN_GRADES.source)
 
     def write(
@@ -100,11 +105,13 @@ class HumanGrades:
                 text_field(r["passage_id"]),
                 text,
             ]
+        now = now if now is not None else time.time()
+        ledger_keys, ledger_args = self.ledger.slots(scripts.HUMAN_GRADES_KINDS, now)
         call = scripts.HUMAN_GRADES.call(
             keys={"generation": self.keys.human_generation, "apps": self.keys.human_apps,
-                  "bytes": self.keys.human_bytes},
-            args={"ttl": HUMAN_TTL_S, "now": now if now is not None else time.time(),
-                  "overhead": OVERHEAD, "deadline": int(deadline)},
+                  **ledger_keys},
+            args={"ttl": HUMAN_TTL_S, "now": now, "overhead": OVERHEAD,
+                  "deadline": int(deadline), **ledger_args},
             more_keys=keys,
             more_args=args,
         )  # fmt: skip
@@ -113,12 +120,10 @@ class HumanGrades:
             raise OverRoom(reply[1].decode(), int(reply[2]))
         return [STATES[int(s)] for s in reply]
 
-    def held(self, apps: Sequence[str]) -> dict[str, int]:
-        """Bytes each app's grades and their texts take."""
-        if not apps:
-            return {}
-        raw = cast(list[bytes | None], self.client.hmget(self.keys.human_bytes, list(apps)))
-        return {app: int(v or 0) for app, v in zip(apps, raw, strict=True)}
+    def held(self, apps: Sequence[str], now: float | None = None) -> dict[str, float]:
+        """Bytes each app's grades and their texts take (the ledger's `grades` class)."""
+        reading = self.ledger.read(now if now is not None else time.time())
+        return {app: reading.held.get(app, {}).get(Kind.GRADES, 0.0) for app in apps}
 
     def of_event(self, app: str, event_id: str) -> list[dict[str, Any]]:
         """The records of one event, by passage then reviewer."""

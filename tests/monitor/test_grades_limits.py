@@ -42,14 +42,14 @@ def grades(event: dict, reviewers: list[str]) -> dict:
     }  # fmt: skip
 
 
-def held_bytes(api: ApiServer, event: dict) -> tuple[int, int]:
-    """(bytes counted for the app's grades, bytes Redis says their keys take)."""
+def held_bytes(api: ApiServer, event: dict) -> tuple[float, int]:
+    """(bytes the ledger counts for the app's grades, bytes Redis says their keys take)."""
     store = api.store
-    ref = event_ref(event["labels"]["app"], event["event_id"])
-    counted = int(store.client.hget(store.keys.human_bytes, event["labels"]["app"]) or 0)
+    app = event["labels"]["app"]
+    ref = event_ref(app, event["event_id"])
     keys = (store.keys.human_grades(ref), store.keys.human_texts(ref))
     used = sum(int(store.client.memory_usage(k) or 0) for k in keys)
-    return counted, used
+    return store.human.held([app])[app], used
 
 
 def test_texts_are_kept_once_and_people_per_event_are_bounded(
@@ -85,7 +85,7 @@ def test_grades_count_in_the_apps_share_and_stop_at_their_room(
     r = api.client.post("/v1/grades", json=grades(event, ["ann"]))
     assert r.status_code == 507
     detail = r.json()["detail"]
-    assert "'shop'" in detail and "RAGMON_APP_GRADES_MB=0.1" in detail
+    assert "'shop'" in detail and "RAGMON_APP_GRADES_MB=0.1 MB" in detail
     assert api.store.human.of_app("shop") == []  # nothing of the request stored
     assert api.client.post("/v1/grades", json=grades(other, ["ann"])).status_code == 200
     assert api.store.human.held(["other"])["other"] > 5 * MAX_TEXT_CHARS
