@@ -143,7 +143,9 @@ class AppStorage:
                 grades = self._reading.held.get(app, {}).get(Kind.GRADES, 0.0)
                 options.append((own * MIB - grades, f"RAGMON_APP_GRADES_MB={own:g} MB"))
             if (share := self.limit_mb(app)) > 0:
-                options.append((share * MIB - self.held(app), f"RAGMON_APP_STORAGE_MB={share:g} MB"))
+                options.append(
+                    (share * MIB - self.held(app), f"RAGMON_APP_STORAGE_MB={share:g} MB")
+                )
             if self.near() and (app in most or not most):
                 high = self.settings.memory_high
                 options.append((0, f"RAGMON_MEMORY_HIGH={high:g} of Redis' maxmemory"))

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ragmon.store import scripts
 from ragmon.store.fields import Kind
-from ragmon.store.ledger import GRADES_KEPT_S
 from ragmon.store.keys import event_ref
+from ragmon.store.ledger import GRADES_KEPT_S
 
 if TYPE_CHECKING:
     import redis
