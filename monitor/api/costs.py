@@ -40,13 +40,13 @@ OPERATIONS = Cost("none (the process)", 0, 0, "nothing", "loop")
 COSTS: dict[str, Cost] = {
     "POST /v1/retrievals": Cost(
         "each event's labels.app; a bound key's app only", MAX_BODY, 1, OWN_EVENTS,
-        "loop; the decoding process over 1 MiB"),
+        "loop; a decoding process over 256 KiB, a share per app"),
     "POST /v1/retrievals/batch": Cost(
         "each event's labels.app; a bound key's app only", MAX_BODY, MAX_BATCH, OWN_EVENTS,
-        "loop; the decoding process over 1 MiB"),
+        "loop; a decoding process over 256 KiB, a share per app"),
     "POST /v1/traces": Cost(
         "each span's app attribute; a bound key's app only", MAX_BODY, MAX_SPANS, OWN_EVENTS,
-        "the decoding process, a share per app"),
+        "a decoding process, a share per app"),
     "POST /v1/grades": Cost(
         "each grade's app; a bound key's app only", GRADES_MAX_BYTES, MAX_BATCH,
         f"the graded events of its apps, at most {MAX_GRADE_EVENTS}", "thread"),

@@ -5,9 +5,10 @@ everything a write decides (validation, the key's app binding, backpressure, sam
 sealing, the OTLP mapping) is here, so it can be tested by calling it.
 
 Reading a body into events (`prepare_events`, `prepare_export`) is pure and runs where it
-cannot hold the event loop: an OTLP export, or an events body over `INLINE_MAX_BYTES`, in the
-decoding process (`ragmon.api.child`), which answers with the items ready to store; a small
-events body on the loop, where a process hop would cost more than the parse.
+cannot hold the event loop: an OTLP export, or an events body over `INLINE_MAX_BYTES`, in a
+decoding process (`ragmon.api.shares`: a share per app), which answers with the items ready to
+store; a small events body on the loop, where a process hop would cost more than the parse.
+(At 1 MiB, one app's flood of batches held the loop for every other app's requests.)
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ragmon.store.records import signal_record
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
-INLINE_MAX_BYTES = 1 << 20  # an events body up to 1 MiB parses on the loop (<~0.25 s)
+INLINE_MAX_BYTES = 1 << 18  # an events body up to 256 KiB parses on the loop (<~60 ms)
 MAX_RETRIEVER_SPANS = MAX_BATCH  # per export, as events per batch; the rest are rejected
 
 

@@ -17,13 +17,16 @@ class Child:
     """A stand-in decoding process: one call at a time, in order, each taking a turn of the
     loop; it notes the order it ran them in."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: asyncio.Event | None = None) -> None:
         self.ran: list[str] = []
         self.lock = asyncio.Lock()
+        self.gate = gate  # closed: every call waits for it
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         async with self.lock:
             await asyncio.sleep(0)
+            if self.gate is not None:
+                await self.gate.wait()
             self.ran.append(args[0])
             return fn(*args)
 
@@ -34,7 +37,7 @@ class Child:
 def test_another_apps_body_waits_for_one_body_not_the_queue() -> None:
     async def go() -> list[str]:
         child = Child()
-        fair = FairChild(child)  # type: ignore[arg-type]
+        fair = FairChild([child])  # type: ignore[list-item]
         bombs = [asyncio.ensure_future(fair.run("app A", str, f"A{i}")) for i in range(10)]
         await asyncio.sleep(0)
         one = asyncio.ensure_future(fair.run("app B", str, "B0"))
@@ -49,18 +52,34 @@ def test_another_apps_body_waits_for_one_body_not_the_queue() -> None:
 
 def test_an_app_past_its_waiting_limit_is_refused_and_others_are_not() -> None:
     async def go() -> None:
-        fair = FairChild(Child())  # type: ignore[arg-type]
-        held = [asyncio.ensure_future(fair.run("app A", str, "A0"))]
+        gate = asyncio.Event()
+        fair = FairChild([Child(gate)])  # type: ignore[list-item]
+        held = [asyncio.ensure_future(fair.run("app A", str, f"A{i}"))
+                for i in range(WAITING_PER_APP + 1)]  # fmt: skip
         await asyncio.sleep(0)
-        await asyncio.sleep(0)  # the child has taken A0: the queue is empty again
-        held += [asyncio.ensure_future(fair.run("app A", str, f"A{i}"))
-                 for i in range(1, WAITING_PER_APP + 1)]  # fmt: skip
-        await asyncio.sleep(0)
-        assert fair.waiting() == {"app A": WAITING_PER_APP}
+        assert fair.waiting() == {"app A": WAITING_PER_APP}  # and A0 in the child
         with pytest.raises(QueueFull, match=f"app A has {WAITING_PER_APP} bodies waiting"):
             await fair.run("app A", str, "one more")
-        assert await fair.run("app B", str, "B0") == "B0"
+        other = asyncio.ensure_future(fair.run("app B", str, "B0"))
+        await asyncio.sleep(0)
+        gate.set()
+        assert await other == "B0"
         await asyncio.gather(*held)
+
+    asyncio.run(go())
+
+
+def test_one_apps_body_in_progress_leaves_the_other_child_to_another_app() -> None:
+    async def go() -> None:
+        gate = asyncio.Event()
+        held, free = Child(gate), Child()
+        fair = FairChild([free, held])  # type: ignore[list-item]  # `held` is taken first
+        bombs = [asyncio.ensure_future(fair.run("app A", str, f"A{i}")) for i in range(3)]
+        await asyncio.sleep(0)
+        assert await fair.run("app B", str, "B0") == "B0"  # while A0 holds a child
+        assert free.ran == ["B0"]  # A's next bodies wait for A0: one of A's at a time
+        gate.set()
+        await asyncio.gather(*bombs)
 
     asyncio.run(go())
 
@@ -68,7 +87,7 @@ def test_an_app_past_its_waiting_limit_is_refused_and_others_are_not() -> None:
 def test_a_request_gone_while_waiting_is_skipped_and_errors_reach_their_caller() -> None:
     async def go() -> list[str]:
         child = Child()
-        fair = FairChild(child)  # type: ignore[arg-type]
+        fair = FairChild([child])  # type: ignore[list-item]
         first = asyncio.ensure_future(fair.run("app A", str, "A0"))
         gone = asyncio.ensure_future(fair.run("app A", str, "A1"))
         await asyncio.sleep(0)
