@@ -165,6 +165,7 @@ def estimates_json(window: Window, found: list[SeriesEstimates]) -> dict[str, An
                         "judge_weight": c.lam,
                         "units": UNITS[ESTIMATED[m]],
                         "reason": c.reason,
+                        "random_draw": c.random_draw,
                     }
                     for m, c in s.measures.items()
                 },

@@ -154,6 +154,13 @@ class Settings:
     result_ttl_days: float = field(
         default=35.0, metadata={"env": "RAGMON_RESULT_TTL_DAYS", "parse": values.number(0.01, 3650)}
     )
+    text_ttl_days: float = field(
+        default=8.0, metadata={"env": "RAGMON_TEXT_TTL_DAYS", "parse": values.number(0.0, 3650)}
+    )
+    idempotency_s: int = field(
+        default=900,
+        metadata={"env": "RAGMON_IDEMPOTENCY_S", "parse": values.number(60, 30 * 86400, int)},
+    )
     cache_ttl_days: float = field(
         default=30.0, metadata={"env": "RAGMON_CACHE_TTL_DAYS", "parse": values.number(0.0, 3650)}
     )
@@ -177,6 +184,9 @@ class Settings:
             "env": "RAGMON_APP_STORAGE_MB",
             "parse": values.per_app("MB (≥ 0)", "support-bot=2000,search=500", 0.0),
         },
+    )
+    memory_high: float = field(
+        default=0.9, metadata={"env": "RAGMON_MEMORY_HIGH", "parse": values.number(0.1, 1.0)}
     )
     queue_limit: int = field(
         default=100_000,

@@ -46,7 +46,11 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
     403: {"model": ErrorResponse, "description": "The key may not write this app label."},
     503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
-    507: {"model": ErrorResponse, "description": "The app holds RAGMON_APP_STORAGE_MB."},
+    507: {
+        "model": ErrorResponse,
+        "description": "The app holds RAGMON_APP_STORAGE_MB, or is among the apps holding most "
+        "while Redis is past RAGMON_MEMORY_HIGH of its maxmemory.",
+    },
 }
 
 READ_RESPONSES: dict[int | str, dict[str, Any]] = {  # a search's or a summary's
@@ -277,11 +281,15 @@ def add_event_routes(
         # the same id is neither found nor loaded (no status, no existence, no timing).
         result = await read_store(store.result, bound or app or "default", event_id)
         if result is None:
-            return JSONResponse(
-                {"detail": "unknown event_id (never received, or expired: RAGMON_RESULT_TTL_DAYS)"},
-                404,
-            )
+            return JSONResponse({"detail": NOT_KEPT}, 404)
         return JSONResponse(result)
+
+
+NOT_KEPT = (
+    "unknown event_id: never received, or not kept. An event not chosen for judging keeps no "
+    "record past RAGMON_IDEMPOTENCY_S (its counts are in the aggregates and /metrics); a "
+    "judged one expires after RAGMON_RESULT_TTL_DAYS"
+)
 
 
 def add_operation_routes(

@@ -302,13 +302,14 @@ class IngestService:
             ) from None
 
     async def check_storage(self, items: list[IngestItem]) -> None:
-        """A `507` naming the app and RAGMON_APP_STORAGE_MB when an app of the request holds
-        its share of Redis (nothing of the request stored)."""
+        """A `507` naming the app and the limit when an app of the request holds its share of
+        Redis (RAGMON_APP_STORAGE_MB) or is among those holding most while Redis is near its
+        maxmemory (RAGMON_MEMORY_HIGH); nothing of the request stored."""
         try:
             await self.storage.check(items)
         except AppOverStorage as exc:
             raise Refused(
-                507, "app_storage", str(exc), {"Retry-After": str(STORAGE_RETRY_AFTER_S)}
+                507, exc.reason, str(exc), {"Retry-After": str(STORAGE_RETRY_AFTER_S)}
             ) from None
         except Exception as exc:
             raise self.unavailable(exc) from exc

@@ -1,141 +1,154 @@
-"""Each app's share of Redis (RAGMON_APP_STORAGE_MB): the bytes its events take, and a `507`
-naming the app and the limit once it holds its share, so one app's flood never fills the
-memory that every other app's events need.
+"""Each app's share of Redis, and Redis' own limit: a `507` naming the app and the limit
+before a write that would pass either, so one app's flood never fills the memory that every
+other app's events need, and Redis never reaches `maxmemory` (where it refuses every write,
+or, with an evicting policy, drops accepted events).
 
-What counts: the bytes of each event an app sent (its stored payload, sealed or not, plus
-`EVENT_OVERHEAD` for the hash's keys and fields), by UTC day of receipt, for as long as
-events are kept (RAGMON_RESULT_TTL_DAYS): `Keys.app_bytes(day)`, a hash app → bytes. What
-judging adds (the result) or strips (the text, RAGMON_STORE_TEXT=false) is not counted: the
-figure is what the app sent, not Redis' exact memory.
+What counts: the bytes each app holds by class, from the ledger that every writer charges
+(`ragmon.store.ledger`): an app is refused once it holds RAGMON_APP_STORAGE_MB. And when Redis'
+`used_memory` reaches RAGMON_MEMORY_HIGH of its `maxmemory`, the apps holding most (the
+fewest that hold half of what the ledger counts) are refused, the others still stored: the
+workers keep finishing what was accepted, reads and /metrics keep working.
 
-Cost on the write path: a request's check reads its app's figure from memory (read from
-Redis at most every `REFRESH_S` per app, off the request path once known); the bytes of
-created events are added in memory and written by one pipeline at a time (`_flush`), not per
-request. So the limit can be passed by what arrives within `REFRESH_S` (a few requests).
+Cost on the write path: a request's check reads from memory; the ledger and `INFO memory` are
+read from Redis at most every `REFRESH_S` (one pipeline for every app), and the bytes this
+process wrote since are added in memory. So a limit can be passed by what arrives within
+`REFRESH_S` (a few requests).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any, cast
 
 import redis.asyncio
 
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
-from ragmon.store.keys import utc_today
+from ragmon.store.ledger import Ledger, Reading, entry_bytes
 
 log = logging.getLogger("ragmon.api")
 
 MIB = 1024 * 1024
-EVENT_OVERHEAD = 200  # bytes of an event hash besides its payload (key, fields, status, times)
 REFRESH_S = 1.0
-DAY_S = 86400
 RETRY_AFTER_S = 60
+MOST_SHARE = 0.5  # near maxmemory: the apps refused hold at least this share of the ledger
 
 
 class AppOverStorage(Exception):
-    """An app holds its RAGMON_APP_STORAGE_MB: the message names the app and the limit."""
+    """A write refused for memory: the message names the app and the limit; `reason` the
+    label it counts under (`app_storage`: its share, `memory_high`: Redis near maxmemory)."""
 
-    def __init__(self, app: str, held: int, limit_mb: float) -> None:
-        self.app, self.held, self.limit_mb = app, held, limit_mb
-        super().__init__(
-            f"app {app!r} holds {held / MIB:.1f} MB of events, its limit "
-            f"RAGMON_APP_STORAGE_MB={limit_mb:g} MB: nothing of this request was stored; "
-            "older events leave after RAGMON_RESULT_TTL_DAYS"
-        )
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
-def event_bytes(item: IngestItem) -> int:
-    return len(item.payload) + EVENT_OVERHEAD
+def over_share(app: str, held: float, limit_mb: float) -> AppOverStorage:
+    return AppOverStorage(
+        f"app {app!r} holds {held / MIB:.1f} MB in Redis, its limit "
+        f"RAGMON_APP_STORAGE_MB={limit_mb:g} MB: nothing of this request was stored; "
+        "what it holds leaves with its retention windows (docs/reliability.md)",
+        "app_storage",
+    )
+
+
+def near_maxmemory(app: str, held: float, used: int, maxmemory: int, high: float) -> AppOverStorage:
+    return AppOverStorage(
+        f"Redis holds {used / MIB:.0f} MB of its maxmemory {maxmemory / MIB:.0f} MB, past "
+        f"RAGMON_MEMORY_HIGH={high:g}, and app {app!r} is among the apps holding most "
+        f"({held / MIB:.1f} MB): its new events are refused until memory frees (raise "
+        "maxmemory, or shorten the retention windows); nothing of this request was stored",
+        "memory_high",
+    )
+
+
+def item_bytes(it: IngestItem) -> int:
+    """About what INGEST charges for an item (the check's estimate before the write)."""
+    return entry_bytes(it.ref, it.payload if not it.sampled_out else "", it.status)
 
 
 class AppStorage:
-    """The per-app byte counts of one API process (any number of processes share them)."""
+    """The memory checks of one API process (any number of processes share the ledger)."""
 
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
+        self.ledger = Ledger(None, store.keys, settings)
         self._client: redis.asyncio.Redis | None = None
-        self._held: dict[str, tuple[float, int]] = {}  # app -> (read at, bytes in Redis)
-        self._pending: Counter[tuple[str, str]] = Counter()  # (day, app) -> bytes not written
-        self._flush_task: asyncio.Task | None = None
-        self._days = math.ceil(settings.result_ttl_days) + 1
+        self._read_at = -1e18
+        self._reading = Reading()
+        self._used, self._max = 0, 0
+        self._since: Counter[str] = Counter()  # app -> bytes written since the last read
 
     def limit_mb(self, app: str) -> float:
         limits = self.settings.app_storage_mb
         return limits.get(app, limits.get("*", 0.0))
 
     async def check(self, items: Sequence[IngestItem]) -> None:
-        """Raise `AppOverStorage` when an app of `items` would pass its limit with them."""
-        if not self.settings.app_storage_mb:
-            return
+        """Raise `AppOverStorage` when an app of `items` would pass its share with them, or
+        is among those holding most while Redis is near its maxmemory."""
         wanted: Counter[str] = Counter()
         for it in items:
-            wanted[it.app] += event_bytes(it)
+            wanted[it.app] += item_bytes(it)
+        await self.refresh()
+        most = self.most() if self.near() else set()
         for app, n in wanted.items():
+            held = self.held(app)
             limit = self.limit_mb(app)
-            if limit <= 0:
-                continue
-            held = await self.held(app)
-            if held + n > limit * MIB:
-                raise AppOverStorage(app, held, limit)
+            if limit > 0 and held + n > limit * MIB:
+                raise over_share(app, held, limit)
+            if self.near() and (app in most or not most):
+                raise near_maxmemory(app, held, self._used, self._max, self.settings.memory_high)
 
-    async def held(self, app: str) -> int:
-        """Bytes `app`'s retained events take (Redis' figure at most REFRESH_S old, plus this
-        process' counts not yet written)."""
-        now = time.monotonic()
-        known = self._held.get(app)
-        if known is None or now - known[0] > REFRESH_S:
-            days = self._window()
-            client = self._redis()
-            async with client.pipeline(transaction=False) as pipe:
-                for day in days:
-                    pipe.hget(self.store.keys.app_bytes(day), app)
-                raw = await pipe.execute()
-            known = (now, sum(int(x) for x in raw if x is not None))
-            self._held[app] = known
-            if len(self._held) > 10_000:  # many apps: forget the oldest reads
-                for old in sorted(self._held, key=lambda a: self._held[a][0])[:5_000]:
-                    del self._held[old]
-        return known[1] + sum(n for (_, a), n in self._pending.items() if a == app)
+    def near(self) -> bool:
+        return self._max > 0 and self._used >= self.settings.memory_high * self._max
+
+    def most(self) -> set[str]:
+        """The fewest apps that hold `MOST_SHARE` of what the ledger counts (none when it
+        counts nothing: then every app is refused, the memory not being the apps')."""
+        held = {a: self.held(a) for a in {*self._reading.held, *self._since}}
+        total = sum(held.values())
+        out: set[str] = set()
+        if total <= 0:
+            return out
+        acc = 0.0
+        for app in sorted(held, key=lambda a: -held[a]):
+            out.add(app)
+            acc += held[app]
+            if acc >= MOST_SHARE * total:
+                break
+        return out
+
+    def held(self, app: str) -> float:
+        """Bytes `app` holds (the ledger at most REFRESH_S old, plus this process' writes)."""
+        return self._reading.held_by(app) + self._since[app]
 
     def count(self, items: Sequence[IngestItem], created: Sequence[bool]) -> None:
-        """Add the bytes of the events a write created (written soon, in one pipeline)."""
-        day = utc_today()
+        """Add the bytes of the events a write created until the next read of the ledger."""
         for it, new in zip(items, created, strict=True):
             if new:
-                self._pending[day, it.app] += event_bytes(it)
-        if self._pending and (self._flush_task is None or self._flush_task.done()):
-            self._flush_task = asyncio.get_running_loop().create_task(self._flush())
+                self._since[it.app] += item_bytes(it)
 
-    async def _flush(self) -> None:
-        while self._pending:
-            pending, self._pending = self._pending, Counter()
-            ttl = int((self.settings.result_ttl_days + 2) * DAY_S)
-            try:
-                async with self._redis().pipeline(transaction=False) as pipe:
-                    for (day, app), n in pending.items():
-                        pipe.hincrby(self.store.keys.app_bytes(day), app, n)
-                        pipe.expire(self.store.keys.app_bytes(day), ttl)
-                    await pipe.execute()
-            except Exception as exc:  # counted again with the next write
-                self._pending.update(pending)
-                log.warning("could not count the apps' stored bytes: %s", exc)
-                await asyncio.sleep(REFRESH_S)
-            for _, app in pending:  # read again next time, with these in Redis
-                self._held.pop(app, None)
-
-    def _window(self) -> list[str]:
-        today = time.time()
-        return [
-            time.strftime("%Y-%m-%d", time.gmtime(today - d * DAY_S)) for d in range(self._days)
-        ]
+    async def refresh(self, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self._read_at < REFRESH_S:
+            return
+        reads = self.ledger.reads(now)
+        async with self._redis().pipeline(transaction=False) as pipe:
+            for key in reads:
+                pipe.hgetall(key)
+            pipe.info("memory")
+            rows = await pipe.execute()
+        memory = cast(dict[str, Any], rows[-1])
+        self._reading = self.ledger.reading(rows[:-1], now)
+        self._used = int(memory.get("used_memory", 0))
+        self._max = int(memory.get("maxmemory", 0))
+        self._since.clear()
+        self._read_at = now
 
     def _redis(self) -> redis.asyncio.Redis:
         if self._client is None:
@@ -144,9 +157,7 @@ class AppStorage:
         return self._client
 
     async def aclose(self) -> None:
-        if self._flush_task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._flush_task, 2.0)
         if self._client is not None:
-            await self._client.aclose()
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
             self._client = None

@@ -79,7 +79,9 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Requests refused by the API, by reason (invalid, too_large, backpressure, "
         "unauthorized, forbidden, store_unavailable, app_storage: an app at "
-        "RAGMON_APP_STORAGE_MB, timeout: a body not received within RAGMON_BODY_TIMEOUT_S, or "
+        "RAGMON_APP_STORAGE_MB, memory_high: an app among those holding most while Redis is "
+        "past RAGMON_MEMORY_HIGH of its maxmemory, timeout: a body not received within "
+        "RAGMON_BODY_TIMEOUT_S, or "
         "cut off for room past RAGMON_MAX_CONNECTIONS); an OTLP retriever span that cannot be "
         "an event counts as invalid.",
         ("reason",),

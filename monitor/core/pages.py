@@ -333,6 +333,7 @@ class GradeForm:
 
     reviewer: str
     back: str
+    asked: str = ""  # a reviewer the page's link named, not the signed-in one: only offered
 
 
 def form_start(found: Mapping[str, Any], form: GradeForm) -> str:
@@ -348,6 +349,14 @@ def form_start(found: Mapping[str, Any], form: GradeForm) -> str:
         "required maxlength=64 size=24></label> <span class=note>your name or e-mail "
         "(letters, digits, _.@:+-); one grade per passage and reviewer: another click "
         "replaces yours</span></p>"
+        + (
+            f"<p id=reviewer-asked class=warn>This link names the reviewer "
+            f"<b>{_e(form.asked)}</b>; your grades are filed under the name in the field "
+            f"above{f' ({_e(form.reviewer)})' if form.reviewer else ''}: type "
+            f"{_e(form.asked)} there to grade as them.</p>"
+            if form.asked
+            else ""
+        )
     )
 
 

@@ -10,9 +10,11 @@ the query and passage text the judge saw (the anchor set re-judges them).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ragmon.core import draws
 from ragmon.core.corrected import Corrected, GradedEvent, event_units, passage_units, ppi_mean
 from ragmon.core.identity import KNOWN, human
 from ragmon.core.measures import MeasureParams
@@ -165,6 +167,7 @@ def graded_event(day_record: Mapping[str, Any], people: Mapping[int, int] | None
         k=int(day_record["k"]),
         weight=1.0 / inclusion,
         cluster=day_record.get("q") or ("event", day_record["id"]),
+        judge_id=day_record.get("jm"),
     )
 
 
@@ -172,10 +175,22 @@ def graded_event(day_record: Mapping[str, Any], people: Mapping[int, int] | None
 # passage people graded counts; nDCG@K and Hit@K are per event, so only events whose passages
 # the measure reads were all graded by people (`ragmon.core.corrected`).
 ESTIMATED = {"ndcg": "event", "precision": "passage", "hit": "event"}
+MEASURE_NAMES = {"ndcg": "nDCG@K", "precision": "P@K", "hit": "Hit@K"}
 
 
 def estimates(events: Sequence[GradedEvent], params: MeasureParams) -> dict[str, Corrected]:
-    """The corrected (PPI++) mean of each `ESTIMATED` measure over one series' judged events."""
+    """The corrected (PPI++) mean of each `ESTIMATED` measure over one series' judged events,
+    all withheld (`random_draw` False, `reason` saying why) when the graded units do not look
+    like a random draw of the judged ones (`ragmon.core.draws`; one verdict per series, its
+    checks Bonferroni-adjusted so that a random draw is withheld at most `draws.ALPHA` of the
+    time)."""
+    graded = [any(h is not None for h in e.human) for e in events]
+    checks = [
+        draws.identities(
+            [e.judge_id for e, g in zip(events, graded, strict=True) if g],
+            [e.judge_id for e, g in zip(events, graded, strict=True) if not g],
+        )
+    ]
     out = {}
     for measure, unit in ESTIMATED.items():
         units = (
@@ -184,4 +199,18 @@ def estimates(events: Sequence[GradedEvent], params: MeasureParams) -> dict[str,
             else event_units(events, measure, params)
         )
         out[measure] = ppi_mean(units)
-    return out
+        name = f"the judge's {MEASURE_NAMES[measure]}"
+        checks.append(draws.judge_values(
+            units.judge, units.clusters, units.judge_rest, units.clusters_rest, name
+        ))  # fmt: skip
+    worst = min(checks, key=lambda d: d.p)
+    if not any(graded):
+        return out
+    if worst.p * len(checks) >= draws.ALPHA:
+        return {m: replace(c, random_draw=True) for m, c in out.items()}
+    why = f"{worst.problem} (p = {worst.p:.2g}, {len(checks)} checks)"
+    return {
+        m: replace(c, estimate=None, human_only=None, lam=0.0, effective_labels=None,
+                   reason=why, random_draw=False)
+        for m, c in out.items()
+    }  # fmt: skip

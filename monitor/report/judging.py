@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from ragmon.core.agreement import Agreement
 from ragmon.core.anchor import drift
-from ragmon.core.review_pages import MEASURE_NAMES, interval_text
+from ragmon.core.review_pages import interval_text
+from ragmon.core.reviews import MEASURE_NAMES
 from ragmon.core.window import Window, iso_week
 from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
 from ragmon.report.document import Doc, to_markdown
@@ -66,7 +67,11 @@ def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]
         "Beside each judge-only mean: the PPI++ mean corrected with people's grades, with its "
         "95 % interval, the interval of people's grades alone on the same events, and how many "
         f"people's grades the corrected one is worth. P@K counts {UNITS['passage']}; nDCG@K "
-        f"and Hit@K count {UNITS['event']}. n/a: fewer than 10 graded units from 10 events."
+        f"and Hit@K count {UNITS['event']}. n/a: fewer than 10 graded units from 10 events. "
+        "**not a random draw**: the graded events do not look like a random draw of the "
+        "judged ones (people graded a part that looks better or worse to the judge, or only "
+        "events of one judge identity in a window that had several), so no corrected number "
+        "can be defended until people grade events drawn at random (`/ui/review`)."
     )
     rows = []
     for s in graded:
@@ -74,8 +79,13 @@ def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]
         for m, c in s.measures.items():
             judge = "n/a" if c.judge_only is None else f"{c.judge_only:.3f}"
             worth = "n/a" if c.effective_labels is None else f"{c.effective_labels:.1f}"
-            rows.append([f"`{where}`", MEASURE_NAMES[m], judge, interval_text(c.estimate),
+            corrected = "not a random draw" if c.random_draw is False else interval_text(c.estimate)
+            rows.append([f"`{where}`", MEASURE_NAMES[m], judge, corrected,
                          interval_text(c.human_only), str(c.labels), worth])  # fmt: skip
+    for s in graded:
+        why = next((c.reason for c in s.measures.values() if c.random_draw is False), None)
+        if why:
+            doc.p(f"`{'/'.join(s.labels.values())}`: {why}.")
     head = ["series", "measure", "judge only", "corrected", "people only", "graded", "worth"]
     doc.table(head, rows, "estimates")
 

@@ -11,6 +11,7 @@ trims its own series and the hourly sweep trims all.
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -21,6 +22,7 @@ from ragmon.core.index_members import (
     HOUR_KEEP_S,
     OVERVIEW,
     SORTS,
+    encode_time,
     member_ref,
     overview_hours,
     record,
@@ -189,23 +191,44 @@ class ExploreIndex:
         held = sorted(((-t, x.decode()) for got in replies[1::2] for x, t in got))
         return [name for _, name in held]
 
-    def draw(self, series: str, n: int, now: float | None = None) -> list[str]:
+    def draw(
+        self, series: str, n: int, since: float | None = None, now: float | None = None
+    ) -> list[str]:
         """Up to `n` distinct refs of the series' indexed (judged, unexpired) events, drawn
-        uniformly at random by Redis (HRANDFIELD): the review page's sample."""
+        uniformly at random: the review page's sample. `since` (unix seconds): only events at
+        or after it, the window the corrected estimates count (else the whole retention).
+        Reads a count and one member per draw, whatever the series holds."""
         now = now or time.time()
-        raw = self.client.hrandfield(self.keys.explore_records(series), n, withvalues=True)
-        pairs = cast(list[bytes], raw or [])
-        out = []
-        for ref, rec in zip(pairs[::2], pairs[1::2], strict=True):
-            if json.loads(rec).get("e", now + 1) >= now:
-                out.append(ref.decode())
-        return out
+        key = self.keys.explore_time(series)
+        start = "-" if since is None else "[" + encode_time(since)
+        held = int(self.client.zlexcount(key, start, "+"))
+        if not held:
+            return []
+        offsets = random.sample(range(held), min(n, held))
+        with self.client.pipeline(transaction=False) as pipe:
+            for off in offsets:
+                pipe.zrangebylex(key, start, "+", start=off, num=1)
+            members = [m.decode() for got in pipe.execute() for m in got]
+        refs = [member_ref(m, "time") for m in members]
+        if not refs:
+            return []
+        records = cast(
+            list[bytes | None], self.client.hmget(self.keys.explore_records(series), refs)
+        )
+        return [
+            ref for ref, rec in zip(refs, records, strict=True)
+            if rec is not None and json.loads(rec).get("e", now + 1) >= now
+        ]  # fmt: skip
 
-    def counts(self, series: list[str]) -> list[int]:
-        """How many events each series holds in the index (its retained, judged events)."""
+    def counts(self, series: list[str], since: float | None = None) -> list[int]:
+        """How many events each series holds in the index (its retained, judged events), or
+        holds from `since` (unix seconds) on."""
         with self.client.pipeline(transaction=False) as pipe:
             for s in series:
-                pipe.zcard(self.keys.explore_time(s))
+                if since is None:
+                    pipe.zcard(self.keys.explore_time(s))
+                else:
+                    pipe.zlexcount(self.keys.explore_time(s), "[" + encode_time(since), "+")
             return [int(n) for n in pipe.execute()]
 
     def overview(self, search: Search, now: float | None = None) -> list[dict[str, Any]]:

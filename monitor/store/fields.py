@@ -42,6 +42,18 @@ class Name(StrEnum):
     PASSAGES_DUPLICATE = "passages_duplicate"  # by series: repeated passage ids (INGEST)
 
 
+class Kind(StrEnum):
+    """The classes of bytes an app holds in Redis, each kept for its own window
+    (`ragmon.store.ledger`)."""
+
+    IDEM = "idem"  # the short-lived key of an event not judged (the idempotency window)
+    TEXTS = "texts"  # a judged (or waiting) event's texts (RAGMON_TEXT_TTL_DAYS)
+    RECORD = "record"  # a judged event's compact record (RAGMON_RESULT_TTL_DAYS)
+    GRADES = "grades"  # people's grades
+    ANCHORS = "anchors"  # the anchor set and its runs (kept until deleted)
+    SAMPLING = "sampling"  # the sampling planner's hourly traffic counts
+
+
 class Part(StrEnum):
     """The last part of a histogram's fields `name|labels...|<part>`."""
 

@@ -24,6 +24,7 @@ from ragmon.core.wire import SEP
 from ragmon.store import scripts
 from ragmon.store.fields import Slot
 from ragmon.store.keys import DAY_TTL_S, OTHER, QUERIES_TTL_S, fold
+from ragmon.store.ledger import Ledger, entry_bytes
 from ragmon.store.records import result_ttl_s
 
 if TYPE_CHECKING:
@@ -135,20 +136,22 @@ def plan_ingest(
             group = groups.setdefault((it.series, it.day), len(groups) + 1) if it.signals else 0
             events.append(k.event(it.ref))
             kept = sampled_result(it.probability) if it.sampled_out else it.payload
-            tail += [it.ref, kept, it.status, received, slot, group, it.signals]
+            nbytes = entry_bytes(events[-1], kept, it.status, str(received))
+            tail += [it.ref, kept, it.status, received, slot, group, it.signals, nbytes]
             n += 1
         per_request.append(n)
         start += size
     if not events:
         return plan
     apps = list(slots)
+    ledger_keys, ledger_args = Ledger(None, k, s).slots(scripts.INGEST_KINDS, received)
     call = scripts.INGEST.call(
         keys={"counters": k.counters, "apps": k.pending_apps, "vt": k.virtual_time,
               "wake": k.drain_wanted, "series": k.series, "series_per_app": k.series_per_app,
-              "hist": k.hist},
-        args={"ttl": result_ttl_s(settings), "deadline": deadline, "limit": limit,
-              "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S,
-              "n_groups": len(groups), "signals": setup or signal_setup(k, s)},
+              "hist": k.hist, **ledger_keys},
+        args={"ttl": result_ttl_s(settings), "idem_ttl": s.idempotency_s, "deadline": deadline,
+              "limit": limit, "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S,
+              "n_groups": len(groups), "signals": setup or signal_setup(k, s), **ledger_args},
         more_keys=[*events, *(k.pending(app) for app in apps)],
         more_args=[*tail, *apps, *(x for g in groups for x in g), *per_request],
     )  # fmt: skip

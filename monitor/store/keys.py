@@ -281,9 +281,20 @@ class Keys:
         """USD spent on the judge on one UTC day (the daily budget)."""
         return f"{self.prefix}:spend:{day}"
 
-    def app_bytes(self, day: str) -> str:
-        """Hash app → bytes of the events it sent on one UTC day (RAGMON_APP_STORAGE_MB)."""
-        return f"{self.prefix}:bytes:{day}"
+    def ledger(self, kind: str, width: int, index: int) -> str:
+        """Hash app → bytes charged in class `kind` during bucket `index` of `width` seconds
+        (`ragmon.store.ledger`; width 0: the one bucket of a class kept until deleted)."""
+        return f"{self.prefix}:lg:{kind}:{width}:{index}"
+
+    @property
+    def ledger_since(self) -> str:
+        """Hash `kind|app` → unix seconds of the class' first charge (the ledger's rates)."""
+        return f"{self.prefix}:lg:since"
+
+    def event_texts(self, ref: str) -> str:
+        """A judged event's payload with its texts, kept RAGMON_TEXT_TTL_DAYS; its hash keeps
+        the compact record (texts as hashes) for RAGMON_RESULT_TTL_DAYS."""
+        return f"{self.prefix}:tx:{ref}"
 
     def app_spend(self, day: str) -> str:
         """Hash app → USD its events spent on the judge on one UTC day (the apps' budgets)."""

@@ -17,12 +17,12 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from ragmon.core.wire import SEP, Status
-from ragmon.store.fields import Field, HourPart, Name, Part, Slot, SummaryField
+from ragmon.store.fields import Field, HourPart, Kind, Name, Part, Slot, SummaryField
 
 # The tables of stored names in every script's header: Lua name -> enum of `fields`.
 SHARED: dict[str, type[StrEnum]] = {
     "F": Field, "S": Status, "N": Name, "H": Part, "HOUR": HourPart, "SLOT": Slot,
-    "OV": SummaryField,
+    "OV": SummaryField, "LG": Kind,
 }  # fmt: skip
 _PLAIN = re.compile(r"[\w|{}.-]*")  # what a stored name may hold: quoted as is in Lua
 

@@ -6,7 +6,12 @@ stored names come from its header too (`ragmon.store.protocol`).
 
 from __future__ import annotations
 
+from ragmon.store.fields import Kind
+from ragmon.store.ledger import LUA as LEDGER
+from ragmon.store.ledger import Ledger
 from ragmon.store.protocol import Script
+
+INGEST_KINDS = (Kind.IDEM, Kind.TEXTS)  # what INGEST charges to the ledger
 
 # Helpers of the delivery path's scripts (`ragmon.store.delivery`): Redis' clock, the app of an
 # event ref, a key template filled in (`Slot`), and `join`, which gives an app that starts
@@ -61,41 +66,43 @@ local function admit(series, app, folded, orphan, budget, counts, n)
 end
 """
 
-# Store the new events of a micro-batch of requests, put the ones to judge into their apps'
-# pending sets, and add every new event's retrieval signals to its series, in the write that
-# answers 202 (`ragmon.store.ingest`).
-# KEYS tail: the `n_events` event keys, then the pending keys of the apps they name. ARGV tail:
-# per event its ref, payload (a sampled-out event's result instead: its inclusion probability,
-# all GET shows of it), status, received_at, slot (which of those pending keys, from 1; 0:
-# sampled out, never judged), group (which of the groups below, from 1; 0: none) and
-# signals (`records.signal_record`); then the app of each pending key; then the `n_groups`
-# groups, each a series and a UTC day; then per request its event count (requests are
-# consecutive runs of events). A request is refused whole when one of the apps it adds events
-# to already holds `limit` pending events. The deadline (unix seconds, 0: none) is when the
-# API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis
-# catching up) is refused whole, so a client that retries after the 503 is never counted
-# twice.
-# The signals of a group's new events are summed here and written once per group. `signals`
-# (JSON, the same for every call of a deployment: `ingest.signal_setup`) names them: each of
-# `names` ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the
-# day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the
-# lifetime and the day's counters (`day_counters`, as `day_hist`), repeated passages into the
-# counters, the queries' hashes into the day's HyperLogLog
-# (`queries`, also with `SLOT.series`; kept `queries_ttl` s); the series passes the series
-# budget first (`admit`: `total`, `per_app`; folded names from `fold_tail` and `orphan`; the
-# fold counters are FINISH's, for judged events).
-# Returns per event 1 (created), its stored status (the id existed) or {-2, app} (its request
-# was refused: that app is at its limit); then 1 when the caller must enqueue a drain job
-# (none waits: `Keys.drain_wanted` was absent), else 0.
+# Store the new events of a micro-batch of requests, put the ones to judge into their apps' pending
+# sets, and add every new event's retrieval signals to its series, in the write that answers 202
+# (`ragmon.store.ingest`). KEYS tail: the `n_events` event keys, then the pending keys of the apps
+# they name. ARGV tail: per event its ref, payload (a sampled-out event's result instead: its
+# inclusion probability, all GET shows of it), status, received_at, slot (which of those pending
+# keys, from 1; 0: sampled out, never judged), group (which of the groups below, from 1; 0: none),
+# signals (`records.signal_record`) and the bytes its key takes (charged to the ledger: `LG.idem`
+# for a sampled-out event, kept `idem_ttl` s, else `LG.texts`); then the app of each pending key;
+# then the `n_groups` groups, each a series and a UTC day; then per request its event count
+# (requests are consecutive runs of events). A request is refused whole when one of the apps it adds
+# events to already holds `limit` pending events. The deadline (unix seconds, 0: none) is when the
+# API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis catching up)
+# is refused whole, so a client that retries after the 503 is never counted twice.
+# The signals of a group's new events are summed here and written once per group. `signals` (JSON,
+# the same for every call of a deployment: `ingest.signal_setup`) names them: each of `names`
+# ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the day's
+# histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the lifetime and
+# the day's counters (`day_counters`, as `day_hist`), repeated passages into the counters, the
+# queries' hashes into the day's HyperLogLog (`queries`, also with `SLOT.series`; kept `queries_ttl`
+# s); the series passes the series budget first (`admit`: `total`, `per_app`; folded names from
+# `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events). Returns per event 1
+# (created), its stored status (the id existed) or {-2, app} (its request was refused: that app is
+# at its limit); then 1 when the caller must enqueue a drain job (none waits: `Keys.drain_wanted`
+# was absent), else 0.
 INGEST = Script(
     "INGEST",
-    ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist"),
-    ("ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "signals"),
+    ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist",
+     *Ledger.script_keys(INGEST_KINDS)),
+    ("ttl", "idem_ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "signals",
+     *Ledger.script_args(INGEST_KINDS)),
     _DELIVERY
     + _ADMIT
+    + LEDGER
     + """
 local n = tonumber(A.n_events)
 local ttl = tonumber(A.ttl)
+local charges = {}  -- `kind|app` -> bytes of the events created
 local limit = tonumber(A.limit)
 local now = now_s()
 local deadline = tonumber(A.deadline)
@@ -103,9 +110,9 @@ if deadline > 0 and now > deadline then
   return redis.error_reply('DEADLINE the API has already answered 503 for this write')
 end
 local function event(i) return KEYS[KEYS_REST + i - 1] end
-local function arg(i, field) return ARGV[ARGV_REST + 7 * (i - 1) + field] end
+local function arg(i, field) return ARGV[ARGV_REST + 8 * (i - 1) + field] end
 local function pending(s) return KEYS[KEYS_REST + n + s - 1] end
-local apps_at = ARGV_REST + 7 * n
+local apps_at = ARGV_REST + 8 * n
 local n_apps = #KEYS - KEYS_REST + 1 - n
 local groups_at = apps_at + n_apps
 local sums = {}
@@ -159,13 +166,18 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
       out[j] = {-2, over}
     elseif out[j] == 1 then
       local key, status, s = event(j), arg(j, 2), tonumber(arg(j, 4))
+      local kind = LG.texts
       if status == S.sampled_out then  -- no payload kept: its result (the probability)
         redis.call('HSET', key, F.status, status, F.received, arg(j, 3), F.result, arg(j, 1))
         redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
+        redis.call('EXPIRE', key, tonumber(A.idem_ttl))
+        kind = LG.idem
       else
         redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))
+        redis.call('EXPIRE', key, ttl)
       end
-      redis.call('EXPIRE', key, ttl)
+      local c = kind .. SEP .. app_of(arg(j, 0))
+      charges[c] = (charges[c] or 0) + tonumber(arg(j, 7))
       redis.call('HINCRBY', K.counters, N.events_received, 1)
       if s > 0 then
         redis.call('ZADD', pending(s), now, arg(j, 0))
@@ -212,6 +224,10 @@ if next(sums) then
     redis.call('PFADD', queries, unpack(a.queries))
     redis.call('EXPIRE', queries, setup.queries_ttl)
   end
+end
+for c, bytes in pairs(charges) do
+  local at = string.find(c, SEP, 1, true)
+  charge(string.sub(c, 1, at - 1), string.sub(c, at + #SEP), bytes, now)
 end
 local wake = 0
 if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then wake = 1 end

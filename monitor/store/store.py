@@ -25,6 +25,7 @@ from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import DAY_TTL_S, Keys, event_ref
+from ragmon.store.ledger import Ledger
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
     Histogram,
@@ -70,6 +71,7 @@ class Store:
         self.second_opinions = SecondOpinions(client, self.keys)
         self.sampling = SamplingState(client, self.keys)
         self.pool = QueryPool(client, self.keys, settings)
+        self.ledger = Ledger(client, self.keys, settings)  # what each app holds, by class
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads

@@ -152,6 +152,7 @@ def test_corrected_estimates_beside_the_judge_only_means(judged, tmp_path) -> No
     ndcg = after["series"][0]["measures"]["ndcg"]
     assert after["series"][0]["graded_events"] == 12 and ndcg["labels"] == 12
     assert ndcg["human_only"]["estimate"] == 0.0 and ndcg["corrected"] is not None
+    assert ndcg["random_draw"] is True
     assert ndcg["corrected"]["high"] < ndcg["judge_only"]  # the judge's optimism corrected
     assert ndcg["human_only"]["high"] - ndcg["human_only"]["low"] >= (
         ndcg["corrected"]["high"] - ndcg["corrected"]["low"] - 1e-12
@@ -169,6 +170,8 @@ def test_corrected_estimates_beside_the_judge_only_means(judged, tmp_path) -> No
     assert sample(values, "ragmon_estimate_human_labels", **where) == 12
     with client(api, SHOP_KEY) as c:
         assert c.get("/v1/estimates", params={"week": "2026-48"}).status_code == 400
+        far = c.get("/v1/estimates", params={"week": "9999-W52"})  # ends in the year 10000
+        assert far.status_code == 400 and "no such ISO week" in far.json()["detail"]
     # the weekly report's section: the same figures for its window
     current, baseline = windows(days=7)
     written = write_report(api.store, current, baseline, tmp_path, progress=lambda _: None)
