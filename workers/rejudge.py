@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragmon.calibrate.golden import load_records
 from ragmon.core.agreement import MIN_PAIRS
 from ragmon.core.anchor import AnchorItem, choose, from_people, run_record
+from ragmon.core.golden import parse_records
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.workers.grading import on_both_scales
@@ -31,7 +31,9 @@ def anchor_items(settings: Settings, store: Store) -> tuple[list[AnchorItem], st
     """The set and where it comes from: RAGMON_ANCHOR_FILE's graded passages, else people's
     grades frozen at the first run that finds enough of them (else an empty set)."""
     if settings.anchor_file:
-        records = load_records(Path(settings.anchor_file))
+        path = Path(settings.anchor_file)
+        with path.open() as lines:
+            records = parse_records(lines, str(path))
         seen: dict[tuple[str, str], AnchorItem] = {}
         for i, r in enumerate(records):
             for j, (_, text, grade) in enumerate(r.passages):
