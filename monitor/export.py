@@ -209,7 +209,8 @@ class RagmonCollector:
             who = [app, judge, reference]
             fams["ragmon_judge_agreement_pairs"].add_metric(who, a.pairs)
             bounds("ragmon_judge_agreement_exact", who, a.exact)
-            bounds("ragmon_judge_agreement_kappa", who, a.kappa)
+            bounds("ragmon_judge_agreement_quadratic_kappa", who, a.kappa)
+            bounds("ragmon_judge_agreement_unweighted_kappa", who, a.kappa_unweighted)
             bounds("ragmon_judge_agreement_difference", who, a.difference)
             for r, row in enumerate(a.confusion):
                 for j, n in enumerate(row):

@@ -279,10 +279,19 @@ JUDGING: tuple[Metric, ...] = (
         (*AGREEMENT_LABELS, "bound"),
     ),
     Metric(
-        "ragmon_judge_agreement_kappa",
+        "ragmon_judge_agreement_quadratic_kappa",
         "gauge",
-        f"Quadratic-weighted kappa of the judge with the reference, with its 95 % interval "
-        f"(bound=estimate, low or high); {_FEW_PAIRS}.",
+        f"Quadratic-weighted Cohen's kappa of the judge with the reference (a grade off by one "
+        f"costs a ninth of one off by three), with its 95 % interval (bound=estimate, low or "
+        f"high); {_FEW_PAIRS}.",
+        (*AGREEMENT_LABELS, "bound"),
+    ),
+    Metric(
+        "ragmon_judge_agreement_unweighted_kappa",
+        "gauge",
+        f"Unweighted Cohen's kappa of the judge with the reference (any other grade is a "
+        f"disagreement; lower than the quadratic-weighted one when most disagreements are near "
+        f"misses), with its 95 % interval (bound=estimate, low or high); {_FEW_PAIRS}.",
         (*AGREEMENT_LABELS, "bound"),
     ),
     Metric(

@@ -33,15 +33,18 @@ def agreement_section(doc: Doc, found: Mapping[tuple[str, str, str], Agreement])
     doc.p(
         "On the passages graded by both (all people's grades so far), each with its 95 % "
         "interval: the share given the same grade, quadratic-weighted kappa (1 = perfect, 0 = "
-        "chance), and the judge's mean grade minus the reference's (> 0: it over-grades). "
+        "chance; a near miss costs little), unweighted kappa (every other grade counts as a "
+        "disagreement), and the judge's mean grade minus the reference's (> 0: it over-grades). "
         "n/a: fewer than 30 pairs from 10 events."
     )
     rows = [
         [f"`{app}`", f"`{judge}`", _reference(ref), str(a.pairs), str(a.events),
-         interval_text(a.exact), interval_text(a.kappa), interval_text(a.difference, 2)]
+         interval_text(a.exact), interval_text(a.kappa), interval_text(a.kappa_unweighted),
+         interval_text(a.difference, 2)]
         for (app, judge, ref), a in found.items()
     ]  # fmt: skip
-    head = ["app", "judge", "against", "pairs", "events", "exact", "kappa", "judge − reference"]
+    head = ["app", "judge", "against", "pairs", "events", "exact", "quadratic kappa",
+            "unweighted kappa", "judge − reference"]  # fmt: skip
     doc.table(head, rows, "agreement")
     for (app, judge, ref), a in found.items():
         doc.p(f"Confusion of `{judge}` against {_reference(ref)} (`{app}`): rows the "

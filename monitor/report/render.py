@@ -8,6 +8,7 @@ from ragmon.core import drift
 from ragmon.report.analyze import Report, fmt
 from ragmon.report.compare import (
     ALPHA,
+    CANNOT_TELL,
     MIN_EFFECT,
     MIN_EVENTS,
     MIN_QUERIES,
@@ -25,9 +26,12 @@ from ragmon.report.signal_shifts import GroupSignals
 from ragmon.report.worst import worst_section
 
 
-def _ci(i: object) -> str:
+def _ci(i: object, tell: bool = True) -> str:
+    """`mean [low, high]`; `tell` False: the mean with "cannot tell" for its interval."""
     if i is None:
         return "n/a"
+    if not tell:
+        return f"{i.estimate:.3f} [cannot tell]"  # type: ignore[attr-defined]
     return f"{i.estimate:.3f} [{i.low:.3f}, {i.high:.3f}]"  # type: ignore[attr-defined]
 
 
@@ -180,10 +184,12 @@ def measures_section(doc: Doc, report: Report) -> None:
         rows = []
         for r in (r for r in report.rows if r.group == g):
             status = "not an improvement (see the verdict)" if id(r) in discounted else r.status
+            tell = r.status != CANNOT_TELL
             total = f"{r.change.total:+.3f}" if r.change else "n/a"
             p = f"{r.p_adj:.2g}" if r.p_adj is not None else "n/a"
             rows.append(
-                [NAMES[r.measure], _ci(r.base), _ci(r.cur), total, _change(r), p, _psi(r)]
+                [NAMES[r.measure], _ci(r.base, tell), _ci(r.cur, tell), total, _change(r), p]
+                + [_psi(r)]
                 + [status]
             )
         doc.table(

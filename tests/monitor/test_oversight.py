@@ -102,7 +102,8 @@ def test_agreement_gauges_match_the_pairs_people_and_the_judge_gave(judged) -> N
     values = metrics(api)
     who = {"app": "shop", "judge": JUDGE, "reference": "human"}
     assert sample(values, "ragmon_judge_agreement_pairs", **who) == 72
-    for name, interval in (("exact", expected.exact), ("kappa", expected.kappa),
+    for name, interval in (("exact", expected.exact), ("quadratic_kappa", expected.kappa),
+                           ("unweighted_kappa", expected.kappa_unweighted),
                            ("difference", expected.difference)):  # fmt: skip
         assert interval is not None
         for bound in ("estimate", "low", "high"):
