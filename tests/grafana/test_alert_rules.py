@@ -234,11 +234,12 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
 
     from ragmon.core.search import parse_search
     from tests.grafana.queries import DASHBOARD_DIR
+    from tests.grafana.queries import panels as every_panel
 
     panels = {}
     for path in DASHBOARD_DIR.glob("*.json"):
         d = json.loads(path.read_text())
-        panels[d["uid"]] = {p["id"]: p["title"] for p in d["panels"]}
+        panels[d["uid"]] = {p["id"]: p["title"] for p in every_panel(d)}
     for rule in (r for r in prometheus_rules() if "alert" in r):
         name, notes = rule["alert"], rule["annotations"]
         series = "$labels.retriever" in notes["explorer_url"]  # a series' alert
