@@ -138,7 +138,8 @@ def _link_to_explorer(panels: list[dict[str, Any]]) -> None:
 def corrected_panels() -> list[dict[str, Any]]:
     """The corrected estimates of the last 7 days (docs/agreement.md), beside the judge-only
     means, each with its 95 % interval."""
-    p: list[dict[str, Any]] = [row("Corrected with people's grades (docs/agreement.md)", collapsed=True)]
+    title = "Corrected with people's grades (docs/agreement.md)"
+    p: list[dict[str, Any]] = [row(title, collapsed=True)]
     for key in ("ndcg", "precision", "hit"):
         sel = f'{SEL}, measure="{key}"'
         judge_only = target(f"ragmon_estimate_judge_only{{{sel}}}", "{{retriever}} judge only")
@@ -227,8 +228,7 @@ FIRST_SERIES = ("ndcg", "t", "hit", "harm")
 def change(key: str, by: str = "") -> str:
     """The mean over the selected range minus the same range a week earlier."""
     return (
-        f"({mean(key, '$__range', by=by)})\n"
-        f"- ({mean(key, '$__range', by=by, extra=' offset 1w')})"
+        f"({mean(key, '$__range', by=by)})\n- ({mean(key, '$__range', by=by, extra=' offset 1w')})"
     )
 
 

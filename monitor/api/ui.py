@@ -67,7 +67,8 @@ def _child_start() -> None:
 def overview_html(settings: Settings, store: Store, search: Search) -> str:
     """The overview page of the series `search` matches."""
     rows = [pages.SeriesRow(**r) for r in store.explore.overview(search)]
-    return pages.overview(rows, settings.result_ttl_days)
+    rule = pages.LevelRule(settings.alert_z, settings.alert_min_events)
+    return pages.overview(rows, settings.result_ttl_days, rule)
 
 
 def child_ready() -> bool:

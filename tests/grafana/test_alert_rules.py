@@ -295,3 +295,15 @@ def test_alert_links_use_the_external_labels(
     copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     r = run(promtool, "test", "rules", str(copy))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_level_alerts_lines_are_the_measure_tables() -> None:
+    """RagmonHitRateLow and RagmonHarmHigh compare with the lines the explorer's overview and
+    the report use (`Measure.line`): one number each."""
+    from ragmon.core.measure_table import BY_KEY
+
+    alerts = {r["alert"]: r["expr"] for r in prometheus_rules() if "alert" in r}
+    for alert, key, op in (("RagmonHitRateLow", "hit", "<"), ("RagmonHarmHigh", "harm", ">")):
+        line = BY_KEY[key].line
+        assert line is not None
+        assert re.search(rf"ragmon:retrieval_{key}:mean1h {op} {line:g} ", alerts[alert]), alert
