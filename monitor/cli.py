@@ -19,7 +19,8 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-from ragmon.settings import Settings, SettingsError, read_env, unknown_variables
+from ragmon.setting_values import SettingsError
+from ragmon.settings import Settings, read_env, unknown_variables
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")

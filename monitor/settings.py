@@ -51,6 +51,12 @@ class Settings:
         default=(),
         metadata={"env": "RAGMON_METRICS_API_KEYS", "parse": values.api_keys, "secret": True},
     )
+    # Without RAGMON_API_KEYS, the names (beside localhost and IP addresses) a request's Host
+    # and Origin may carry: a page of another site resolving its name to ragmon's address
+    # (DNS rebinding) is refused (`ragmon.api.hosts`).
+    allowed_hosts: tuple[str, ...] = field(
+        default=(), metadata={"env": "RAGMON_ALLOWED_HOSTS", "parse": values.host_names}
+    )
     api_keys_file: str | None = field(
         default=None, metadata={"env": "RAGMON_API_KEYS_FILE", "parse": values.text}
     )
@@ -178,6 +184,15 @@ class Settings:
     )
     # Each app's share of Redis: MB of events it may hold (`500`, or `support-bot=2000,search=500`
     # with a bare number for the apps not named; 0: none). Past it, 507 naming app and limit.
+    # Each app's room for people's grades and the texts they were given on (`50`, or
+    # `support-bot=200,search=20`; 0: no limit of their own), within RAGMON_APP_STORAGE_MB.
+    app_grades_mb: dict[str, float] = field(
+        default_factory=lambda: {"*": 50.0},
+        metadata={
+            "env": "RAGMON_APP_GRADES_MB",
+            "parse": values.per_app("MB (≥ 0)", "support-bot=200,search=20", 0.0),
+        },
+    )
     app_storage_mb: dict[str, float] = field(
         default_factory=dict,
         metadata={

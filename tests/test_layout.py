@@ -15,6 +15,8 @@
 6. The command line stays at the edge: only `monitor/cli.py` (and the `python -m` tools listed
    in ARGPARSE_EDGES) parse arguments or take an `argparse.Namespace`; every other function
    takes plain values and the one Settings, and no worker imports the CLI.
+7. Small modules: at most `MAX_MODULE_LINES` lines each (split by idea before that), but for
+   the files in `LONG_MODULES`, each with its reason.
 """
 
 from __future__ import annotations
@@ -233,6 +235,25 @@ def test_no_module_name_repeats_across_layers() -> None:
         if path.name not in ("__init__.py", "__main__.py"):
             by_name.setdefault(path.name, []).append(rel(path))
     assert not {n: ps for n, ps in by_name.items() if len(ps) > 1}
+
+
+MAX_MODULE_LINES = 450
+LONG_MODULES = {
+    "monitor/demo/kb.py": "data: the demo's knowledge base, written as Python literals",
+    "monitor/store/scripts.py": "the Lua scripts, one string each (their keys and arguments are "
+    "declared once beside them)",
+}
+
+
+def test_modules_stay_small() -> None:
+    long = {}
+    for path in (p for package in PACKAGES for p in python_files(package)):
+        name = str(path.relative_to(ROOT))
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and name not in LONG_MODULES:
+            long[name] = lines
+    assert not long, f"over {MAX_MODULE_LINES} lines: split by idea ({long})"
+    assert all((ROOT / name).exists() for name in LONG_MODULES)
 
 
 def test_the_packages_in_pyproject_are_the_folders() -> None:

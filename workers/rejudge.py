@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragmon.calibrate.golden import load_records
 from ragmon.core.anchor import (
     BLIND,
     AnchorItem,
@@ -27,6 +26,7 @@ from ragmon.core.anchor import (
     grow,
     run_record,
 )
+from ragmon.core.golden import parse_records
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.workers.grading import on_both_scales
@@ -39,7 +39,9 @@ def anchor_items(settings: Settings, store: Store) -> tuple[list[AnchorItem], st
     """The set and where it comes from: RAGMON_ANCHOR_FILE's graded passages, else people's
     grades, the kept set grown by the passages graded since (`grow`)."""
     if settings.anchor_file:
-        records = load_records(Path(settings.anchor_file))
+        path = Path(settings.anchor_file)
+        with path.open() as lines:
+            records = parse_records(lines, str(path))
         seen: dict[tuple[str, str], AnchorItem] = {}
         for i, r in enumerate(records):
             for j, (_, text, grade) in enumerate(r.passages):

@@ -47,8 +47,8 @@ JOB_TIMEOUT_S = 1800
 
 def weekly_report_job(out_dir: str | None = None, end: str | None = None) -> str:
     """RQ job: the report of the 7 days ending yesterday (UTC) into `settings.report_dir`."""
+    from ragmon.core.window import windows
     from ragmon.report.publish import post_summary, write_report
-    from ragmon.report.window import windows
     from ragmon.workers.context import current_context
 
     ctx = current_context()

@@ -100,17 +100,13 @@ class RagmonWorker(Worker):
 
 def wake_drain(store: Store) -> None:
     """Enqueue a drain job when events are due and RQ's queue holds none (an API died between
-    its write and its wake-up call, retries came due, leases ended), after moving the events of
-    the previous path's grouping window to pending. It only decides when someone looks: it
-    moves no event of this path."""
+    its write and its wake-up call, retries came due, leases ended). It only decides when
+    someone looks: it moves no event."""
     try:
-        adopted = store.delivery.adopt()
         woke = store.delivery.wake_if_idle()
     except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
         log.warning("could not look at the pending events: %s", exc)
         return
-    if adopted:
-        log.info("moved %d events of the previous version's grouping window to pending", adopted)
     if woke:
         log.info("events were waiting with no drain job in the queue: enqueued one")
 

@@ -40,6 +40,7 @@ from ragmon.core.wire import (
     MAX_METADATA_KEYS,
     MAX_PASSAGES,
     MAX_QUERY_CHARS,
+    MAX_SCORE,
     MAX_TEXT_CHARS,
     MAX_TRACE_ID_CHARS,
     event_id_problem,
@@ -276,9 +277,9 @@ def _metadata(
 
 
 def _plain_passages(passages: Any) -> list[dict[str, Any]] | None:
-    """The wire passages in one pass when every one is a plain, valid (str id, str text, finite
-    float score) triple, the shape most apps record; else None, and each passage goes through
-    `passage()`. Anything else fails to unpack into three or fails the checks.
+    """The wire passages in one pass when every one is a plain, valid (str id, str text, float
+    score within MAX_SCORE) triple, the shape most apps record; else None, and each passage goes
+    through `passage()`. Anything else fails to unpack into three or fails the checks.
 
     A plain loop with the checks inline: 4.8 µs for 20 passages, against 6.2 µs for a
     comprehension calling a checking function per passage (154,548 against 171,518
@@ -294,7 +295,7 @@ def _plain_passages(passages: Any) -> list[dict[str, Any]] | None:
                 and type(score) is float
                 and 0 < len(pid) <= MAX_ID_CHARS
                 and 0 < len(text) <= MAX_TEXT_CHARS
-                and math.isfinite(score)
+                and -MAX_SCORE <= score <= MAX_SCORE  # False for NaN and infinities
             ):
                 add({"id": pid, "text": text, "score": score})
             else:
@@ -307,7 +308,7 @@ def _plain_passages(passages: Any) -> list[dict[str, Any]] | None:
 def _with_score(out: dict[str, Any] | None, score: Any) -> dict[str, Any] | None:
     if out is None or isinstance(score, bool) or not isinstance(score, int | float):
         return out
-    if math.isfinite(score):
+    if -MAX_SCORE <= score <= MAX_SCORE:  # finite and within the wire's bound
         out["score"] = float(score)
     return out
 

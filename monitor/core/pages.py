@@ -13,9 +13,10 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ragmon.core.drift.changes import Cell, binned_change
+from ragmon.core.index_members import OVERVIEW, SORTS
 from ragmon.core.measure_table import BY_KEY
 from ragmon.core.reviews import RUBRIC
-from ragmon.core.search import META_PREFIX, OVERVIEW, SORTS, Search, describe_search
+from ragmon.core.search import META_PREFIX, Search, describe_search
 from ragmon.core.wire import LABEL_KEYS, Status, series_labels
 
 LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns

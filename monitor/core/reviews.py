@@ -3,8 +3,9 @@ grade, and turned into the record the store keeps beside the judge's grade.
 
 A record holds what agreement and the corrected estimates need without the event (which
 expires first): the person's grade and the judge's grade of the same passage with the judge's
-identity, the event's series, time and K, the passage's rank; and, while text storage is on,
-the query and passage text the judge saw (the anchor set re-judges them).
+identity, the event's series, time and K, the passage's rank. While text storage is on, the
+query and passage text the judge saw are kept too (the anchor set re-judges them), once per
+event beside the records (`grade_texts`), not copied into each.
 """
 
 from __future__ import annotations
@@ -92,9 +93,17 @@ def grade_record(item: Mapping[str, Any], found: Mapping[str, Any], now: float) 
         "judge_grade": passage.get("grade"),
         "judge": graded_by(passage.get("grade_source"), found.get("judge")),
     }
-    if isinstance(found.get("query"), str) and isinstance(passage.get("text"), str):
-        record["query"], record["text"] = found["query"], passage["text"]
     return record
+
+
+def grade_texts(found: Mapping[str, Any], passage_id: str) -> tuple[str, str]:
+    """The query and the passage's text a grade was given on, while text storage keeps them
+    (kept once per event beside the records: the anchor set re-judges them), else ''."""
+    passage = find_passage(found, passage_id) or {}
+    query, text = found.get("query"), passage.get("text")
+    if isinstance(query, str) and isinstance(text, str):
+        return query, text
+    return "", ""
 
 
 def shown(record: Mapping[str, Any]) -> dict:

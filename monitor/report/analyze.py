@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ragmon.core import drift
 from ragmon.core.agreement import Agreement
+from ragmon.core.window import Window
 from ragmon.report.compare import (
     CANNOT_TELL,
     MEASURES,
@@ -31,7 +32,6 @@ from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
 from ragmon.report.signal_shifts import GroupSignals, signal_changes
 from ragmon.report.verdict import Verdict, verdicts
-from ragmon.report.window import Window
 
 if TYPE_CHECKING:
     from ragmon.oversight import SeriesEstimates

@@ -10,9 +10,9 @@ from ragmon.core.agreement import Agreement
 from ragmon.core.anchor import BLIND, blind_reason, drift
 from ragmon.core.review_pages import interval_text
 from ragmon.core.reviews import MEASURE_NAMES
+from ragmon.core.window import Window, iso_week
 from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
 from ragmon.report.document import Doc, to_markdown
-from ragmon.report.window import Window, iso_week
 from ragmon.settings import Settings
 from ragmon.store import Store
 

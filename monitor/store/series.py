@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
@@ -74,6 +74,10 @@ class SeriesBudget:
         """Admitted series, least recently seen first."""
         raw: Any = self.client.zrange(self.keys.series, 0, -1, withscores=True)
         return [SeriesRow(series_values(m.decode()), float(t)) for m, t in raw]
+
+    def admitted(self) -> set[str]:
+        """The admitted series' names."""
+        return {m.decode() for m in cast(list[bytes], self.client.zrange(self.keys.series, 0, -1))}
 
     def folded(self) -> dict[str, int]:
         """Events recorded under a folded series, by app (`other`: apps without a series)."""

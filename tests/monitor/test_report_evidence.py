@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ragmon.core.window import windows
 from ragmon.report.analyze import analyze
 from ragmon.report.compare import Row
 from ragmon.report.document import to_markdown
@@ -20,7 +21,6 @@ from ragmon.report.gather import Dataset
 from ragmon.report.publish import run_report
 from ragmon.report.render import build
 from ragmon.report.verdict import verdicts
-from ragmon.report.window import windows
 from ragmon.settings import Settings
 from tests.monitor.test_report import (
     APP,

@@ -129,6 +129,8 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
         ("RAGMON_SHARED_CACHE", "true", "shared_cache", True),
         ("RAGMON_APP_STORAGE_MB", "search=0.5,2", "app_storage_mb", {"search": 0.5, "*": 2.0}),
+        ("RAGMON_APP_GRADES_MB", "search=0,5", "app_grades_mb", {"search": 0.0, "*": 5.0}),
+        ("RAGMON_ALLOWED_HOSTS", "API, .corp.example", "allowed_hosts", ("api", ".corp.example")),
         ("RAGMON_APP_DAILY_BUDGET_USD", "5", "app_daily_budget_usd", {"*": 5.0}),
         (
             "RAGMON_APP_DAILY_BUDGET_USD",
@@ -348,6 +350,7 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_APP_SHARES", "big=0", "must be app=share pairs"),
         ("RAGMON_APP_SHARES", "3", "must be app=share pairs"),
         ("RAGMON_OTLP_NESTED", "twice", "one of skip, own"),
+        ("RAGMON_ALLOWED_HOSTS", "evil.example/x", "is not a host name"),
     ],
 )
 def test_bad_value_raises_settings_error_naming_the_variable(

@@ -31,9 +31,10 @@ from ragmon.store.protocol import Script
 SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
 # Literals a script may spell: Redis commands and options, number formats, the deadline error,
 # the judge limiter's own `id:tokens` members (read and written only by its two scripts), and
-# the patterns reading an event's signals (`records.signal_record`, read only by INGEST).
+# the patterns reading an event's signals (`records.signal_record`, read only by INGEST), and
+# Redis' type names (FINISH checks its keys' types before its first write).
 LITERALS = {"", "-inf", "%.17g", "%d", "0", ":", ":(%d+)$", "^(%d+) (%d+) (%S+)(.*)$",
-            "%S+", "^(%d+):(%S+)$", " "}  # fmt: skip
+            "%S+", "^(%d+):(%S+)$", " ", "hash", "zset", "list", "set", "none"}  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ragmon.core.window import windows
 from ragmon.report.analyze import Report, analyze
 from ragmon.report.gather import Dataset
-from ragmon.report.window import windows
 from tests.stats import traffic
 from tests.stats.traffic import Stream, bank, noise_for_mean, window_data
 

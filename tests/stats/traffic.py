@@ -21,8 +21,8 @@ from functools import lru_cache
 import numpy as np
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.core.window import Window
 from ragmon.report.gather import Events, WindowData
-from ragmon.report.window import Window
 from ragmon.store import Histogram
 
 K = 10
