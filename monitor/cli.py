@@ -372,11 +372,12 @@ def cmd_anchor(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset:
         store.anchors.reset()
         print("anchor set and its runs forgotten")
+    run = None
     if args.rejudge:
         run = asyncio.run(rejudge(settings, store, make_judge(settings, store)))
-        if not run["passages"]:
-            raise CommandError(f"ragmon anchor: {run['reason']}", 1)
     print(anchor_text(store.anchors.runs()), end="")
+    if run is not None and run.get("blind"):
+        raise CommandError(f"ragmon anchor: judge drift watch blind: {run['reason']}", 1)
     return 0
 
 

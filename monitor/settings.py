@@ -276,6 +276,10 @@ class Settings:
     anchor_size: int = field(
         default=200, metadata={"env": "RAGMON_ANCHOR_SIZE", "parse": values.number(30, 10_000, int)}
     )
+    anchor_every_hours: int = field(
+        default=24,
+        metadata={"env": "RAGMON_ANCHOR_EVERY_HOURS", "parse": values.number(1, 24, int)},
+    )
     second_judge_model: str | None = field(
         default=None, metadata={"env": "RAGMON_SECOND_JUDGE_MODEL", "parse": values.text}
     )

@@ -374,6 +374,28 @@ ANCHOR: tuple[Metric, ...] = (
         "day old means the daily run is not happening (no worker --with-scheduler, budget).",
         ("judge",),
     ),
+    Metric(
+        "ragmon_judge_anchor_blind",
+        "gauge",
+        "1 for why the judge drift watch cannot measure agreement now, 0 for the other reasons "
+        "(all 0: it can): no_run (never re-judged), no_set (nothing to re-judge yet), too_few "
+        "(the set needs 30 passages from 10 questions), incomplete (the judge did not grade "
+        "every passage), late (no run for twice RAGMON_ANCHOR_EVERY_HOURS).",
+        ("reason",),
+    ),
+    Metric(
+        "ragmon_judge_anchor_set_passages",
+        "gauge",
+        "Passages of the anchor set at its latest re-judging (agreement needs 30 from 10 "
+        "questions; the set grows as people grade, up to RAGMON_ANCHOR_SIZE).",
+        (),
+    ),
+    Metric(
+        "ragmon_judge_anchor_set_questions",
+        "gauge",
+        "Distinct questions the anchor set's passages come from, at its latest re-judging.",
+        (),
+    ),
 )
 
 # How much is judged (docs/sampling.md). With RAGMON_SAMPLING=fixed the plan is a forecast: the

@@ -28,7 +28,8 @@ REQUIRED_ALERTS = {
     "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
     "RagmonJudgeBudgetExhausted", "RagmonAppJudgeBudgetExhausted", "RagmonIngestRejectionsHigh",
     "RagmonDown",
-    "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonEmptyResultsHighSlow",
+    "RagmonJudgeDrift", "RagmonJudgeDriftWatchBlind", "RagmonEmptyResultsHigh",
+    "RagmonEmptyResultsHighSlow",
     "RagmonSeriesStopped", "RagmonTopScoreDrop",
 }  # fmt: skip
 
@@ -219,6 +220,7 @@ ALERT_PANELS = {
     "RagmonJudgeBudgetExhausted": "Judge budget",
     "RagmonAppJudgeBudgetExhausted": "Judge spend today",
     "RagmonJudgeDrift": "Judge drift: the anchor set",
+    "RagmonJudgeDriftWatchBlind": "Judge drift: the anchor set",
     "RagmonIngestRejectionsHigh": "Rejected by reason",
     "RagmonDown": "API scraped",
     "RagmonEmptyResultsHigh": "Empty results (share) by retriever",
