@@ -11,7 +11,8 @@ what is left of its CPU, sending them, stands for another machine) runs for `--s
 exports back to back, and appB's request of every route once a round (`CHECKS`), whose answers
 must equal the quiet ones. `--worker-nice 19` runs the worker as if on a machine of its
 own (it judges appA's flood too). Printed: p50/p99 of each, quiet -> neighbour, and appA's
-answers by kind and status. Targets: health p99 <= 100 ms, appB's ingest and export p99 <= 1.5x quiet.
+answers by kind and status. Targets: health p99 <= 100 ms, appB's ingest and export p99
+<= 1.5x quiet.
 """
 
 from __future__ import annotations
