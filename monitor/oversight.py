@@ -27,8 +27,8 @@ from ragmon.core.reviews import (
     people_by_event,
     second_judge_pairs,
 )
+from ragmon.core.window import Window
 from ragmon.core.wire import LABEL_KEYS
-from ragmon.report.window import Window
 
 if TYPE_CHECKING:
     from ragmon.core.measures import MeasureParams

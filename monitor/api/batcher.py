@@ -27,7 +27,7 @@ from ragmon.store.ingest import Answer, AppAtLimit, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
-MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
+MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to a few MB
 LINGER_S = 0.002
 SMALL_REQUEST = 50  # events: a request this small goes into the next write before large ones
 LINGER_BELOW = 8  # events in the previous write

@@ -35,8 +35,8 @@ from ragmon.api.schemas import (
 from ragmon.api.service import IngestService, Refused, otlp_refused, sharer
 from ragmon.api.ui import scope
 from ragmon.core.search import SEARCH_HELP, SearchError, parse_search
+from ragmon.core.window import iso_week
 from ragmon.oversight import Oversight, estimates_json, last_days
-from ragmon.report.window import iso_week
 from ragmon.settings import Settings
 from ragmon.store import Store
 

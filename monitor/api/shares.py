@@ -2,7 +2,7 @@
 in a child at a time.
 
 One child decoded every app's OTLP exports and large event bodies, one body at a time, in the
-order they came: one app's loop of bombs (each up to a second of decoding) put another app's
+order they came: one app's loop of bombs (each seconds of decoding) put another app's
 one-span export behind all of them. Here each app's bodies wait in its own queue; `DECODERS`
 children take the apps in turn, one body each, and never two bodies of one app at once, so
 while one app's bomb holds a child another app's body takes the other; and an app with

@@ -52,12 +52,14 @@ def standing(
     rows = "".join(
         f"<tr><td>{_e(judge)}</td><td class=n>{a.pairs}</td><td class=n>{a.events}</td>"
         f"<td class=n>{interval_text(a.exact)}</td><td class=n>{interval_text(a.kappa)}</td>"
+        f"<td class=n>{interval_text(a.kappa_unweighted)}</td>"
         f"<td class=n>{interval_text(a.difference, 2)}</td></tr>"
         for judge, a in agreement.items()
     )
     agree = (
         "<table id=agreement><tr><th>judge</th><th>pairs</th><th>events</th><th>same grade</th>"
-        f"<th>kappa</th><th>judge − people</th></tr>{rows}</table>"
+        "<th>quadratic kappa</th><th>unweighted kappa</th><th>judge − people</th></tr>"
+        f"{rows}</table>"
         if rows else "<p id=agreement>No passage of this app graded by people yet.</p>"
     )  # fmt: skip
     rows = "".join(

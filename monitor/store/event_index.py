@@ -1,10 +1,11 @@
 """The event explorer's index in Redis: written in the workers' finish step, read by searches.
 
-What a search means is `ragmon.core.search` (pure); this module only moves its members and
-records in and out of Redis. Per series (after the series budget's folding, as on /metrics):
-a lex-ordered set by time, one per sortable measure, a hash of compact records and a set of
-refs by expiry (`Keys.explore_*`). Entries leave with their event (the result retention,
-RAGMON_RESULT_TTL_DAYS): each finish trims its own series and the hourly sweep trims all.
+What a search means is `ragmon.core.search`, how members and records encode an event
+`ragmon.core.index_members` (both pure); this module only moves them in and out of Redis. Per
+series (after the series budget's folding, as on /metrics): a lex-ordered set by time, one per
+sortable measure, a hash of compact records and a set of refs by expiry (`Keys.explore_*`).
+Entries leave with their event (the result retention, RAGMON_RESULT_TTL_DAYS): each finish
+trims its own series and the hourly sweep trims all.
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from ragmon.core.search import (
+from ragmon.core.index_members import (
     HOUR_KEEP_S,
     OVERVIEW,
-    SCAN_BUDGET,
     SORTS,
-    Search,
-    encode_cursor,
     encode_time,
     member_ref,
     overview_hours,
@@ -32,6 +30,7 @@ from ragmon.core.search import (
     weighted_moments,
     within,
 )
+from ragmon.core.search import SCAN_BUDGET, Search, encode_cursor
 from ragmon.core.wire import LABEL_KEYS, SEP, Status, series_app, series_name
 from ragmon.store import scripts
 from ragmon.store.fields import Field, HourPart, Slot
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
 CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
-OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held ~0.5 ms at a time
+OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held briefly at a time
 SUMMARY_CHUNK = 10  # series per SUMMARIZE call (each may read 191 hourly hashes)
 SUMMED = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]  # a summary's sums, in order
 FAILED_CHUNK = 50  # failed refs read at a time

@@ -365,27 +365,19 @@ return 1
 """,
 )
 
-# Put events into their apps' pending sets, due now (`Delivery.requeue`, `Delivery.adopt`):
-# the refs of ARGV's tail, and with `legacy` 1 also every ref of the two sets where events
-# waited before the delivery path (`Keys.legacy_waiting`), which are then deleted. A `failed`
-# event becomes queued again (its attempts start over) when `requeue` is 1; a queued one is
-# added unless a drain job leases it; a gone one (expired) leaves the failed set. Returns how
-# many were added.
+# Put the failed events of ARGV's tail back into their apps' pending sets, due now
+# (`Delivery.requeue`): a `failed` event becomes queued again (its attempts start over); a
+# queued one is added unless a drain job leases it; a gone one (expired) leaves the failed set.
+# Returns how many were added.
 PENDING = Script(
     "PENDING",
-    ("apps", "vt", "leased", "failed", "old_ungrouped", "old_claimed"),
-    ("requeue", "legacy", "event_key", "pending_key"),
+    ("apps", "vt", "leased", "failed"),
+    ("event_key", "pending_key"),
     _DELIVERY
     + """
 local now = now_s()
 local refs = {}
 for i = ARGV_REST, #ARGV do refs[#refs + 1] = ARGV[i] end
-if tonumber(A.legacy) == 1 then
-  for _, old in ipairs({K.old_ungrouped, K.old_claimed}) do
-    for _, ref in ipairs(redis.call('ZRANGE', old, 0, -1)) do refs[#refs + 1] = ref end
-    redis.call('DEL', old)
-  end
-end
 local added = 0
 for _, ref in ipairs(refs) do
   local key = filled(A.event_key, SLOT.ref, ref)
@@ -393,7 +385,7 @@ for _, ref in ipairs(refs) do
   if not st then
     redis.call('ZREM', K.failed, ref)
     redis.call('ZREM', app_failed(K.failed, ref), ref)
-  elseif st == S.failed and tonumber(A.requeue) == 1 then
+  elseif st == S.failed then
     redis.call('HSET', key, F.status, S.queued)
     redis.call('HDEL', key, F.attempts)
     redis.call('ZREM', K.failed, ref)

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.core.agreement import paired_agreement
+from ragmon.core.window import windows
 from ragmon.report.publish import write_report
-from ragmon.report.window import windows
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.stack import ragmon_env
@@ -102,7 +102,8 @@ def test_agreement_gauges_match_the_pairs_people_and_the_judge_gave(judged) -> N
     values = metrics(api)
     who = {"app": "shop", "judge": JUDGE, "reference": "human"}
     assert sample(values, "ragmon_judge_agreement_pairs", **who) == 72
-    for name, interval in (("exact", expected.exact), ("kappa", expected.kappa),
+    for name, interval in (("exact", expected.exact), ("quadratic_kappa", expected.kappa),
+                           ("unweighted_kappa", expected.kappa_unweighted),
                            ("difference", expected.difference)):  # fmt: skip
         assert interval is not None
         for bound in ("estimate", "low", "high"):

@@ -17,6 +17,7 @@ from ragmon.api.review import REVIEWER_COOKIE
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.process  # RQ work horses (the workers fork)
 
@@ -30,7 +31,9 @@ def judged(make_api: Callable[..., ApiServer]) -> tuple[ApiServer, dict[str, dic
     events = {f"shop-{i}": make_event(n=4, k=2, labels=SERIES, seed=i, event_id=f"shop-{i}")
               for i in range(5)}  # fmt: skip
     events["other-0"] = make_event(n=4, k=2, labels={"app": "other"}, seed=9, event_id="other-0")
-    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+    with httpx.Client(
+        base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=scaled(30)
+    ) as c:
         for e in events.values():
             assert c.post("/v1/retrievals", json=e).status_code == 202
     make_worker(api.settings).work(burst=True, with_scheduler=False)
@@ -38,7 +41,7 @@ def judged(make_api: Callable[..., ApiServer]) -> tuple[ApiServer, dict[str, dic
 
 
 def signed_in(api: ApiServer, key: str) -> httpx.Client:
-    ui = httpx.Client(base_url=api.url, follow_redirects=False, timeout=30)
+    ui = httpx.Client(base_url=api.url, follow_redirects=False, timeout=scaled(30))
     r = ui.post("/ui/login", data={"key": key, "next": "/ui"}, headers={"origin": api.url})
     assert r.status_code == 303 and r.headers["location"] == "/ui"
     return ui
@@ -103,7 +106,7 @@ def test_nothing_else_can_grade(judged) -> None:
     assert r.status_code == 422 and "no-such" in r.text
     r = ui.post("/ui/grades", data={**base, "event_id": "nope"}, headers={"origin": api.url})
     assert r.status_code == 404 and "nope" in r.text
-    anonymous = httpx.Client(base_url=api.url, follow_redirects=False)
+    anonymous = httpx.Client(base_url=api.url, follow_redirects=False, timeout=scaled(30))
     assert anonymous.post("/ui/grades", data=base, headers={"origin": api.url}).status_code == 401
     assert ui.get("/ui/review", params={**SERIES, "app": "other"}).status_code == 403
     assert people(api, "shop", "shop-0") == [] and people(api, "other", "other-0") == []
@@ -120,7 +123,9 @@ def test_the_review_page_draws_from_the_estimates_window_only(
               for i in range(3)}  # fmt: skip
     events |= {f"old-{i}": make_event(n=3, k=2, labels=SERIES, seed=10 + i, event_id=f"old-{i}",
                                       timestamp=old) for i in range(12)}  # fmt: skip
-    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}) as c:
+    with httpx.Client(
+        base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=scaled(30)
+    ) as c:
         for e in events.values():
             assert c.post("/v1/retrievals", json=e).status_code == 202
     make_worker(api.settings).work(burst=True, with_scheduler=False)
