@@ -19,7 +19,9 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
-from ragmon.settings import Settings, SettingsError, read_env, unknown_variables
+from ragmon.environment import read_env, unknown_variables
+from ragmon.setting_values import SettingsError
+from ragmon.settings import Settings, env_variables
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -222,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
         return 2
-    unknown = unknown_variables(env)
+    unknown = unknown_variables(env, env_variables())
     if unknown:
         log.warning("%s", unknown)
     if args.redis and not settings.redis_url:
@@ -378,11 +380,12 @@ def cmd_anchor(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset:
         store.anchors.reset()
         print("anchor set and its runs forgotten")
+    run = None
     if args.rejudge:
         run = asyncio.run(rejudge(settings, store, make_judge(settings, store)))
-        if not run["passages"]:
-            raise CommandError(f"ragmon anchor: {run['reason']}", 1)
     print(anchor_text(store.anchors.runs()), end="")
+    if run is not None and run.get("blind"):
+        raise CommandError(f"ragmon anchor: judge drift watch blind: {run['reason']}", 1)
     return 0
 
 

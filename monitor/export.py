@@ -22,7 +22,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from ragmon.core import catalog
-from ragmon.core.anchor import drift
+from ragmon.core.anchor import WATCH_REASONS, drift, watch_state
 from ragmon.core.drift import Interval
 from ragmon.core.wire import SEP, field_parts, series_values
 from ragmon.oversight import Oversight, last_days
@@ -230,7 +230,8 @@ class RagmonCollector:
             who = [app, judge, reference]
             fams["ragmon_judge_agreement_pairs"].add_metric(who, a.pairs)
             bounds("ragmon_judge_agreement_exact", who, a.exact)
-            bounds("ragmon_judge_agreement_kappa", who, a.kappa)
+            bounds("ragmon_judge_agreement_quadratic_kappa", who, a.kappa)
+            bounds("ragmon_judge_agreement_unweighted_kappa", who, a.kappa_unweighted)
             bounds("ragmon_judge_agreement_difference", who, a.difference)
             for r, row in enumerate(a.confusion):
                 for j, n in enumerate(row):
@@ -265,6 +266,15 @@ class RagmonCollector:
             fams["ragmon_judge_anchor_passages"].add_metric(judge, latest["graded"])
             at = datetime.fromisoformat(latest["at"].replace("Z", "+00:00")).timestamp()
             fams["ragmon_judge_anchor_run_timestamp_seconds"].add_metric(judge, at)
+        runs = self.store.anchors.runs()
+        last = runs[-1] if runs else None
+        every = self.store.settings.anchor_every_hours * 3600.0
+        why = watch_state(last, every, time.time())
+        for reason in WATCH_REASONS:
+            fams["ragmon_judge_anchor_blind"].add_metric([reason], float(reason == why))
+        if last is not None:
+            fams["ragmon_judge_anchor_set_passages"].add_metric([], last.get("passages", 0))
+            fams["ragmon_judge_anchor_set_questions"].add_metric([], last.get("questions", 0))
         yield from fams.values()
 
     def budget_exhausted(self) -> bool:
@@ -286,7 +296,7 @@ def render(registry: CollectorRegistry) -> bytes:
 def metrics_text(
     store: Store, between: Callable[[], None] | None = None, oversight: Oversight | None = None
 ) -> bytes:
-    """What /metrics serves: the same samples as `render(make_registry(store))`, ~4x faster
+    """What /metrics serves: the same samples as `render(make_registry(store))`, faster
     (the per-series histograms written directly, the rest by prometheus_client). `between` is
     called after each per-series family (the renderer paces itself with it); `oversight` keeps
     the judging statistics between renderings."""

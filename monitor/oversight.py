@@ -27,8 +27,8 @@ from ragmon.core.reviews import (
     people_by_event,
     second_judge_pairs,
 )
+from ragmon.core.window import Window
 from ragmon.core.wire import LABEL_KEYS
-from ragmon.report.window import Window
 
 if TYPE_CHECKING:
     from ragmon.core.measures import MeasureParams
@@ -165,6 +165,7 @@ def estimates_json(window: Window, found: list[SeriesEstimates]) -> dict[str, An
                         "judge_weight": c.lam,
                         "units": UNITS[ESTIMATED[m]],
                         "reason": c.reason,
+                        "random_draw": c.random_draw,
                     }
                     for m, c in s.measures.items()
                 },

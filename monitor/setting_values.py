@@ -87,6 +87,21 @@ def api_keys(raw: str) -> tuple[str, ...]:
     return keys
 
 
+_HOST_NAME = re.compile(r"^(\*|\.?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.?)$")
+
+
+def host_names(raw: str) -> tuple[str, ...]:
+    """`ragmon.internal,api` (`.example.com`: it and its subdomains; `*`: any host)."""
+    names = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    for name in names:
+        if not _HOST_NAME.match(name):
+            raise ValueError(
+                f"{name!r} is not a host name: comma-separated names such as api,ragmon.internal "
+                "(.example.com for a domain and its subdomains, * for any host)"
+            )
+    return names
+
+
 def read_keys_file(path: str | Path) -> tuple[str, ...]:
     """API keys from a file (e.g. a mounted secret): one `key` or `key:app` per line, `#`
     comments and blank lines ignored. A file without keys is an error, never "auth off"."""

@@ -13,10 +13,11 @@ def judging_panels() -> list[dict[str, Any]]:
     who = "{{app}}: {{judge}} vs {{reference}}"
     p: list[dict[str, Any]] = [row("The judge against people (docs/agreement.md)")]
     for name, title, desc, unit in (
-        ("kappa", "Judge agreement: kappa",
+        ("quadratic_kappa", "Judge agreement: quadratic-weighted kappa",
          "Quadratic-weighted kappa of each judge identity with people's grades (reference "
-         "human) or with the first judge (a second judge's), by app: 1 is perfect, 0 chance. "
-         "Empty until 30 passages of 10 events were graded by both.", "none"),
+         "human) or with the first judge (a second judge's), by app: 1 is perfect, 0 chance; "
+         "a near miss costs little. Empty until 30 passages of 10 events were graded by both.",
+         "none"),
         ("exact", "Judge agreement: same grade",
          "Share of passages the judge gave the same 0-3 grade as the reference, by app.",
          "percentunit"),

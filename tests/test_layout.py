@@ -15,15 +15,20 @@
 6. The command line stays at the edge: only `monitor/cli.py` (and the `python -m` tools listed
    in ARGPARSE_EDGES) parse arguments or take an `argparse.Namespace`; every other function
    takes plain values and the one Settings, and no worker imports the CLI.
+7. Small modules: at most `MAX_MODULE_LINES` lines each (split by idea before that), but for
+   the files in `LONG_MODULES`, each with its reason.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
+import re
 import subprocess
 import sys
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -233,6 +238,25 @@ def test_no_module_name_repeats_across_layers() -> None:
         if path.name not in ("__init__.py", "__main__.py"):
             by_name.setdefault(path.name, []).append(rel(path))
     assert not {n: ps for n, ps in by_name.items() if len(ps) > 1}
+
+
+MAX_MODULE_LINES = 450
+LONG_MODULES = {
+    "monitor/demo/kb.py": "data: the demo's knowledge base, written as Python literals",
+    "monitor/store/scripts.py": "the Lua scripts, one string each (their keys and arguments are "
+    "declared once beside them)",
+}
+
+
+def test_modules_stay_small() -> None:
+    long = {}
+    for path in (p for package in PACKAGES for p in python_files(package)):
+        name = str(path.relative_to(ROOT))
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and name not in LONG_MODULES:
+            long[name] = lines
+    assert not long, f"over {MAX_MODULE_LINES} lines: split by idea ({long})"
+    assert all((ROOT / name).exists() for name in LONG_MODULES)
 
 
 def test_the_packages_in_pyproject_are_the_folders() -> None:
@@ -621,3 +645,34 @@ def test_scripts_never_import_the_tests() -> None:
         if module == "tests" or module.startswith("tests.")
     ]
     assert not bad, bad
+
+
+# A time measured on some machine, in a comment or docstring: figures go in the docs with the
+# command that measures them (tests/bench/), where they are kept current.
+# (A period the code sets, "every 250 ms", is a setting, not a measurement.)
+MEASURED = re.compile(
+    r"(~|about |took |costs? )\d[\d.,]*\s?(ms|µs|us|ns)\b"
+    r"|\d[\d.]*\s?-\s?\d[\d.]*\s?(ms|µs|us|ns)\b"
+    r"|\b\d+(\.\d+)?x (faster|slower|the CPU)",
+    re.IGNORECASE,
+)
+
+
+def test_no_measured_figures_in_code_comments() -> None:
+    found = []
+    for path in (p for package in PACKAGES for p in python_files(package)):
+        source = path.read_text()
+        texts = [(t.start[0], t.string) for t in _tokens(source) if t.type == tokenize.COMMENT]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    texts.append((getattr(node, "lineno", 1), doc))
+        for line, text in texts:
+            if MEASURED.search(text):
+                found.append(f"{path.relative_to(ROOT)}:{line}: {MEASURED.search(text)[0]!r}")
+    assert not found, "\n".join(found)
+
+
+def _tokens(source: str) -> list[tokenize.TokenInfo]:
+    return list(tokenize.generate_tokens(io.StringIO(source).readline))

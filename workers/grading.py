@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ragmon.core.measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
+from ragmon.core.utility_measures import UMBRELA_TO_UTILITY, UTILITY_TO_UMBRELA
 from ragmon.core.wire import SEP
 from ragmon.store import event_day, query_hash, text_hash
 from ragmon.store.records import StoredEvent, StoredPassage

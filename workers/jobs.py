@@ -200,15 +200,6 @@ async def drain_pending(
     return dict(counts)
 
 
-def process_events(refs: list[str]) -> int:
-    """Upgrade shim: a job of the previous path (one per batch of events), enqueued by an API
-    process of that version, puts its events into their apps' pending sets."""
-    delivery = current_context().store.delivery
-    n = delivery.adopt(refs, legacy=False)
-    delivery.wake()
-    return n
-
-
 async def _one(
     ctx: WorkerContext,
     store: Store,

@@ -32,6 +32,14 @@ log = logging.getLogger("ragmon.schedule")
 REPORT_CRON = "0 6 * * 1"  # Mondays 06:00 in the worker's local time zone (UTC in the images)
 JOB_NAME = "ragmon-weekly-report"
 ANCHOR_CRON = "0 5 * * *"  # every day 05:00: the anchor set's re-judging, before the report
+
+
+def anchor_cron(every_hours: int) -> str:
+    """The anchor set's re-judging every `every_hours` (RAGMON_ANCHOR_EVERY_HOURS): daily at
+    05:00, else at the top of every `every_hours`-th hour from midnight."""
+    return ANCHOR_CRON if every_hours >= 24 else f"0 */{every_hours} * * *"
+
+
 ANCHOR_JOB_NAME = "ragmon-anchor-rejudge"
 ANCHOR_TIMEOUT_S = 3600
 JOB_TIMEOUT_S = 1800
@@ -39,8 +47,8 @@ JOB_TIMEOUT_S = 1800
 
 def weekly_report_job(out_dir: str | None = None, end: str | None = None) -> str:
     """RQ job: the report of the 7 days ending yesterday (UTC) into `settings.report_dir`."""
+    from ragmon.core.window import windows
     from ragmon.report.publish import post_summary, write_report
-    from ragmon.report.window import windows
     from ragmon.workers.context import current_context
 
     ctx = current_context()
@@ -93,15 +101,15 @@ def _loop(scheduler: CronScheduler, stopping: threading.Event) -> None:
 def register_schedule(
     worker: Worker, settings: Settings, cron: str = REPORT_CRON, out_dir: str | None = None
 ) -> ReportSchedule:
-    """Enqueue the weekly report on `cron`, and the anchor set's re-judging every day
-    (`ANCHOR_CRON`), from a thread of this worker process."""
+    """Enqueue the weekly report on `cron`, and the anchor set's re-judging every
+    RAGMON_ANCHOR_EVERY_HOURS (`anchor_cron`), from a thread of this worker process."""
     from ragmon.workers.rejudge import anchor_job
 
     scheduler = CronScheduler(connection=worker.connection, name=f"ragmon-report:{worker.name}")
     scheduler.register(
         anchor_job,
         queue_name=settings.queue_name,
-        cron=ANCHOR_CRON,
+        cron=anchor_cron(settings.anchor_every_hours),
         job_timeout=ANCHOR_TIMEOUT_S,
         result_ttl=7 * 86400,
         failure_ttl=30 * 86400,

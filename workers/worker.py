@@ -100,17 +100,13 @@ class RagmonWorker(Worker):
 
 def wake_drain(store: Store) -> None:
     """Enqueue a drain job when events are due and RQ's queue holds none (an API died between
-    its write and its wake-up call, retries came due, leases ended), after moving the events of
-    the previous path's grouping window to pending. It only decides when someone looks: it
-    moves no event of this path."""
+    its write and its wake-up call, retries came due, leases ended). It only decides when
+    someone looks: it moves no event."""
     try:
-        adopted = store.delivery.adopt()
         woke = store.delivery.wake_if_idle()
     except Exception as exc:  # noqa: BLE001 - a Redis hiccup must not stop the worker
         log.warning("could not look at the pending events: %s", exc)
         return
-    if adopted:
-        log.info("moved %d events of the previous version's grouping window to pending", adopted)
     if woke:
         log.info("events were waiting with no drain job in the queue: enqueued one")
 
@@ -185,7 +181,7 @@ def start_worker(
     worker = make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
     # What was built so far (imports, the judge's first client) lives as long as the worker:
     # frozen out of the collector's sight, a work horse's collections do not walk it, so they
-    # do not copy the parent's memory pages (~8% of the CPU per judged passage).
+    # do not copy the parent's memory pages (a share of the CPU per judged passage).
     gc.collect()
     gc.freeze()
     return worker

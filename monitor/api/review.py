@@ -10,6 +10,7 @@ and hold a session; the reviewer's name is remembered in a cookie of its own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -25,7 +26,7 @@ from ragmon.core import pages, review_pages
 from ragmon.core.pages import GradeForm
 from ragmon.core.search import parse_search
 from ragmon.core.wire import LABEL_KEYS, Status, series_name
-from ragmon.oversight import HUMAN, Oversight, last_days
+from ragmon.oversight import GAUGE_DAYS, HUMAN, Oversight, last_days
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store.keys import split_ref
@@ -39,15 +40,24 @@ Answer = Callable[[Request, Callable[[Principal | None], Awaitable[Built]]], Awa
 Read = Callable[..., Awaitable[Any]]
 
 
+def window_start() -> float:
+    """Unix seconds of the estimates' window's first day: the review page draws from there."""
+    return datetime.combine(last_days().start, time.min, UTC).timestamp()
+
+
 def reviewer_of(request: Request) -> str:
-    """The reviewer's name: the page's `reviewer` parameter, else the cookie."""
-    return (request.query_params.get("reviewer") or request.cookies.get(REVIEWER_COOKIE) or "")[:64]
+    """The reviewer's name: the cookie's (set by their first grade). A link's `reviewer`
+    parameter never files grades under another name (`grade_form` shows it instead)."""
+    return (request.cookies.get(REVIEWER_COOKIE) or "")[:64]
 
 
 def grade_form(request: Request) -> GradeForm:
-    """The buttons' form for a page: come back to this very page after a grade."""
+    """The buttons' form for a page: come back to this very page after a grade; a reviewer a
+    link names that is not the signed-in one is only offered (typed in the field to switch)."""
     back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    return GradeForm(reviewer_of(request), back)
+    reviewer = reviewer_of(request)
+    asked = (request.query_params.get("reviewer") or "")[:64]
+    return GradeForm(reviewer, back, asked if asked != reviewer else "")
 
 
 def _detail(detail: Any) -> str:
@@ -101,18 +111,20 @@ def add_review_routes(
             if set(chosen) != set(LABEL_KEYS):
                 search = parse_search({"app": app} if app else {})
                 names = await read(store.explore.series, search)
-                counts = await read(store.explore.counts, names)
-                return review_pages.choose(list(zip(names, counts, strict=True)), reviewer), 200
-            refs = await read(store.explore.draw, series_name(chosen), DRAWS)
+                counts = await read(store.explore.counts, names, window_start())
+                return review_pages.choose(list(zip(names, counts, strict=True))), 200
+            refs = await read(store.explore.draw, series_name(chosen), DRAWS, window_start())
             if not refs:
-                return pages.message("Review", "No judged events held in this series."), 404
+                text = (f"No judged event of this series in the last {GAUGE_DAYS} days, the "
+                        "window the corrected estimates count.")  # fmt: skip
+                return pages.message("Review", text), 404
             pick = refs[0]
             for ref in refs:
                 graded = await read(store.human.of_event, *split_ref(ref))
                 if not any(r["reviewer"] == reviewer for r in graded):
                     pick = ref
                     break
-            target = review_pages.review_event_url(*split_ref(pick), reviewer)
+            target = review_pages.review_event_url(*split_ref(pick))
             return RedirectResponse(target, 303)
 
         return await answer(request, build)
@@ -126,7 +138,7 @@ def add_review_routes(
                 text = "Unknown or not judged event (never received, expired, or queued)."
                 return pages.message("Review", text), 404
             labels = found["labels"]
-            (held,) = await read(store.explore.counts, [series_name(labels)])
+            (held,) = await read(store.explore.counts, [series_name(labels)], window_start())
             standing = await read(standing_of, labels)
             return review_pages.review(found, grade_form(request), held, standing), 200
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from ragmon.api import otlp
 from ragmon.api.auth import KeyRing, Principal
 from ragmon.api.bodies import read_body
+from ragmon.api.costs import body_limit
 from ragmon.api.grades import GradeService
 from ragmon.api.metrics import MetricsText
 from ragmon.api.schemas import (
@@ -31,20 +32,25 @@ from ragmon.api.schemas import (
     RetrievalEvent,
     RetrievalResult,
 )
-from ragmon.api.service import IngestService, Refused, otlp_refused
+from ragmon.api.service import IngestService, Refused, otlp_refused, sharer
 from ragmon.api.ui import scope
 from ragmon.core.search import SEARCH_HELP, SearchError, parse_search
+from ragmon.core.window import iso_week
 from ragmon.oversight import Oversight, estimates_json, last_days
-from ragmon.report.window import iso_week
 from ragmon.settings import Settings
 from ragmon.store import Store
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 RESPONSES: dict[int | str, dict[str, Any]] = {
-    413: {"model": ErrorResponse, "description": "Body over RAGMON_MAX_BODY_BYTES."},
+    413: {"model": ErrorResponse, "description": "Body over the route's limit (docs/api.md)."},
     422: {"model": ErrorResponse, "description": "Invalid event: `loc` names the field."},
     401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
     403: {"model": ErrorResponse, "description": "The key may not write this app label."},
+    429: {
+        "model": ErrorResponse,
+        "description": "The app's bodies waiting to be decoded are "
+        "at their limit: see Retry-After.",
+    },
     503: {"model": ErrorResponse, "description": "Queue over its limit: see Retry-After."},
     507: {
         "model": ErrorResponse,
@@ -58,6 +64,10 @@ READ_RESPONSES: dict[int | str, dict[str, Any]] = {  # a search's or a summary's
     403: {"model": ErrorResponse, "description": "The key may not read this app."},
     503: {"model": ErrorResponse, "description": "Redis unreachable: retry later."},
 }
+
+
+def client_of(request: Request) -> str | None:
+    return request.client.host if request.client is not None else None
 
 
 def _body_schema(model: type[BaseModel]) -> dict:
@@ -113,8 +123,9 @@ def add_event_routes(
     )
     async def post_event(request: Request) -> JSONResponse:
         principal = authorize(request)
+        body = await read_body(request, body_limit(request, settings))
         ((event_id, status, created),) = await service.events(
-            principal, await read_body(request, settings.max_body_bytes), RetrievalEvent
+            principal, body, RetrievalEvent, sharer(principal, client_of(request))
         )
         return JSONResponse({"event_id": event_id, "status": status}, 202 if created else 200)
 
@@ -130,7 +141,10 @@ def add_event_routes(
     async def post_batch(request: Request) -> JSONResponse:
         principal = authorize(request)
         stored = await service.events(
-            principal, await read_body(request, settings.max_body_bytes), RetrievalBatch
+            principal,
+            await read_body(request, body_limit(request, settings)),
+            RetrievalBatch,
+            sharer(principal, client_of(request)),
         )
         body = {"results": [{"event_id": eid, "status": st} for eid, st, _ in stored]}
         return JSONResponse(body, 202)
@@ -164,9 +178,10 @@ def add_event_routes(
             raise otlp_refused(exc) from None
         body = await service.traces(
             principal,
-            await read_body(request, settings.max_body_bytes),
+            await read_body(request, body_limit(request, settings)),
             media,
             request.headers.get("content-encoding"),
+            sharer(principal, client_of(request)),
         )
         return Response(body, 200, media_type=media)
 
@@ -191,7 +206,9 @@ def add_event_routes(
     )  # fmt: skip
     async def post_grades(request: Request) -> JSONResponse:
         principal = authorize(request)
-        results = await grades.grades(principal, await read_body(request, settings.max_body_bytes))
+        results = await grades.grades(
+            principal, await read_body(request, body_limit(request, settings))
+        )
         return JSONResponse({"results": results})
 
     @app.get(

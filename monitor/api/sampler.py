@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 
 from ragmon.core.clock import Clock
 from ragmon.core.sampling import APP_MARK, DEFAULT_SD, Policy, Rates, Traffic, plan
+from ragmon.core.wire import series_app
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
-from ragmon.store.keys import utc_day
+from ragmon.store.keys import OTHER, fold, utc_day
 from ragmon.store.sampling_state import StoredPlan
 
 log = logging.getLogger("ragmon.api")
@@ -60,6 +61,8 @@ class Sampler:
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.planned_series: set[str] = set()  # the series of the last plan read
         self.unplanned: set[str] = set()  # series this process saw that it does not know
+        self.admitted: set[str] = set()  # the series budget's series (read with the plan)
+        self.per_app: Counter[str] = Counter()  # of `admitted`, per app
         self._task: asyncio.Task | None = None
 
     def rates(self) -> Rates:
@@ -75,15 +78,29 @@ class Sampler:
             self.interval, self.seen = interval, {}
 
     def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
-        """Count the events just accepted (not the duplicates) for the forecast and the
-        pacing."""
+        """Count the events just accepted (not the duplicates) for the forecast, each under the
+        series it is counted in after the series budget (`counted_as`), and for the pacing."""
         self._roll()
         for it, new in zip(items, created, strict=True):
             if new:
-                self.counts[it.series] += 1
+                self.counts[self.counted_as(it.app, it.series)] += 1
                 for key in (it.series, APP_MARK + it.app):
                     n, chosen = self.seen.get(key, (0, 0.0))
                     self.seen[key] = (n + 1, chosen + it.probability)
+
+    def counted_as(self, app: str, series: str) -> str:
+        """`series`, or its app's folded series past the series budget, as INGEST admits it:
+        20,000 junk index values of one app count as its budget's series and one fold, so
+        they fill neither the hourly traffic nor the plan."""
+        if series in self.admitted:
+            return series
+        held = self.per_app[app]
+        s = self.settings
+        if held < s.max_series_per_app and len(self.admitted) < s.max_series:
+            self.admitted.add(series)  # admitted now (or soon): as INGEST decides it
+            self.per_app[app] += 1
+            return series
+        return fold(app if held else OTHER)[0]
 
     def start(self) -> None:
         if self._task is None:
@@ -124,6 +141,8 @@ class Sampler:
         """Read the current plan; make the next one when it is due and this process leads (or
         at once, `force`)."""
         stored = self.state.load(now)
+        self.admitted = self.store.series.admitted()
+        self.per_app = Counter(series_app(x) for x in self.admitted)
         # due a minute after the last plan, or sooner when a series it does not know has sent
         # (its rate is then the plan's default, and its gauge absent, until it is planned)
         due = stored is None or now - stored.at >= (READ_S if self.unplanned else PLAN_S)
@@ -147,7 +166,14 @@ class Sampler:
         spent = self.store.judge_state().spent(utc_day(now))
         cost = self.state.cost_per_event()
         sds = self.state.spreads(SD_MEASURE, self.store.bounds[SD_MEASURE])
-        biggest = sorted(traffic, key=lambda k: -sum(traffic[k]))[: s.max_series]
+        busiest = sorted(traffic, key=lambda k: -sum(traffic[k]))
+        taken: Counter[str] = Counter()  # a share per app: no app holds more of the plan
+        biggest: list[str] = []
+        for k in busiest:
+            app = series_app(k)
+            if taken[app] < s.max_series_per_app + 1 and len(biggest) < s.max_series:
+                taken[app] += 1  # its budget's series and its fold
+                biggest.append(k)
         ages = self.state.ages(now, traffic)
         series = {
             k: Traffic(traffic[k], sds.get(k, DEFAULT_SD), cost, ages.get(k)) for k in biggest

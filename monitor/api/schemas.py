@@ -24,6 +24,7 @@ from ragmon.core.wire import (  # noqa: F401 - re-exported: the contract's limit
     MAX_METADATA_KEYS,
     MAX_PASSAGES,
     MAX_QUERY_CHARS,
+    MAX_SCORE,
     MAX_TEXT_CHARS,
     MAX_TRACE_ID_CHARS,
     Status,
@@ -31,6 +32,9 @@ from ragmon.core.wire import (  # noqa: F401 - re-exported: the contract's limit
 )
 
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
+# A number an app sends: finite, so that no sum it enters (shared by every app's events of a
+# transaction) can fail, and no NaN or infinity is stored.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class Passage(BaseModel):
@@ -44,7 +48,13 @@ class Passage(BaseModel):
     text: str = Field(
         min_length=1, max_length=MAX_TEXT_CHARS, description="The passage text as retrieved."
     )
-    score: float | None = Field(default=None, description="The retriever's score (optional).")
+    score: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        ge=-MAX_SCORE,
+        le=MAX_SCORE,
+        description=f"The retriever's score (optional): a finite number, |score| <= {MAX_SCORE:g}.",
+    )
     grade: int | None = Field(
         default=None,
         strict=True,
@@ -116,7 +126,7 @@ class RetrievalEvent(BaseModel):
         max_length=MAX_TRACE_ID_CHARS,
         description="The app's trace or request id, returned by GET; never a metric label.",
     )
-    metadata: dict[str, str | int | float | bool] | None = Field(
+    metadata: dict[str, str | int | Finite | bool] | None = Field(
         default=None,
         description=f"Kept with the event for debugging, never a metric label; at most "
         f"{MAX_METADATA_KEYS} keys and {MAX_METADATA_BYTES} bytes as JSON.",

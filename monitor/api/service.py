@@ -5,9 +5,11 @@ everything a write decides (validation, the key's app binding, backpressure, sam
 sealing, the OTLP mapping) is here, so it can be tested by calling it.
 
 Reading a body into events (`prepare_events`, `prepare_export`) is pure and runs where it
-cannot hold the event loop: an OTLP export, or an events body over `INLINE_MAX_BYTES`, in the
-decoding process (`ragmon.api.child`), which answers with the items ready to store; a small
-events body on the loop, where a process hop would cost more than the parse.
+cannot hold the event loop: an OTLP export, or an events body over `INLINE_MAX_BYTES`, in a
+decoding process (`ragmon.api.shares`: a share per app), which answers with the items ready to
+store; a small events body on the loop, where a process hop would cost more than the parse.
+(With a larger inline limit, one app's flood of batches held the loop for every other app's
+requests.)
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from pydantic import BaseModel, ValidationError
 from ragmon.api import otlp
 from ragmon.api.auth import Principal
 from ragmon.api.batcher import IngestWriter, sampled_in
-from ragmon.api.child import ChildProcess
 from ragmon.api.sampler import Sampler
 from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
+from ragmon.api.shares import FairChild, QueueFull
 from ragmon.api.spans import Mapped, SpanMap, map_request
 from ragmon.api.storage import RETRY_AFTER_S as STORAGE_RETRY_AFTER_S
 from ragmon.api.storage import AppOverStorage, AppStorage
@@ -42,7 +44,7 @@ from ragmon.store.records import signal_record
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
-INLINE_MAX_BYTES = 1 << 20  # an events body up to 1 MiB parses on the loop (<~0.25 s)
+INLINE_MAX_BYTES = 1 << 16  # an events body up to this size parses on the loop
 MAX_RETRIEVER_SPANS = MAX_BATCH  # per export, as events per batch; the rest are rejected
 
 
@@ -168,8 +170,8 @@ SCAN_MAX_DEPTH = 256  # deeper than the parser goes (it refuses the body itself)
 
 def more_items_than(body: bytes, limit: int) -> bool:
     """Whether an array directly inside the body's top-level object (a batch's `events`) holds
-    more than `limit` items, told from its commas without building any item: parsing a 32 MB
-    batch of 1,001 events whole, to refuse it, took the decoding process +180 MiB. Stops at
+    more than `limit` items, told from its commas without building any item: parsing a large
+    batch whole, only to refuse it, cost the decoding process its size many times over. Stops at
     the first array over `limit`; a body that is not such JSON is left to the parser."""
     depth, commas, in_array = 0, 0, False
     for match in _STRUCTURE.finditer(body):
@@ -225,6 +227,14 @@ def prepare_export(
     return Export(items, mapped, len(over))
 
 
+def sharer(principal: Principal | None, client: str | None) -> str:
+    """Whose turn a request's body waits for in the decoding process: the key's app, else its
+    client's address (an unbound key, or none)."""
+    if principal is not None and principal.app is not None:
+        return f"app {principal.app!r}"
+    return f"client {client or 'unknown'}"
+
+
 class IngestService:
     """The write path of every ingest route, from a body already read to the store."""
 
@@ -233,13 +243,13 @@ class IngestService:
         settings: Settings,
         store: Store,
         writer: IngestWriter,
-        decoder: ChildProcess | None = None,
+        decoder: FairChild | None = None,
         sampler: Sampler | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.writer = writer
-        self.decoder = decoder or ChildProcess()
+        self.decoder = decoder or FairChild()
         self.sampler = sampler or Sampler(settings, store)
         self.storage = AppStorage(settings, store)
 
@@ -250,17 +260,17 @@ class IngestService:
         await self.storage.aclose()
 
     async def events(
-        self, principal: Principal | None, body: bytes, model: type[BaseModel]
+        self, principal: Principal | None, body: bytes, model: type[BaseModel], who: str = ""
     ) -> list[tuple[str, str, bool]]:
         """A `RetrievalEvent` or `RetrievalBatch` body stored: `(event_id, status, created)`
-        per event, in order."""
+        per event, in order. `who`: whose turn a large body waits for (`sharer`)."""
         app = principal.app if principal is not None else None
         rates = self.sampler.rates()
         if len(body) <= INLINE_MAX_BYTES:
             items = prepare_events(self.settings, body, model, app, self.store.sealer, rates)
         else:
             items = await self.off_loop(
-                prepare_events, self.settings, body, model, app, None, rates
+                who, prepare_events, self.settings, body, model, app, None, rates
             )
         await self.check_storage(items)
         results = await self.write(items)
@@ -271,13 +281,18 @@ class IngestService:
         ]
 
     async def traces(
-        self, principal: Principal | None, body: bytes, media: str, encoding: str | None
+        self,
+        principal: Principal | None,
+        body: bytes,
+        media: str,
+        encoding: str | None,
+        who: str = "",
     ) -> bytes:
         """An OTLP trace export (its content type already checked): the retriever spans stored,
         the spans counted by outcome; returns the `ExportTraceServiceResponse` in `media`."""
         app = principal.app if principal is not None else None
         export = await self.off_loop(
-            prepare_export, self.settings, body, encoding, media, app, self.sampler.rates()
+            who, prepare_export, self.settings, body, encoding, media, app, self.sampler.rates()
         )
         items, mapped = export.items, export.mapped
         if items:
@@ -293,10 +308,14 @@ class IngestService:
             self.writer.reject("too_large", export.cut)
         return otlp.encode_response(media, len(mapped.rejected), mapped.message())
 
-    async def off_loop(self, work: Callable[..., Any], *args: Any) -> Any:
-        """`work(*args)` in the decoding process: the loop (and /healthz) never waits for it."""
+    async def off_loop(self, who: str, work: Callable[..., Any], *args: Any) -> Any:
+        """`work(*args)` in the decoding process, in `who`'s turn (`ragmon.api.shares`): the
+        loop (and /healthz) never waits for it, nor another app for more than one body."""
         try:
-            return await self.decoder.run(work, *args)
+            return await self.decoder.run(who, work, *args)
+        except QueueFull as exc:
+            retry = {"Retry-After": str(RETRY_AFTER_S)}
+            raise Refused(429, "backpressure", str(exc), retry) from None
         except BrokenProcessPool:  # killed (out of memory?) while decoding: a new one next time
             raise Refused(
                 500, None, "the decoding process stopped while reading this body; retry once"

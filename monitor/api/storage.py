@@ -22,13 +22,14 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import redis.asyncio
 
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
+from ragmon.store.fields import Kind
 from ragmon.store.ledger import Ledger, Reading, entry_bytes
 
 log = logging.getLogger("ragmon.api")
@@ -139,6 +140,32 @@ class AppStorage:
     def held(self, app: str) -> float:
         """Bytes `app` holds (the ledger at most REFRESH_S old, plus this process' writes)."""
         return self._reading.held_by(app) + self._since[app]
+
+    async def grade_rooms(self, apps: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """Per app, the bytes of people's grades a write may add now, and the limit that says
+        so: what RAGMON_APP_GRADES_MB leaves of its grades, or RAGMON_APP_STORAGE_MB of all it
+        holds, or nothing near maxmemory for the apps holding most (apps without a limit are
+        not named). The write itself checks and charges them (`HumanGrades.write`)."""
+        await self.refresh()
+        most = self.most() if self.near() else set()
+        rooms: dict[str, tuple[int, str]] = {}
+        for app in apps:
+            options = []
+            own = self.settings.app_grades_mb.get(app, self.settings.app_grades_mb.get("*", 0))
+            if own > 0:
+                grades = self._reading.held.get(app, {}).get(Kind.GRADES, 0.0)
+                options.append((own * MIB - grades, f"RAGMON_APP_GRADES_MB={own:g} MB"))
+            if (share := self.limit_mb(app)) > 0:
+                options.append(
+                    (share * MIB - self.held(app), f"RAGMON_APP_STORAGE_MB={share:g} MB")
+                )
+            if self.near() and (app in most or not most):
+                high = self.settings.memory_high
+                options.append((0, f"RAGMON_MEMORY_HIGH={high:g} of Redis' maxmemory"))
+            if options:
+                room, limit = min(options)
+                rooms[app] = (max(0, int(room)), limit)
+        return rooms
 
     def count(self, items: Sequence[IngestItem], created: Sequence[bool]) -> None:
         """Add the bytes of the events a write created until the next read of the ledger."""

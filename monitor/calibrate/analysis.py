@@ -8,7 +8,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ragmon.calibrate.golden import Record
 from ragmon.calibrate.grade import Outcome
 from ragmon.core.agreement import (
     PerQuery,
@@ -18,6 +17,7 @@ from ragmon.core.agreement import (
     tau_with_interval,
     weighted_kappa,
 )
+from ragmon.core.golden import Record
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import MeasureParams, compute
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TextIO
 
 from ragmon.calibrate.analysis import analyse
-from ragmon.calibrate.golden import load_records
 from ragmon.calibrate.grade import Outcome, Progress, judge_records, make_judge
 from ragmon.calibrate.markdown import render
+from ragmon.core.golden import parse_records
 from ragmon.settings import Settings
 
 
@@ -28,7 +28,8 @@ def run_calibrate(
         )
         return 2
     try:
-        records = load_records(path, limit)
+        with path.open() as lines:
+            records = parse_records(lines, str(path), limit)
     except (OSError, ValueError) as exc:
         print(f"ragmon calibrate: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from ragmon.calibrate.golden import Record
+from ragmon.core.golden import Record
 from ragmon.settings import Settings
 from ragmon.workers.grading import on_both_scales
 from ragmon.workers.judges.base import Judge, JudgeError

@@ -5,7 +5,8 @@
   Cohen, 1968), with the Landis & Koch (1977) words for it.
 - Kendall's tau-b between two orders, ties in either handled (Kendall, 1945), and a percentile
   bootstrap interval for the order of retrievers that resamples whole queries.
-- `paired_agreement`: exact agreement, quadratic-weighted kappa, the confusion matrix and the
+- `paired_agreement`: exact agreement, quadratic-weighted and unweighted kappa (quadratic
+  weights forgive a near miss, so it reads higher: both are given), the confusion matrix and the
   judge's mean signed difference on passages graded by both, each with a 95 % interval that
   allows for grades of one event moving together (cluster-robust, Student's t with the
   effective number of events as degrees of freedom, as the drift statistics).
@@ -172,6 +173,7 @@ class Agreement:
     # shares[h][j]: of the passages people graded h, the share the judge graded j
     shares: tuple[tuple[Interval | None, ...], ...]
     reasons: Mapping[str, str]
+    kappa_unweighted: Interval | None = None  # Cohen's unweighted kappa: any disagreement counts
 
 
 def _codes(events: Sequence[Hashable] | None, n: int) -> np.ndarray:
@@ -241,6 +243,29 @@ def quadratic_kappa(
     return Interval(kappa, math.tanh(z - half), math.tanh(z + half), n, g, df)
 
 
+def unweighted_kappa(
+    human: np.ndarray, judge: np.ndarray, clusters: np.ndarray, conf: float = 0.95
+) -> Interval | None:
+    """Cohen's unweighted kappa (p_o - p_e) / (1 - p_e) with a cluster-robust delta-method t
+    interval, cut to [-1, 1]; None when chance agreement is certain (both raters one grade).
+
+    A pair's influence on p_o is 1[h = j] - p_o, on p_e = sum_k ph_k pj_k it is pj_(h) +
+    ph_(j) - 2 p_e, and on kappa (infl_o (1 - p_e) - infl_e (1 - p_o)) / (1 - p_e)^2."""
+    n = len(human)
+    ph = np.bincount(human, minlength=GRADES) / n
+    pj = np.bincount(judge, minlength=GRADES) / n
+    po, pe = float((human == judge).mean()), float(ph @ pj)
+    if pe >= 1:
+        return None
+    kappa = (po - pe) / (1 - pe)
+    infl_o = (human == judge) - po
+    infl_e = pj[human] + ph[judge] - 2 * pe
+    influence = (infl_o * (1 - pe) - infl_e * (1 - po)) / (1 - pe) ** 2
+    var, g, df = cluster_variance(influence / n, clusters)
+    half = t_ppf(0.5 + conf / 2, df) * math.sqrt(max(var, 0.0))
+    return Interval(kappa, max(-1.0, kappa - half), min(1.0, kappa + half), n, g, df)
+
+
 def paired_agreement(
     human: Sequence[int],
     judge: Sequence[int],
@@ -296,4 +321,5 @@ def paired_agreement(
         difference=clustered_mean((j - h).astype(float), clusters, conf),
         shares=shares,
         reasons=reasons,
+        kappa_unweighted=unweighted_kappa(h, j, clusters, conf),
     )

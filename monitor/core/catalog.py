@@ -1,4 +1,5 @@
-"""Every Prometheus metric ragmon exports: name, type, labels and help, written once.
+"""Every Prometheus metric ragmon exports: name, type, labels and help, written once (the
+judge's oversight and the sampling plan in `judging_metrics`).
 
 `/metrics`, the table of docs/metrics.md (`ragmon metrics --markdown`), the dashboards' and
 alerts' name checks all read this table. After adding or changing a metric, run
@@ -8,35 +9,18 @@ you do).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ragmon.core.judging_metrics import ANCHOR, JUDGING, SAMPLING
 from ragmon.core.measure_table import MEASURES
 from ragmon.core.measures import HISTOGRAM_MEASURES
+from ragmon.core.memory_metrics import MEMORY
+from ragmon.core.metric import SERIES_LABELS, Metric
 from ragmon.core.signals import SIGNALS as SIGNAL_TABLE
-from ragmon.core.wire import LABEL_KEYS
-
-SERIES_LABELS = LABEL_KEYS  # the per-series metrics' labels: an event's labels, in their order
 
 LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
                3600.0, 7200.0, 21600.0, 86400.0)  # fmt: skip
 JUDGE_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One exported metric family. `name` has no `_total` suffix for counters."""
-
-    name: str
-    type: str  # counter | gauge | histogram
-    help: str
-    labels: tuple[str, ...] = ()
-    buckets: tuple[float, ...] = ()
-    of: str = ""  # for a histogram's sum of squares: the histogram's store key
-
-    @property
-    def key(self) -> str:
-        """The short name the store uses (`ragmon_` stripped)."""
-        return self.name.removeprefix("ragmon_")
 
 
 QUALITY: tuple[Metric, ...] = tuple(
@@ -253,205 +237,6 @@ SIGNALS: tuple[Metric, ...] = (
         "events of the current UTC day by their timestamp: a HyperLogLog estimate (standard "
         "error 0.81 %).",
         SERIES_LABELS,
-    ),
-)
-
-# People's grades against the judge's (docs/agreement.md). `reference` is `human` for people's
-# grades, or the first judge's identity for the second judge (RAGMON_SECOND_JUDGE_MODEL);
-# `bound` is `estimate`, `low` or `high` (the 95 % interval), so a dashboard draws a band.
-AGREEMENT_LABELS = ("app", "judge", "reference")
-ESTIMATE_LABELS = (*SERIES_LABELS, "measure")
-_FEW_PAIRS = "absent below 30 pairs from 10 events"
-_FEW_LABELS = "absent below 10 graded units from 10 events (or queries)"
-JUDGING: tuple[Metric, ...] = (
-    Metric(
-        "ragmon_judge_agreement_pairs",
-        "gauge",
-        "Passages graded by both the judge identity (judge=model/prompt_version/mode) and the "
-        "reference (reference=human: people's grades; else the first judge's identity), by app.",
-        AGREEMENT_LABELS,
-    ),
-    Metric(
-        "ragmon_judge_agreement_exact",
-        "gauge",
-        f"Share of those passages given the same 0-3 grade, with its 95 % interval (bound="
-        f"estimate, low or high); {_FEW_PAIRS}.",
-        (*AGREEMENT_LABELS, "bound"),
-    ),
-    Metric(
-        "ragmon_judge_agreement_kappa",
-        "gauge",
-        f"Quadratic-weighted kappa of the judge with the reference, with its 95 % interval "
-        f"(bound=estimate, low or high); {_FEW_PAIRS}.",
-        (*AGREEMENT_LABELS, "bound"),
-    ),
-    Metric(
-        "ragmon_judge_agreement_difference",
-        "gauge",
-        f"Mean grade of the judge minus the reference's on the same passages (> 0: the judge "
-        f"over-grades), with its 95 % interval (bound=estimate, low or high); {_FEW_PAIRS}.",
-        (*AGREEMENT_LABELS, "bound"),
-    ),
-    Metric(
-        "ragmon_judge_agreement_confusion",
-        "gauge",
-        "Passages by the reference's grade and the judge's grade (the 4x4 confusion matrix).",
-        (*AGREEMENT_LABELS, "reference_grade", "judge_grade"),
-    ),
-    Metric(
-        "ragmon_estimate_judge_only",
-        "gauge",
-        "Last 7 days: the series' mean of the measure (ndcg, precision, hit) with the judge's "
-        "grades, over its judged events.",
-        ESTIMATE_LABELS,
-    ),
-    Metric(
-        "ragmon_estimate_corrected",
-        "gauge",
-        f"Last 7 days: the PPI++ corrected mean of the measure from people's and the judge's "
-        f"grades, with its 95 % interval (bound=estimate, low or high); {_FEW_LABELS}.",
-        (*ESTIMATE_LABELS, "bound"),
-    ),
-    Metric(
-        "ragmon_estimate_human_labels",
-        "gauge",
-        "Last 7 days: units people graded for the corrected mean (passages for precision; "
-        "events whose passages were all graded for ndcg and hit).",
-        ESTIMATE_LABELS,
-    ),
-    Metric(
-        "ragmon_estimate_effective_labels",
-        "gauge",
-        "Last 7 days: how many people's grades alone the corrected mean is worth (its interval "
-        f"is as narrow as that many would give); {_FEW_LABELS}.",
-        ESTIMATE_LABELS,
-    ),
-)
-
-# The anchor set's daily re-judging (judge drift): the latest complete run, and the first run of
-# the same judge identity (its baseline), by judge identity.
-ANCHOR: tuple[Metric, ...] = (
-    Metric(
-        "ragmon_judge_anchor_kappa",
-        "gauge",
-        "The anchor set's latest complete re-judging (daily): quadratic-weighted kappa of the "
-        "judge with the set's grades, with its 95 % interval (bound=estimate, low or high).",
-        ("judge", "bound"),
-    ),
-    Metric(
-        "ragmon_judge_anchor_baseline_kappa",
-        "gauge",
-        "The same on the judge identity's first re-judging of the anchor set (its baseline): the "
-        "RagmonJudgeDrift alert fires when the latest interval lies below it.",
-        ("judge", "bound"),
-    ),
-    Metric(
-        "ragmon_judge_anchor_difference",
-        "gauge",
-        "The anchor set's latest re-judging: the judge's mean grade minus the set's (> 0: it "
-        "over-grades), with its 95 % interval (bound=estimate, low or high).",
-        ("judge", "bound"),
-    ),
-    Metric(
-        "ragmon_judge_anchor_passages",
-        "gauge",
-        "Passages of the anchor set the latest complete re-judging graded.",
-        ("judge",),
-    ),
-    Metric(
-        "ragmon_judge_anchor_run_timestamp_seconds",
-        "gauge",
-        "When the latest complete re-judging of the anchor set ran (unix seconds): more than a "
-        "day old means the daily run is not happening (no worker --with-scheduler, budget).",
-        ("judge",),
-    ),
-)
-
-# How much is judged (docs/sampling.md). With RAGMON_SAMPLING=fixed the plan is a forecast: the
-# fixed rate per series, and the pace and run-out of the budget at that rate.
-SAMPLING: tuple[Metric, ...] = (
-    Metric(
-        "ragmon_judge_spend_today_usd",
-        "gauge",
-        "Judge spend of the current UTC day in USD, every model (RAGMON_DAILY_BUDGET_USD caps it).",
-    ),
-    Metric(
-        "ragmon_judge_app_spend_today_usd",
-        "gauge",
-        "Judge spend of the current UTC day in USD of one app's events (the apps that spent).",
-        ("app",),
-    ),
-    Metric(
-        "ragmon_judge_app_budget_usd",
-        "gauge",
-        "An app's own daily judge budget in USD (RAGMON_APP_DAILY_BUDGET_USD; the apps that "
-        "have one, `*` counting for each app that spent today): at it, the app's events are "
-        "stored, not judged.",
-        ("app",),
-    ),
-    Metric(
-        "ragmon_sampling_pace",
-        "gauge",
-        "The day's forecast spend at the current rates over RAGMON_DAILY_BUDGET_USD "
-        "(1: the budget lasts to midnight UTC; above 1: it runs out sooner; 0: no budget).",
-    ),
-    Metric(
-        "ragmon_sampling_budget_runout_timestamp_seconds",
-        "gauge",
-        "When the day's budget would run out at the current rates (unix seconds); "
-        "+Inf when it lasts the day.",
-    ),
-    Metric(
-        "ragmon_sampling_rate",
-        "gauge",
-        "The probability with which a new event of the series is judged now (its events' "
-        "inclusion probability; RAGMON_SAMPLE_RATE with RAGMON_SAMPLING=fixed).",
-        SERIES_LABELS,
-    ),
-)
-
-# What Redis holds and will hold (docs/reliability.md "What is stored where"): the ledger every
-# writer charges, its forecast of the steady state at today's rates and windows, beside
-# Redis' own figures.
-MEMORY: tuple[Metric, ...] = (
-    Metric(
-        "ragmon_sampling_mode",
-        "gauge",
-        "1 for the sampling mode in use (RAGMON_SAMPLING): planned or fixed.",
-        ("mode",),
-    ),
-    Metric(
-        "ragmon_memory_held_bytes",
-        "gauge",
-        "Bytes each app holds in Redis by class (idem: events not judged, within "
-        "RAGMON_IDEMPOTENCY_S; texts; record; grades; anchors; sampling), from the ledger every "
-        "writer charges.",
-        ("app", "class"),
-    ),
-    Metric(
-        "ragmon_memory_forecast_bytes",
-        "gauge",
-        "Bytes each app will hold in Redis once every retention window is full at the last "
-        "day's rates (the ledger's forecast).",
-        ("app",),
-    ),
-    Metric(
-        "ragmon_memory_forecast_total_bytes",
-        "gauge",
-        "Redis' memory at steady state: what it uses now, plus what the apps' forecasts add "
-        "to what they hold (compare with ragmon_redis_maxmemory_bytes).",
-    ),
-    Metric("ragmon_redis_used_memory_bytes", "gauge", "Redis' used_memory."),
-    Metric(
-        "ragmon_redis_maxmemory_bytes",
-        "gauge",
-        "Redis' maxmemory (0: none); past RAGMON_MEMORY_HIGH of it the apps holding most get 507.",
-    ),
-    Metric(
-        "ragmon_redis_evicting",
-        "gauge",
-        "1 when Redis' maxmemory-policy may drop ragmon's keys at maxmemory (accepted events "
-        "lost): set noeviction.",
     ),
 )
 

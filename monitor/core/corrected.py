@@ -8,10 +8,9 @@ judge's mean alone carries its bias; the people's mean alone is unbiased but wid
   Science 2023, arXiv 2301.09633): the judge's mean over the units people did not grade plus
   the mean (human - judge) difference over those they did is unbiased whatever the judge's bias.
 - PPI++ (Angelopoulos, Duchi & Zrnic, "PPI++: Efficient prediction-powered inference", arXiv
-  2311.01453): weight the judge by lambda, tuned to the smallest estimated variance. Here lambda
-  is kept in [0, 1] (0: people only; 1: classical PPI) and the interval falls back to lambda = 0
-  whenever the tuned one would not be narrower, so a corrected interval is never wider than the
-  human-only one on the same data.
+  2311.01453): weight the judge by lambda, chosen from the data for the smallest estimated
+  variance. Here lambda is kept in [0, 1] (0: people only; 1: classical PPI), so a corrected
+  interval is never wider than the plain people-only t interval on the same data.
 
 Variances are cluster-robust over events (or queries): the influence values of both means are
 summed per cluster, so a person's grades of several passages of one event are not counted as
@@ -40,7 +39,7 @@ from ragmon.core.measures import DEFAULT_PARAMS, MeasureParams, compute
 # here on; docs/agreement.md says why).
 MIN_LABELS = 10  # human-graded units (passages for P@K, events for nDCG@K and Hit@K)
 MIN_CLUSTERS = 10  # effective number of events (or queries) among them (Kish)
-PSEUDO = 1.0  # weight of each of the four pseudo-units, in average graded clusters
+PSEUDO = 1.0  # weight of each of the four pseudo-units (degenerate samples only)
 # The event-level measures offered, and what a person must have graded for an event's value:
 # "all" passages sent (nDCG@K's ideal ranking reads the whole judged pool) or the "top" K.
 EVENT_MEASURES = {"ndcg": "all", "hit": "top", "precision": "top"}
@@ -56,6 +55,7 @@ class GradedEvent:
     k: int
     weight: float = 1.0  # 1 / the probability the event was judged (1.0: all are)
     cluster: Hashable = None  # events sharing one (a query) move together; None: on its own
+    judge_id: str | None = None  # the judge identity that graded it
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,9 @@ class Corrected:
     judge_only: float | None  # the judge's mean over every judged unit
     lam: float  # the judge's weight: 0 = people only, 1 = classical PPI
     labels: int  # human-graded units
-    effective_labels: float | None  # labels x var(human only) / var(corrected)
+    effective_labels: float | None  # labels x var(plain people-only) / var(corrected)
     reason: str | None = None
+    random_draw: bool | None = None  # whether the graded units look like a random draw
 
 
 def ppi_mean(
@@ -98,24 +99,26 @@ def ppi_mean(
     min_labels: int = MIN_LABELS,
     min_clusters: int = MIN_CLUSTERS,
 ) -> Corrected:
-    """The PPI++ estimate of the mean and its interval, with the human-only one on the same data.
+    """The PPI++ estimate of the mean and its interval, with the people-only one on the same data.
 
     theta(lam) = mean_L(Y - lam Yhat) + lam mean_U(Yhat) (weighted means; L the graded units,
     U the rest). Its influence values are a + lam b, so the cluster-robust variance is a
     quadratic in lam, minimised at -sum(A_c B_c) / sum(B_c^2) over cluster totals, then cut to
-    [0, 1]. As lam = 0 (the human-only mean, with the same variance formula) is allowed, the
-    tuned variance is never larger; the interval falls back to lam = 0 if it is wider all the
-    same. Both use Student's t with the same degrees of freedom: the effective number of graded
-    clusters (sum s)^2 / sum s^2 minus 1, s a cluster's graded weight (Kish's design effect: a
-    few big clusters or weights count as few), which the minimum applies to as well.
+    [0, 1]. As lam = 0 (the people-only mean, whose variance is the plain t interval's) is
+    allowed, the tuned variance is never larger: the interval is never wider than the plain
+    people-only one, and at most as wide as classical PPI's (lam = 1) on the same data. Both use
+    Student's t with the same degrees of freedom: the effective number of graded clusters
+    (sum s)^2 / sum s^2 minus 1, s a cluster's graded weight (Kish's design effect: a few big
+    clusters or weights count as few), which the minimum applies to as well. The interval is
+    symmetric around the estimate, cut to the measure's range.
 
-    Small samples: a measure with a finite range gets, for its intervals only, four pseudo-units
-    beside the graded ones, at the corners (lo, lo), (lo, hi), (hi, lo), (hi, hi) of (human,
-    judge), each weighing one average graded cluster: Agresti & Coull's (1998) two successes
-    and two failures, which on the difference human - judge is Agresti & Min's (2005) cell
-    adjustment. Without them a judge that agreed on every one of a few graded events, or a few
-    human values all at 1, would get a zero-width interval. The point estimate stays the plain
-    one (unbiased); the interval is cut to the range and widened to hold it when needed.
+    Degenerate samples: when every graded value is the same or the judge agreed with people on
+    every graded unit, the plain variance of the people's part is 0 and would give a zero-width
+    (or too narrow) interval. For a measure with a finite range the intervals then get four
+    pseudo-units beside the graded ones, at the corners (lo, lo), (lo, hi), (hi, lo), (hi, hi)
+    of (human, judge), each weighing one average graded cluster (Agresti & Coull's two successes
+    and two failures; on the difference human - judge, Agresti & Min's cell adjustment); the
+    point estimate stays the plain one and the interval is widened to hold it.
     """
     y, f, v = units.human, units.judge, units.weights
     fu, w = units.judge_rest, units.weights_rest
@@ -136,13 +139,14 @@ def ppi_mean(
     ybar, fbar = float(v @ y / v.sum()), float(v @ f / v.sum())
     lo, hi = units.lo, units.hi
     graded = units.clusters
-    if math.isfinite(lo) and math.isfinite(hi):
+    degenerate = bool(np.ptp(y) == 0 or np.all(y == f))
+    if degenerate and math.isfinite(lo) and math.isfinite(hi):
         y = np.concatenate([y, [lo, lo, hi, hi]])
         f = np.concatenate([f, [lo, hi, lo, hi]])
         v = np.concatenate([v, np.full(4, PSEUDO * float(sizes.sum()) / g)])
         top = max(int(graded.max()), int(units.clusters_rest.max(initial=0)))
         graded = np.concatenate([graded, top + 1 + np.arange(4)])
-    my, mf = float(v @ y / v.sum()), float(v @ f / v.sum())  # with the pseudo-units
+    my, mf = float(v @ y / v.sum()), float(v @ f / v.sum())  # with any pseudo-units
     a = v * (y - my) / v.sum()
     b = np.concatenate([-v * (f - mf) / v.sum(), w * (fu - fubar) / w.sum() if len(fu) else []])
     a = np.concatenate([a, np.zeros(len(fu))])
@@ -159,7 +163,7 @@ def ppi_mean(
         if var <= 0:
             return None
         est = min(hi, max(lo, ybar - lam * (fbar - fubar)))
-        center = my - lam * (mf - fubar)
+        center = my - lam * (mf - fubar)  # the estimate but with pseudo-units
         half = t_ppf(0.5 + conf / 2, df) * math.sqrt(var)
         low, high = max(lo, min(est, center - half)), min(hi, max(est, center + half))
         s = units.scale

@@ -6,6 +6,7 @@ ticket. Values are escaped where they are written (`_e`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -13,9 +14,10 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ragmon.core.drift.changes import Cell, binned_change
+from ragmon.core.index_members import OVERVIEW, SORTS
 from ragmon.core.measure_table import BY_KEY
 from ragmon.core.reviews import RUBRIC
-from ragmon.core.search import META_PREFIX, OVERVIEW, SORTS, Search, describe_search
+from ragmon.core.search import META_PREFIX, Search, describe_search
 from ragmon.core.wire import LABEL_KEYS, Status, series_labels
 
 LISTED = ("ndcg", "t", "hit", "harm", "precision", "judged_at_k")  # the list page's columns
@@ -100,6 +102,16 @@ FLOOR_MEASURES = ("hit", "ndcg")  # a mean at its lowest value: nothing relevant
 FLOOR_MIN_EVENTS = 5  # events a window needs before its mean at the floor is flagged
 
 
+@dataclass(frozen=True)
+class LevelRule:
+    """When a series' level is poor whatever its history: a mean past its measure's `line`
+    by more than `z` standard errors over at least `min_events` events (the level alerts'
+    RAGMON_ALERT_Z and RAGMON_ALERT_MIN_EVENTS)."""
+
+    z: float
+    min_events: int
+
+
 def at_floor(row: SeriesRow) -> str:
     """Why a series is flagged: its Hit@K or nDCG@K mean sits at the measure's lowest value in
     the last 24 hours (or, with too few events there, in the 7 days before); "" when not."""
@@ -115,12 +127,39 @@ def at_floor(row: SeriesRow) -> str:
     return ""
 
 
-def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
+def poor_level(row: SeriesRow, rule: LevelRule) -> str:
+    """Why a series' level is poor (a retriever bad from its first day has no change to show):
+    a mean of the last 24 hours (or, with too few events there, of the 7 days before) past its
+    measure's line (`Measure.line`) by more than `rule.z` standard errors; "" when none is."""
+    for window, cells in (("the last 24 h", row.recent), ("the 7 days before", row.before)):
+        held = [
+            (BY_KEY[m], c)
+            for m in OVERVIEW
+            if BY_KEY[m].line is not None
+            and (c := cells.get(m)) is not None
+            and c[0] >= rule.min_events
+        ]
+        if not held:
+            continue
+        poor = []
+        for measure, (n, mean, var) in held:
+            line = measure.line
+            assert line is not None
+            higher = measure.better == "higher"
+            past = line - mean if higher else mean - line
+            if past > rule.z * math.sqrt(var / n):
+                side = "below" if higher else "above"
+                poor.append(f"{measure.name} {mean:.3f} {side} {line:g} over {n} events")
+        return f"poor level: {', '.join(poor)} in {window}" if poor else ""
+    return ""
+
+
+def overview(rows: Sequence[SeriesRow], retention_days: float, rule: LevelRule) -> str:
     head = "".join(f"<th>{k}</th>" for k in LABEL_KEYS) + "<th>events held</th>"
     head += "".join(f"<th>{_e(BY_KEY[m].name)} last 24 h / 7 days before</th>" for m in OVERVIEW)
     head += "<th>flag</th>"
     body = []
-    flags = {r.series: at_floor(r) for r in rows}
+    flags = {r.series: at_floor(r) or poor_level(r, rule) for r in rows}
     for r in sorted(rows, key=lambda r: not flags[r.series]):  # flagged series first
         labels = series_labels(r.series)
         cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
@@ -143,7 +182,10 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
         "sampling each event weighs 1 / its inclusion probability); coloured when "
         "Welch's test finds a change (p < 0.01): red worse, green better. A series whose "
         f"Hit@K or nDCG@K mean is at 0 over at least {FLOOR_MIN_EVENTS} events is flagged and "
-        "listed first: nothing relevant reaches its prompts. The events count links to the "
+        "listed first: nothing relevant reaches its prompts; so is one whose level is poor "
+        f"from its first day (over at least {rule.min_events} events, Hit@K below "
+        f"{BY_KEY['hit'].line:g} or Harm@K above {BY_KEY['harm'].line:g} by more than "
+        f"{rule.z:g} standard errors, the level alerts' lines). The events count links to the "
         "series' events worst first (by nDCG@K); ↓time lists them newest first.</p>"
     )
     if not rows:
@@ -332,6 +374,7 @@ class GradeForm:
 
     reviewer: str
     back: str
+    asked: str = ""  # a reviewer the page's link named, not the signed-in one: only offered
 
 
 def form_start(found: Mapping[str, Any], form: GradeForm) -> str:
@@ -347,6 +390,14 @@ def form_start(found: Mapping[str, Any], form: GradeForm) -> str:
         "required maxlength=64 size=24></label> <span class=note>your name or e-mail "
         "(letters, digits, _.@:+-); one grade per passage and reviewer: another click "
         "replaces yours</span></p>"
+        + (
+            f"<p id=reviewer-asked class=warn>This link names the reviewer "
+            f"<b>{_e(form.asked)}</b>; your grades are filed under the name in the field "
+            f"above{f' ({_e(form.reviewer)})' if form.reviewer else ''}: type "
+            f"{_e(form.asked)} there to grade as them.</p>"
+            if form.asked
+            else ""
+        )
     )
 
 

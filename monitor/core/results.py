@@ -28,7 +28,7 @@ def source_counts(sources: Iterable[str | None]) -> dict[str, int]:
 class Digest(TypedDict):
     """What both compact records of a judged event keep alike, under the same names: the
     per-day record (`ragmon.store.records.day_record`, which the report reads) and the
-    explorer's (`ragmon.core.search.record`): the event's id, its K and where its grades came
+    explorer's (`ragmon.core.index_members.record`): the event's id, its K and where its grades came
     from."""
 
     id: str

@@ -17,24 +17,18 @@ from ragmon.core.agreement import Agreement
 from ragmon.core.corrected import Corrected
 from ragmon.core.drift import Interval
 from ragmon.core.pages import GradeForm, _e, event_url, form_start, grade_cell, page
-from ragmon.core.reviews import RUBRIC
+from ragmon.core.reviews import MEASURE_NAMES, RUBRIC
 from ragmon.core.wire import LABEL_KEYS, SEP, series_labels
 
 
-def review_url(labels: Mapping[str, str], reviewer: str = "") -> str:
-    """The review page of one series (it draws an event of it at random)."""
-    params = {k: labels[k] for k in LABEL_KEYS if k in labels}
-    if reviewer:
-        params["reviewer"] = reviewer
-    return "/ui/review?" + urlencode(params)
+def review_url(labels: Mapping[str, str]) -> str:
+    """The review page of one series (it draws an event of it at random). The reviewer is the
+    cookie's, never the link's."""
+    return "/ui/review?" + urlencode({k: labels[k] for k in LABEL_KEYS if k in labels})
 
 
-def review_event_url(app: str, event_id: str, reviewer: str = "") -> str:
-    tail = "?" + urlencode({"reviewer": reviewer}) if reviewer else ""
-    return f"/ui/review/{quote(app, safe='')}/{quote(event_id, safe='')}{tail}"
-
-
-MEASURE_NAMES = {"ndcg": "nDCG@K", "precision": "P@K", "hit": "Hit@K"}
+def review_event_url(app: str, event_id: str) -> str:
+    return f"/ui/review/{quote(app, safe='')}/{quote(event_id, safe='')}"
 
 
 def interval_text(i: Interval | None, digits: int = 3) -> str:
@@ -42,6 +36,12 @@ def interval_text(i: Interval | None, digits: int = 3) -> str:
     if i is None:
         return "n/a"
     return f"{i.estimate:.{digits}f} [{i.low:.{digits}f}, {i.high:.{digits}f}]"
+
+
+def _corrected(c: Corrected) -> str:
+    if c.random_draw is False:
+        return f"<span class=not-random title='{_e(c.reason or '')}'>not a random draw</span>"
+    return interval_text(c.estimate)
 
 
 def standing(
@@ -52,18 +52,20 @@ def standing(
     rows = "".join(
         f"<tr><td>{_e(judge)}</td><td class=n>{a.pairs}</td><td class=n>{a.events}</td>"
         f"<td class=n>{interval_text(a.exact)}</td><td class=n>{interval_text(a.kappa)}</td>"
+        f"<td class=n>{interval_text(a.kappa_unweighted)}</td>"
         f"<td class=n>{interval_text(a.difference, 2)}</td></tr>"
         for judge, a in agreement.items()
     )
     agree = (
         "<table id=agreement><tr><th>judge</th><th>pairs</th><th>events</th><th>same grade</th>"
-        f"<th>kappa</th><th>judge − people</th></tr>{rows}</table>"
+        "<th>quadratic kappa</th><th>unweighted kappa</th><th>judge − people</th></tr>"
+        f"{rows}</table>"
         if rows else "<p id=agreement>No passage of this app graded by people yet.</p>"
     )  # fmt: skip
     rows = "".join(
         f"<tr><td>{MEASURE_NAMES[m]}</td>"
         f"<td class=n>{'n/a' if c.judge_only is None else f'{c.judge_only:.3f}'}</td>"
-        f"<td class=n>{interval_text(c.estimate)}</td><td class=n>{c.labels}</td>"
+        f"<td class=n>{_corrected(c)}</td><td class=n>{c.labels}</td>"
         f"<td class=n>{'n/a' if c.effective_labels is None else f'{c.effective_labels:.1f}'}"
         "</td></tr>"
         for m, c in estimates.items()
@@ -76,6 +78,9 @@ def standing(
         "<p class=note>n/a: agreement needs 30 passages of 10 events graded by both, a "
         "corrected estimate 10 graded units of 10 events (docs/agreement.md).</p>"
     )
+    flagged = next((c.reason for c in estimates.values() if c.random_draw is False), None)
+    if flagged:
+        note += f"<p id=not-random class=warn>{_e(flagged)}.</p>"
     return (
         f"<div id=standing><h2>The judge against people (this app)</h2>{agree}"
         f"<h2>This series, last {days} days</h2>{corrected}{note}</div>"
@@ -112,29 +117,31 @@ def review(found: Mapping[str, Any], form: GradeForm, drawn_from: int, standing:
     )
     body = (
         f"<p>Series <b>{_e(series)}</b>: this event was drawn at random among its "
-        f"{drawn_from} judged events (each equally likely), so people's grades are a fair "
-        "sample. Grade <b>every</b> passage: nDCG@K's corrected estimate counts only events "
-        f"whose passages were all graded. Graded by you: <span id=progress>{done} of "
+        f"{drawn_from} judged events of the last 7 days (each equally likely), the window the "
+        "corrected estimates count, so people's grades are a fair sample. Grade <b>every</b> "
+        "passage: nDCG@K's corrected estimate counts only events whose passages were all "
+        f"graded. Graded by you: <span id=progress>{done} of "
         f"{len(passages)}</span>.</p>"
         f"<h2>Query</h2><pre id=query>{_e(found['query'])}</pre>"
         + rubric_note()
         + form_start(found, form)
         + f"<table id=review><tr><th>rank</th><th>passage (top {k} went into the prompt)"
         f"</th><th>grade</th></tr>{rows}</table></form>"
-        f'<p><a id=next-event href="{_e(review_url(labels, form.reviewer))}">next event</a> '
+        f'<p><a id=next-event href="{_e(review_url(labels))}">next event</a> '
         f'· <a href="{_e(event_url(str(labels.get("app")), str(found.get("event_id"))))}">'
         "this event with the judge's grades</a></p>" + standing
     )
     return page("Review", body)
 
 
-def choose(series: Sequence[tuple[str, int]], reviewer: str) -> str:
-    """The review page without a series: the series to draw from, with their judged events."""
+def choose(series: Sequence[tuple[str, int]]) -> str:
+    """The review page without a series: the series to draw from, with their judged events of
+    the last 7 days (the window the review page draws from)."""
     if not series:
         return page("Review", "<p id=message>No judged events yet.</p>")
     rows = []
     for name, n in series:
-        url = review_url(series_labels(name), reviewer)
+        url = review_url(series_labels(name))
         rows.append(f'<tr><td><a href="{_e(url)}">{_e(name.replace(SEP, "/"))}</a></td>'
                     f"<td class=n>{n}</td></tr>")  # fmt: skip
     body = (
@@ -142,6 +149,6 @@ def choose(series: Sequence[tuple[str, int]], reviewer: str) -> str:
         "so the grades are a fair sample for the agreement and corrected estimates "
         "(docs/agreement.md).</p>"
         f"<table id=series-to-review><tr><th>app/index/retriever/segment</th>"
-        f"<th>judged events held</th></tr>{''.join(rows)}</table>"
+        f"<th>judged events, last 7 days</th></tr>{''.join(rows)}</table>"
     )
     return page("Review", body)

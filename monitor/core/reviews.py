@@ -3,16 +3,19 @@ grade, and turned into the record the store keeps beside the judge's grade.
 
 A record holds what agreement and the corrected estimates need without the event (which
 expires first): the person's grade and the judge's grade of the same passage with the judge's
-identity, the event's series, time and K, the passage's rank; and, while text storage is on,
-the query and passage text the judge saw (the anchor set re-judges them).
+identity, the event's series, time and K, the passage's rank. While text storage is on, the
+query and passage text the judge saw are kept too (the anchor set re-judges them), once per
+event beside the records (`grade_texts`), not copied into each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ragmon.core import draws
 from ragmon.core.corrected import Corrected, GradedEvent, event_units, passage_units, ppi_mean
 from ragmon.core.identity import KNOWN, human
 from ragmon.core.measures import MeasureParams
@@ -90,9 +93,17 @@ def grade_record(item: Mapping[str, Any], found: Mapping[str, Any], now: float) 
         "judge_grade": passage.get("grade"),
         "judge": graded_by(passage.get("grade_source"), found.get("judge")),
     }
-    if isinstance(found.get("query"), str) and isinstance(passage.get("text"), str):
-        record["query"], record["text"] = found["query"], passage["text"]
     return record
+
+
+def grade_texts(found: Mapping[str, Any], passage_id: str) -> tuple[str, str]:
+    """The query and the passage's text a grade was given on, while text storage keeps them
+    (kept once per event beside the records: the anchor set re-judges them), else ''."""
+    passage = find_passage(found, passage_id) or {}
+    query, text = found.get("query"), passage.get("text")
+    if isinstance(query, str) and isinstance(text, str):
+        return query, text
+    return "", ""
 
 
 def shown(record: Mapping[str, Any]) -> dict:
@@ -165,6 +176,7 @@ def graded_event(day_record: Mapping[str, Any], people: Mapping[int, int] | None
         k=int(day_record["k"]),
         weight=1.0 / inclusion,
         cluster=day_record.get("q") or ("event", day_record["id"]),
+        judge_id=day_record.get("jm"),
     )
 
 
@@ -172,10 +184,22 @@ def graded_event(day_record: Mapping[str, Any], people: Mapping[int, int] | None
 # passage people graded counts; nDCG@K and Hit@K are per event, so only events whose passages
 # the measure reads were all graded by people (`ragmon.core.corrected`).
 ESTIMATED = {"ndcg": "event", "precision": "passage", "hit": "event"}
+MEASURE_NAMES = {"ndcg": "nDCG@K", "precision": "P@K", "hit": "Hit@K"}
 
 
 def estimates(events: Sequence[GradedEvent], params: MeasureParams) -> dict[str, Corrected]:
-    """The corrected (PPI++) mean of each `ESTIMATED` measure over one series' judged events."""
+    """The corrected (PPI++) mean of each `ESTIMATED` measure over one series' judged events,
+    all withheld (`random_draw` False, `reason` saying why) when the graded units do not look
+    like a random draw of the judged ones (`ragmon.core.draws`; one verdict per series, its
+    checks Bonferroni-adjusted so that a random draw is withheld at most `draws.ALPHA` of the
+    time)."""
+    graded = [any(h is not None for h in e.human) for e in events]
+    checks = [
+        draws.identities(
+            [e.judge_id for e, g in zip(events, graded, strict=True) if g],
+            [e.judge_id for e, g in zip(events, graded, strict=True) if not g],
+        )
+    ]
     out = {}
     for measure, unit in ESTIMATED.items():
         units = (
@@ -184,4 +208,18 @@ def estimates(events: Sequence[GradedEvent], params: MeasureParams) -> dict[str,
             else event_units(events, measure, params)
         )
         out[measure] = ppi_mean(units)
-    return out
+        name = f"the judge's {MEASURE_NAMES[measure]}"
+        checks.append(draws.judge_values(
+            units.judge, units.clusters, units.judge_rest, units.clusters_rest, name
+        ))  # fmt: skip
+    worst = min(checks, key=lambda d: d.p)
+    if not any(graded):
+        return out
+    if worst.p * len(checks) >= draws.ALPHA:
+        return {m: replace(c, random_draw=True) for m, c in out.items()}
+    why = f"{worst.problem} (p = {worst.p:.2g}, {len(checks)} checks)"
+    return {
+        m: replace(c, estimate=None, human_only=None, lam=0.0, effective_labels=None,
+                   reason=why, random_draw=False)
+        for m, c in out.items()
+    }  # fmt: skip

@@ -115,14 +115,29 @@ class EventSignals(NamedTuple):
     repeated: int
 
 
+# A signal's largest magnitude: a ratio over a mean near 0 can be astronomically large or
+# infinite, and one such value would make its series' shared sums infinite (Redis then refuses
+# the whole write); a value past it is not observed.
+MAX_SIGNAL = 1e15
+
+
+def _within(v: float) -> bool:
+    return -MAX_SIGNAL <= v <= MAX_SIGNAL  # False for NaN and the infinities
+
+
+def _bounded(v: float) -> float | None:
+    return v if _within(v) else None
+
+
 def _nqc(top: Sequence[float], mean: float) -> float | None:
     if mean == 0:
         return None
-    return math.sqrt(math.fsum([(s - mean) ** 2 for s in top]) / len(top)) / abs(mean)
+    var = math.fsum([(s - mean) * (s - mean) for s in top]) / len(top)  # `**` would raise
+    return _bounded(math.sqrt(var) / abs(mean))
 
 
 def _wig(mean: float, low: float) -> float | None:
-    return (mean - low) / abs(low) if low != 0 else None
+    return _bounded((mean - low) / abs(low)) if low != 0 else None
 
 
 def nqc(scores: Sequence[float], k: int) -> float | None:
@@ -143,13 +158,14 @@ def extract(query: str, k: int, ids: Sequence[str], scores: Sequence[float | Non
     """The signals of one event: its query, K, and its passages' ids and scores (best first).
 
     The score signals need every passage's score (a partly scored list has no rank-K score to
-    trust); a score that is not a finite number counts as absent. Written for speed: the API
-    runs it on every event it accepts (docs/performance.md)."""
+    trust); a score that is not a finite number within `MAX_SIGNAL` counts as absent (the API
+    bounds scores tighter before this: `wire.MAX_SCORE`), and so does a ratio past it. Written
+    for speed: the API runs it on every event it accepts (docs/performance.md)."""
     m = len(ids)
     values: dict[str, float | None] = dict.fromkeys(KEYS)
     values["results"] = m
     values["query_words"] = len(query.split())
-    if m and None not in scores and all(map(math.isfinite, scores)):  # type: ignore[arg-type]
+    if m and None not in scores and all(map(_within, scores)):  # type: ignore[arg-type]
         sent: Sequence[float] = scores  # type: ignore[assignment]
         values["top_score"] = sent[0]
         if m >= 2:

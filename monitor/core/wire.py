@@ -25,6 +25,9 @@ LABEL_KEYS = ("app", "index", "retriever", "segment")  # in this order they name
 MAX_TRACE_ID_CHARS = 128
 MAX_METADATA_KEYS = 32
 MAX_METADATA_BYTES = 4096  # as compact JSON
+# A passage score's magnitude: every retriever's scale fits, and the signals' sums of squares
+# (shared per series) stay finite whatever one app sends.
+MAX_SCORE = 1e12
 LABEL_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 MAX_LABEL_CHARS = 64
 SEP = "|"  # joins label values in stored names: LABEL_PATTERN keeps it out of every label

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING
 
 from ragmon.core import drift
 from ragmon.core.agreement import Agreement
+from ragmon.core.window import Window
 from ragmon.report.compare import (
+    CANNOT_TELL,
     MEASURES,
+    MIN_CLUSTERS,
     MIN_EVENTS,
     MIN_QUERIES,
     NAMES,
@@ -29,7 +32,6 @@ from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
 from ragmon.report.signal_shifts import GroupSignals, signal_changes
 from ragmon.report.verdict import Verdict, verdicts
-from ragmon.report.window import Window
 
 if TYPE_CHECKING:
     from ragmon.oversight import SeriesEstimates
@@ -106,6 +108,11 @@ class Report:
         several weeks."""
         return [g for g, (b, c) in self.volumes.items() if b.events and c.events and not (
             b.enough and c.enough) and g not in self.spans]  # fmt: skip
+
+    @property
+    def cannot_tell(self) -> list[Group]:
+        """Groups whose events the clustering joined into too few questions to judge."""
+        return sorted({r.group for r in self.rows if r.status == CANNOT_TELL})
 
     @property
     def mix_shifts(self) -> list[SegmentMix]:
@@ -279,6 +286,13 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
             f"too few events to tell for {names}: a verdict needs at least {MIN_EVENTS} events "
             f"from {MIN_QUERIES} distinct queries in each window"
         )
+    if report.cannot_tell:
+        names = ", ".join(group_name(g) for g in report.cannot_tell)
+        notes.append(
+            f"cannot tell for {names}: its events form fewer than {MIN_CLUSTERS} question "
+            "clusters in a window (events that share their query or most of their top-K "
+            "passages count as one question), too few for an interval"
+        )
     if report.spans:
         names = ", ".join(
             f"{group_name(g)} over {s.weeks} weeks ({s.base} → {s.cur})"
@@ -388,15 +402,22 @@ def summary_line(report: Report) -> str:
     """One line for a chat message or a log."""
     n = len(report.regressions)
     head = f"{report.title}: {report.events_cur} events vs {report.events_base} in the baseline; "
+    poor = [f"{group_name(v.group)} ({v.level.removeprefix('poor level: ')})"
+            for v in report.verdicts if v.level]  # fmt: skip
+    levels = f"; poor level: {'; '.join(poor)}" if poor else ""
     if report.first_week:
-        return head + "no baseline yet (comparisons start next week)."
-    tail = ""
+        return head + "no baseline yet (comparisons start next week)" + levels + "."
+    tail = levels
     if report.mix_shifts:
         tail = "; segment mix moved for " + ", ".join(
             f"{group_name(m.group)} ({m.moved_words()})" for m in report.mix_shifts
         )
     if report.too_few:
         tail += f"; too few events to tell for {len(report.too_few)} retriever(s)"
+    if report.cannot_tell:
+        tail += (
+            f"; cannot tell for {len(report.cannot_tell)} retriever(s) (too few question clusters)"
+        )
     if not n:
         return head + "no regression" + tail + "."
     r = report.regressions[0]

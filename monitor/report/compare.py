@@ -27,6 +27,10 @@ ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
 PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
+# Below this many question clusters in either window a cluster-robust interval has (almost) no
+# degrees of freedom, or none at all (one cluster: width 0): the row says it cannot tell.
+MIN_CLUSTERS = MIN_QUERIES
+CANNOT_TELL = "cannot tell: too few question clusters"
 
 
 def group_of(labels: Sequence[str]) -> Group:
@@ -70,7 +74,7 @@ class Row:
     weeks: int = 1  # weeks per window: more for a small series (`ragmon.report.small_series`)
     permutation: bool = False  # p from the exact permutation test (a small series' few events)
     status: str = "no data"  # regression | improvement | unchanged | too few events to tell |
-    # no baseline yet | no data
+    # CANNOT_TELL | no baseline yet | no data
 
     @property
     def worse(self) -> bool:
@@ -172,6 +176,11 @@ class Coded:
         clu = drift.retrieval_clusters(base.queries + cur.queries, _passages(base) + _passages(cur))
         n = len(base)
         return cls(base, cur, seg[:n], seg[n:], clu[:n], clu[n:], [str(x) for x in names])
+
+    @property
+    def clusters(self) -> tuple[int, int]:
+        """Question clusters in the baseline and in this window."""
+        return len(np.unique(self.clu_b)), len(np.unique(self.clu_c))
 
     def samples(self, measure: str) -> tuple[drift.Sample, drift.Sample]:
         out = []
@@ -398,6 +407,9 @@ def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] =
                 row.change = None
             elif not (vb.enough and vc.enough):
                 row.status = "too few events to tell"
+                row.change = None
+            elif coded is not None and min(coded.clusters) < MIN_CLUSTERS:
+                row.status = CANNOT_TELL
                 row.change = None
             rows.append(row)
     tested = [r for r in rows if r.change is not None]

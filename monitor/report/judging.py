@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragmon.core.agreement import Agreement
-from ragmon.core.anchor import drift
-from ragmon.core.review_pages import MEASURE_NAMES, interval_text
+from ragmon.core.anchor import BLIND, blind_reason, drift
+from ragmon.core.review_pages import interval_text
+from ragmon.core.reviews import MEASURE_NAMES
+from ragmon.core.window import Window, iso_week
 from ragmon.oversight import UNITS, Oversight, SeriesEstimates, last_days
 from ragmon.report.document import Doc, to_markdown
-from ragmon.report.window import Window, iso_week
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -32,15 +33,18 @@ def agreement_section(doc: Doc, found: Mapping[tuple[str, str, str], Agreement])
     doc.p(
         "On the passages graded by both (all people's grades so far), each with its 95 % "
         "interval: the share given the same grade, quadratic-weighted kappa (1 = perfect, 0 = "
-        "chance), and the judge's mean grade minus the reference's (> 0: it over-grades). "
+        "chance; a near miss costs little), unweighted kappa (every other grade counts as a "
+        "disagreement), and the judge's mean grade minus the reference's (> 0: it over-grades). "
         "n/a: fewer than 30 pairs from 10 events."
     )
     rows = [
         [f"`{app}`", f"`{judge}`", _reference(ref), str(a.pairs), str(a.events),
-         interval_text(a.exact), interval_text(a.kappa), interval_text(a.difference, 2)]
+         interval_text(a.exact), interval_text(a.kappa), interval_text(a.kappa_unweighted),
+         interval_text(a.difference, 2)]
         for (app, judge, ref), a in found.items()
     ]  # fmt: skip
-    head = ["app", "judge", "against", "pairs", "events", "exact", "kappa", "judge − reference"]
+    head = ["app", "judge", "against", "pairs", "events", "exact", "quadratic kappa",
+            "unweighted kappa", "judge − reference"]  # fmt: skip
     doc.table(head, rows, "agreement")
     for (app, judge, ref), a in found.items():
         doc.p(f"Confusion of `{judge}` against {_reference(ref)} (`{app}`): rows the "
@@ -66,7 +70,11 @@ def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]
         "Beside each judge-only mean: the PPI++ mean corrected with people's grades, with its "
         "95 % interval, the interval of people's grades alone on the same events, and how many "
         f"people's grades the corrected one is worth. P@K counts {UNITS['passage']}; nDCG@K "
-        f"and Hit@K count {UNITS['event']}. n/a: fewer than 10 graded units from 10 events."
+        f"and Hit@K count {UNITS['event']}. n/a: fewer than 10 graded units from 10 events. "
+        "**not a random draw**: the graded events do not look like a random draw of the "
+        "judged ones (people graded a part that looks better or worse to the judge, or only "
+        "events of one judge identity in a window that had several), so no corrected number "
+        "can be defended until people grade events drawn at random (`/ui/review`)."
     )
     rows = []
     for s in graded:
@@ -74,8 +82,13 @@ def estimates_section(doc: Doc, window: Window, found: Sequence[SeriesEstimates]
         for m, c in s.measures.items():
             judge = "n/a" if c.judge_only is None else f"{c.judge_only:.3f}"
             worth = "n/a" if c.effective_labels is None else f"{c.effective_labels:.1f}"
-            rows.append([f"`{where}`", MEASURE_NAMES[m], judge, interval_text(c.estimate),
+            corrected = "not a random draw" if c.random_draw is False else interval_text(c.estimate)
+            rows.append([f"`{where}`", MEASURE_NAMES[m], judge, corrected,
                          interval_text(c.human_only), str(c.labels), worth])  # fmt: skip
+    for s in graded:
+        why = next((c.reason for c in s.measures.values() if c.random_draw is False), None)
+        if why:
+            doc.p(f"`{'/'.join(s.labels.values())}`: {why}.")
     head = ["series", "measure", "judge only", "corrected", "people only", "graded", "worth"]
     doc.table(head, rows, "estimates")
 
@@ -107,38 +120,48 @@ def _bounds(d: Mapping[str, float] | None, digits: int = 3) -> str:
 
 def anchor_section(doc: Doc, runs: Sequence[Mapping], window: Window | None = None) -> None:
     """The anchor set's re-judgings (of `window`'s days, else all) against the baseline of
-    the judge identity that ran last, and whether the drift alert's condition holds."""
+    the judge identity that ran last, whether the drift alert's condition holds, and whether
+    the latest run was blind (and why)."""
     doc.h(2, "Judge drift: the anchor set", "anchor")
     found = drift(runs)
-    if found is None:
+    last = runs[-1] if runs else None
+    blind = blind_reason(last) if last is not None else "no_run"
+    if blind is not None:
+        said = (last or {}).get("reason") or BLIND.get(blind, "never re-judged yet")
         doc.p(
-            "No complete re-judging of the anchor set yet (RAGMON_ANCHOR_FILE, or 30 passages "
-            "people graded with text storage on; `ragmon worker --with-scheduler` runs it daily)."
+            f"**The judge drift watch is blind**: its latest run could not measure agreement "
+            f"({said}); the RagmonJudgeDriftWatchBlind alert fires unless nothing was graded "
+            "yet. `ragmon worker --with-scheduler` re-judges it every "
+            "RAGMON_ANCHOR_EVERY_HOURS; people's grades on `/ui/review` grow the set."
         )
-        return
-    latest, baseline = found
-    kappa, base = latest["kappa"], baseline["kappa"]
-    drifted = kappa["high"] < base["estimate"]
-    doc.p(
-        f"The judge `{latest['judge']}` grades the anchor set's {latest['passages']} passages "
-        f"again every day. Kappa with the set's grades: {_bounds(kappa)} on {latest['at'][:10]}, "
-        f"{_bounds(base)} on its first run ({baseline['at'][:10]}). "
-        + (
-            "**It agrees less than it did: its interval lies below the baseline (the "
-            "RagmonJudgeDrift alert fires).**"
-            if drifted
-            else "No fall beyond the interval."
+    if found is not None:
+        latest, baseline = found
+        kappa, base = latest["kappa"], baseline["kappa"]
+        drifted = kappa["high"] < base["estimate"]
+        doc.p(
+            f"The judge `{latest['judge']}` graded the anchor set's {latest['passages']} "
+            f"passages again on {latest['at'][:16].replace('T', ' ')} (its latest run that "
+            f"measured agreement). Quadratic-weighted kappa with the set's grades: "
+            f"{_bounds(kappa)}, against {_bounds(base)} on its first run "
+            f"({baseline['at'][:10]}). "
+            + (
+                "**It agrees less than it did: its interval lies below the baseline (the "
+                "RagmonJudgeDrift alert fires).**"
+                if drifted
+                else "No fall beyond the interval."
+            )
         )
-    )
     shown = [r for r in runs if window is None or window.start.isoformat() <= r["at"][:10]
              <= window.end.isoformat()]  # fmt: skip
+    if not shown:
+        return
     rows = [
         [r["at"][:16].replace("T", " "), f"`{r['judge']}`", f"{r.get('graded', 0)}/{r['passages']}",
-         _bounds(r.get("kappa")), _bounds(r.get("exact")), _bounds(r.get("difference"), 2),
-         r.get("reason") or ""]
+         str(r.get("questions", "")), _bounds(r.get("kappa")), _bounds(r.get("exact")),
+         _bounds(r.get("difference"), 2), r.get("reason") or ""]
         for r in shown
     ]  # fmt: skip
-    head = ["run (UTC)", "judge", "graded", "kappa", "exact", "judge − set", "note"]
+    head = ["run (UTC)", "judge", "graded", "questions", "kappa", "exact", "judge − set", "note"]
     doc.table(head, rows, "anchor")
 
 

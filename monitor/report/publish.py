@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from ragmon.core.window import Window, windows
 from ragmon.oversight import Oversight
 from ragmon.preflight import redis_problem
 from ragmon.report.analyze import Report, analyze, summary_line
@@ -25,7 +26,6 @@ from ragmon.report.gather import (
     record_ref,
     stderr_progress,
 )
-from ragmon.report.window import Window, windows
 from ragmon.settings import Settings
 from ragmon.store import Store
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from ragmon.core.window import Window
 from ragmon.report.gather import (
     SMALL_WEEKS,
     Events,
@@ -28,7 +29,6 @@ from ragmon.report.gather import (
     merge_counters,
     merge_hists,
 )
-from ragmon.report.window import Window
 
 # weeks per window, tried in this order (the shortest that has enough)
 SPANS = tuple(range(2, SMALL_WEEKS + 1))

@@ -96,24 +96,14 @@ class Delivery:
         """Failed events back to pending, queued again with their attempts reset (a thousand
         per call: one call blocks Redis while it runs)."""
         todo = list(refs)
-        return sum(
-            self._to_pending(todo[i : i + 1000], requeue=True, legacy=False)
-            for i in range(0, len(todo), 1000)
-        )
+        return sum(self._to_pending(todo[i : i + 1000]) for i in range(0, len(todo), 1000))
 
-    def adopt(self, refs: Iterable[str] = (), legacy: bool = True) -> int:
-        """Queued events to pending: `refs` of a job of the previous path, and (`legacy`) the
-        events waiting in its grouping window or claims (`Keys.legacy_waiting`)."""
-        return self._to_pending(list(refs), requeue=False, legacy=legacy)
-
-    def _to_pending(self, refs: list[str], requeue: bool, legacy: bool) -> int:
+    def _to_pending(self, refs: list[str]) -> int:
         k = self.keys
-        ungrouped, claimed = k.legacy_waiting
         call = scripts.PENDING.call(
             keys={"apps": k.pending_apps, "vt": k.virtual_time, "leased": k.leased,
-                  "failed": k.failed, "old_ungrouped": ungrouped, "old_claimed": claimed},
-            args={"requeue": int(requeue), "legacy": int(legacy),
-                  "event_key": k.event_template, "pending_key": k.pending_template},
+                  "failed": k.failed},
+            args={"event_key": k.event_template, "pending_key": k.pending_template},
             more_args=refs,
         )  # fmt: skip
         return int(cast(int, self._pending(keys=call.keys, args=call.args)))

@@ -1,28 +1,28 @@
 """The event explorer's index in Redis: written in the workers' finish step, read by searches.
 
-What a search means is `ragmon.core.search` (pure); this module only moves its members and
-records in and out of Redis. Per series (after the series budget's folding, as on /metrics):
-a lex-ordered set by time, one per sortable measure, a hash of compact records and a set of
-refs by expiry (`Keys.explore_*`). Entries leave with their event (the result retention,
-RAGMON_RESULT_TTL_DAYS): each finish trims its own series and the hourly sweep trims all.
+What a search means is `ragmon.core.search`, how members and records encode an event
+`ragmon.core.index_members` (both pure); this module only moves them in and out of Redis. Per
+series (after the series budget's folding, as on /metrics): a lex-ordered set by time, one per
+sortable measure, a hash of compact records and a set of refs by expiry (`Keys.explore_*`).
+Entries leave with their event (the result retention, RAGMON_RESULT_TTL_DAYS): each finish
+trims its own series and the hourly sweep trims all.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from ragmon.core.search import (
+from ragmon.core.index_members import (
     HOUR_KEEP_S,
     OVERVIEW,
-    SCAN_BUDGET,
     SORTS,
-    Search,
-    encode_cursor,
+    encode_time,
     member_ref,
     overview_hours,
     record,
@@ -30,6 +30,7 @@ from ragmon.core.search import (
     weighted_moments,
     within,
 )
+from ragmon.core.search import SCAN_BUDGET, Search, encode_cursor
 from ragmon.core.wire import LABEL_KEYS, SEP, Status, series_app, series_name
 from ragmon.store import scripts
 from ragmon.store.fields import Field, HourPart, Slot
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
 CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
-OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held ~0.5 ms at a time
+OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held briefly at a time
 SUMMARY_CHUNK = 10  # series per SUMMARIZE call (each may read 191 hourly hashes)
 SUMMED = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]  # a summary's sums, in order
 FAILED_CHUNK = 50  # failed refs read at a time
@@ -190,23 +191,44 @@ class ExploreIndex:
         held = sorted(((-t, x.decode()) for got in replies[1::2] for x, t in got))
         return [name for _, name in held]
 
-    def draw(self, series: str, n: int, now: float | None = None) -> list[str]:
+    def draw(
+        self, series: str, n: int, since: float | None = None, now: float | None = None
+    ) -> list[str]:
         """Up to `n` distinct refs of the series' indexed (judged, unexpired) events, drawn
-        uniformly at random by Redis (HRANDFIELD): the review page's sample."""
+        uniformly at random: the review page's sample. `since` (unix seconds): only events at
+        or after it, the window the corrected estimates count (else the whole retention).
+        Reads a count and one member per draw, whatever the series holds."""
         now = now or time.time()
-        raw = self.client.hrandfield(self.keys.explore_records(series), n, withvalues=True)
-        pairs = cast(list[bytes], raw or [])
-        out = []
-        for ref, rec in zip(pairs[::2], pairs[1::2], strict=True):
-            if json.loads(rec).get("e", now + 1) >= now:
-                out.append(ref.decode())
-        return out
+        key = self.keys.explore_time(series)
+        start = "-" if since is None else "[" + encode_time(since)
+        held = int(self.client.zlexcount(key, start, "+"))
+        if not held:
+            return []
+        offsets = random.sample(range(held), min(n, held))
+        with self.client.pipeline(transaction=False) as pipe:
+            for off in offsets:
+                pipe.zrangebylex(key, start, "+", start=off, num=1)
+            members = [m.decode() for got in pipe.execute() for m in got]
+        refs = [member_ref(m, "time") for m in members]
+        if not refs:
+            return []
+        records = cast(
+            list[bytes | None], self.client.hmget(self.keys.explore_records(series), refs)
+        )
+        return [
+            ref for ref, rec in zip(refs, records, strict=True)
+            if rec is not None and json.loads(rec).get("e", now + 1) >= now
+        ]  # fmt: skip
 
-    def counts(self, series: list[str]) -> list[int]:
-        """How many events each series holds in the index (its retained, judged events)."""
+    def counts(self, series: list[str], since: float | None = None) -> list[int]:
+        """How many events each series holds in the index (its retained, judged events), or
+        holds from `since` (unix seconds) on."""
         with self.client.pipeline(transaction=False) as pipe:
             for s in series:
-                pipe.zcard(self.keys.explore_time(s))
+                if since is None:
+                    pipe.zcard(self.keys.explore_time(s))
+                else:
+                    pipe.zlexcount(self.keys.explore_time(s), "[" + encode_time(since), "+")
             return [int(n) for n in pipe.execute()]
 
     def overview(self, search: Search, now: float | None = None) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ a failed one is kept (`scripts.FAIL`)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,8 +69,8 @@ def finish_call(
     app = result["labels"]["app"]
     lag = max(0.0, now - event["_received_at"])
     obs: list[Any] = []
-    for m in HISTOGRAM_MEASURES:
-        if (v := measures.get(m)) is not None:
+    for m in HISTOGRAM_MEASURES:  # a NaN or an infinity would fail FINISH half-way
+        if (v := measures.get(m)) is not None and math.isfinite(v):
             obs += [f"retrieval_{m}", bucket_index(bounds[m], v), repr(float(v))]
     folded, folded_count = fold(app)
     orphan, orphan_count = fold(OTHER)

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import TYPE_CHECKING, Any
 
-from ragmon.core.search import Search, encode_cursor, member_ref, row
+from ragmon.core.index_members import member_ref, row
+from ragmon.core.search import Search, encode_cursor
 
 if TYPE_CHECKING:
     from ragmon.store.event_index import ExploreIndex

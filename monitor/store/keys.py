@@ -124,12 +124,6 @@ class Keys:
         return self.event(Slot.REF)
 
     @property
-    def legacy_waiting(self) -> tuple[str, str]:
-        """The sorted sets where events waited before the delivery path (the grouping window
-        and its claims): a worker moves what they hold to pending (`Delivery.adopt_legacy`)."""
-        return f"{self.prefix}:ungrouped", f"{self.prefix}:claimed"
-
-    @property
     def explore_series(self) -> str:
         """Sorted set of the series the event explorer indexes, by the time one of their events
         was last indexed (`ragmon.store.event_index`)."""
@@ -225,6 +219,12 @@ class Keys:
         the grade's record (`ragmon.store.human`)."""
         return f"{self.prefix}:hg:ev:{ref}"
 
+    def human_texts(self, ref: str) -> str:
+        """Hash of the texts people's grades of one event were given on, each once however
+        many people graded it: `q` the query, `t:<passage_id>` a passage (the anchor set
+        re-judges them after the event has expired)."""
+        return f"{self.prefix}:hg:tx:{ref}"
+
     def human_refs(self, app: str) -> str:
         """Sorted set of one app's events that people graded, by the time of the last change."""
         return f"{self.prefix}:hg:refs:{app}"
@@ -315,7 +315,7 @@ class Keys:
 
 def utc_day(ts: float) -> str:
     """The UTC day of unix time `ts`, as the per-day keys spell it."""
-    return datetime.fromtimestamp(ts, UTC).date().isoformat()  # YYYY-MM-DD; strftime: 4x the CPU
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()  # YYYY-MM-DD; cheaper than strftime
 
 
 def utc_today() -> str:

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 BUCKETS = 12  # buckets per window (held) and per rate span (rate)
 RATE_SPAN_S = 86_400.0  # the rate a forecast extrapolates: the last day's (a daily cycle)
 DAY_S = 86_400.0
+# People's grades outlive their events (the anchor set, a year of weekly estimates): kept this
+# long after their last change (`ragmon.store.human`).
+GRADES_KEPT_S = 400 * DAY_S
 
 
 def windows(settings: Settings) -> dict[Kind, float | None]:
@@ -50,7 +53,7 @@ def windows(settings: Settings) -> dict[Kind, float | None]:
         Kind.IDEM: float(settings.idempotency_s),
         Kind.TEXTS: min(settings.text_ttl_days, settings.result_ttl_days) * DAY_S,
         Kind.RECORD: result,
-        Kind.GRADES: result,
+        Kind.GRADES: GRADES_KEPT_S,
         Kind.ANCHORS: None,
         Kind.SAMPLING: 50 * 3600.0,  # the planner's hourly traffic (`sampling_state`)
     }

@@ -13,14 +13,16 @@ from typing import cast
 import redis
 
 from ragmon.core.sampling import HOURS, Rates
-from ragmon.core.wire import SEP, field_name
-from ragmon.store.fields import Name
+from ragmon.core.wire import SEP, field_name, series_app
+from ragmon.store.fields import Kind, Name
 from ragmon.store.keys import Keys
+from ragmon.store.ledger import Ledger
 from ragmon.store.records import histograms_of, text_of
 
 TRAFFIC_TTL_S = (HOURS + 2) * 3600
 MIN_FOR_SD = 30  # judged events a series needs before its own spread is used
 PLAN_STALE_S = 600.0  # an older plan is not used: its planner stopped
+FIELD_OVERHEAD = 64  # bytes a hash field costs besides its name and value
 
 
 def hour_of(ts: float) -> str:
@@ -46,22 +48,32 @@ class StoredPlan:
 
 
 class SamplingState:
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, ledger: Ledger) -> None:
         self.client = client
         self.keys = keys
+        self.ledger = ledger
 
     def count(self, counts: Mapping[str, int], now: float) -> None:
-        """Add accepted events per series to the current hour's counts."""
+        """Add accepted events per series to the current hour's counts; a series' first count
+        of the hour (a new field) is charged to its app's ledger (`sampling`)."""
         if not counts:
             return
         key = self.keys.traffic(hour_of(now))
         with self.client.pipeline(transaction=False) as pipe:
             for series, n in counts.items():
                 pipe.hincrby(key, series, n)
-                pipe.hsetnx(self.keys.sampling_first, series, int(now))
             pipe.expire(key, TRAFFIC_TTL_S)
+            for series in counts:  # its age: the plan reads its traffic over it
+                pipe.hsetnx(self.keys.sampling_first, series, int(now))
             pipe.expire(self.keys.sampling_first, TRAFFIC_TTL_S)
-            pipe.execute()
+            totals = pipe.execute()[: len(counts)]
+        new = [x for (x, n), total in zip(counts.items(), totals, strict=True) if total == n]
+        if new:
+            with self.client.pipeline(transaction=True) as pipe:
+                for series in new:
+                    nbytes = FIELD_OVERHEAD + len(series) + len(str(counts[series]))
+                    self.ledger.charge(pipe, series_app(series), Kind.SAMPLING, nbytes, now)
+                pipe.execute()
 
     def ages(self, now: float, traffic: Mapping[str, Sequence[float]]) -> dict[str, float]:
         """Hours since each series of `traffic` was first counted (a quiet series counted long

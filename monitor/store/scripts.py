@@ -370,27 +370,19 @@ return 1
 """,
 )
 
-# Put events into their apps' pending sets, due now (`Delivery.requeue`, `Delivery.adopt`):
-# the refs of ARGV's tail, and with `legacy` 1 also every ref of the two sets where events
-# waited before the delivery path (`Keys.legacy_waiting`), which are then deleted. A `failed`
-# event becomes queued again (its attempts start over) when `requeue` is 1; a queued one is
-# added unless a drain job leases it; a gone one (expired) leaves the failed set. Returns how
-# many were added.
+# Put the failed events of ARGV's tail back into their apps' pending sets, due now
+# (`Delivery.requeue`): a `failed` event becomes queued again (its attempts start over); a
+# queued one is added unless a drain job leases it; a gone one (expired) leaves the failed set.
+# Returns how many were added.
 PENDING = Script(
     "PENDING",
-    ("apps", "vt", "leased", "failed", "old_ungrouped", "old_claimed"),
-    ("requeue", "legacy", "event_key", "pending_key"),
+    ("apps", "vt", "leased", "failed"),
+    ("event_key", "pending_key"),
     _DELIVERY
     + """
 local now = now_s()
 local refs = {}
 for i = ARGV_REST, #ARGV do refs[#refs + 1] = ARGV[i] end
-if tonumber(A.legacy) == 1 then
-  for _, old in ipairs({K.old_ungrouped, K.old_claimed}) do
-    for _, ref in ipairs(redis.call('ZRANGE', old, 0, -1)) do refs[#refs + 1] = ref end
-    redis.call('DEL', old)
-  end
-end
 local added = 0
 for _, ref in ipairs(refs) do
   local key = filled(A.event_key, SLOT.ref, ref)
@@ -398,7 +390,7 @@ for _, ref in ipairs(refs) do
   if not st then
     redis.call('ZREM', K.failed, ref)
     redis.call('ZREM', app_failed(K.failed, ref), ref)
-  elseif st == S.failed and tonumber(A.requeue) == 1 then
+  elseif st == S.failed then
     redis.call('HSET', key, F.status, S.queued)
     redis.call('HDEL', key, F.attempts)
     redis.call('ZREM', K.failed, ref)
@@ -432,6 +424,10 @@ return added
 # (the compact one, `records.without_texts`) takes its place in the record; `record_bytes`, what
 # the record, its per-day record and its explorer entries take, is charged to the ledger.
 # Returns 1 when recorded, 0 when the event was already done (or is unknown).
+# Exactly once: Redis does not undo a script's writes when it fails half-way, so every check
+# that can fail comes before the first write (a key of another type: an error, the event left
+# to its lease), and the weighted fields only take HINCRBYFLOAT (HINCRBY fails on a field a
+# weight made fractional: the event was then done with its histograms missing).
 FINISH = Script(
     "FINISH",
     ("event", "hist", "day_hist", "counters", "day_counters", "series", "day_events", "failed",
@@ -444,6 +440,15 @@ FINISH = Script(
     _ADMIT
     + LEDGER
     + """
+local TYPES = {event = 'hash', hist = 'hash', day_hist = 'hash', counters = 'hash',
+  day_counters = 'hash', series = 'zset', day_events = 'list', failed = 'zset', leased = 'zset',
+  pending = 'zset', day_apps = 'set', app_failed = 'zset', series_per_app = 'hash'}
+for name, want in pairs(TYPES) do
+  local got = redis.call('TYPE', K[name]).ok
+  if got ~= 'none' and got ~= want then
+    return redis.error_reply('WRONGTYPE FINISH ' .. K[name] .. ' ' .. got)
+  end
+end
 redis.call('ZREM', K.leased, A.ref)
 redis.call('ZREM', K.pending, A.ref)
 local st = redis.call('HGET', K.event, F.status)
@@ -468,19 +473,12 @@ local j = ARGV_REST
 local w = tonumber(A.weight)
 for _ = 1, tonumber(A.n_obs) do
   local field = ARGV[j] .. SEP .. series .. SEP
+  local y = tonumber(ARGV[j + 2])
   for _, h in ipairs({K.hist, K.day_hist}) do
-    if w == 1 then
-      redis.call('HINCRBY', h, field .. H.bucket .. ARGV[j + 1], 1)
-      redis.call('HINCRBYFLOAT', h, field .. H.sum, ARGV[j + 2])
-      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', ARGV[j + 2] ^ 2))
-      redis.call('HINCRBY', h, field .. H.count, 1)
-    else
-      local y = tonumber(ARGV[j + 2])
-      redis.call('HINCRBYFLOAT', h, field .. H.bucket .. ARGV[j + 1], A.weight)
-      redis.call('HINCRBYFLOAT', h, field .. H.sum, string.format('%.17g', w * y))
-      redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', w * y * y))
-      redis.call('HINCRBYFLOAT', h, field .. H.count, A.weight)
-    end
+    redis.call('HINCRBYFLOAT', h, field .. H.bucket .. ARGV[j + 1], A.weight)
+    redis.call('HINCRBYFLOAT', h, field .. H.sum, string.format('%.17g', w * y))
+    redis.call('HINCRBYFLOAT', h, field .. H.sumsq, string.format('%.17g', w * y * y))
+    redis.call('HINCRBYFLOAT', h, field .. H.count, A.weight)
   end
   j = j + 3
 end
@@ -489,9 +487,8 @@ redis.call('HINCRBY', K.hist, lag .. H.bucket .. A.lag_bucket, 1)
 redis.call('HINCRBYFLOAT', K.hist, lag .. H.sum, A.lag)
 redis.call('HINCRBY', K.hist, lag .. H.count, 1)
 redis.call('HINCRBY', K.counters, N.events_labeled, 1)
-local wsq = N.retrieval_weight_squares .. SEP .. series
-if w == 1 then redis.call('HINCRBY', K.counters, wsq, 1)
-else redis.call('HINCRBYFLOAT', K.counters, wsq, string.format('%.17g', w * w)) end
+redis.call('HINCRBYFLOAT', K.counters, N.retrieval_weight_squares .. SEP .. series,
+           string.format('%.17g', w * w))
 redis.call('HINCRBY', K.day_counters, N.events .. SEP .. series, 1)
 redis.call('HINCRBY', K.day_counters, N.k_sum .. SEP .. series, tonumber(A.k))
 for g = j, #ARGV do
@@ -846,42 +843,76 @@ return trim(A.series)
 ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
        EXPLORE_TRIM, SUMMARIZE, OVERVIEW)  # fmt: skip
 
-# Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer).
-# KEYS tail: per grade, its event's grades hash and its app's set of graded events. ARGV tail:
-# per grade, its field in the hash, the record (JSON), the grade, the note ('' for none), the
-# event ref and the app. A grade whose stored twin has the same grade and note changes nothing
-# (0); a new one is stored (1), a changed one replaces it (2). Any change bumps `generation`,
-# which the derived statistics (agreement, estimates) are cached by.
+# Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer), within
+# the bytes each app's grades may add now (its room): a request that would pass it is refused.
+# KEYS tail: per grade, its event's grades hash, its app's set of graded events and its event's
+# texts hash. ARGV tail: per grade, its field in the grades hash, the record (JSON), the grade,
+# the note ('' for none), the event ref, the app, the app's room, then the query's and the
+# passage's text fields and texts ('' for a text another grade of the request carries). A grade
+# whose stored twin has the same grade and note changes nothing (0); a new one is stored (1), a
+# changed one replaces it (2). What it adds (fields, records, texts not held yet, `overhead`
+# bytes each) is charged to the ledger's `grades` class. Any change bumps `generation`, which
+# the derived statistics (agreement, estimates) are cached by. Refused whole: {-1, app, bytes
+# it would add} past an app's room; an error past `deadline` (unix seconds, 0: none), when the
+# API has already answered 503.
+HUMAN_GRADES_KINDS = (Kind.GRADES,)
 HUMAN_GRADES = Script(
     "HUMAN_GRADES",
-    ("generation", "apps"),
-    ("ttl", "now"),
-    """
-local ttl = tonumber(A.ttl)
-local out = {}
-local changed = false
-for i = 1, (#KEYS - KEYS_REST + 1) / 2 do
-  local key, refs = KEYS[KEYS_REST + 2 * (i - 1)], KEYS[KEYS_REST + 2 * (i - 1) + 1]
-  local b = ARGV_REST + 6 * (i - 1)
-  local field, grade, note = ARGV[b], ARGV[b + 2], ARGV[b + 3]
-  local state = 1
-  local old = redis.call('HGET', key, field)
+    ("generation", "apps", *Ledger.script_keys(HUMAN_GRADES_KINDS)),
+    ("ttl", "now", "overhead", "deadline", *Ledger.script_args(HUMAN_GRADES_KINDS)),
+    LEDGER
+    + """
+local ttl, over, now = tonumber(A.ttl), tonumber(A.overhead), tonumber(A.now)
+local deadline = tonumber(A.deadline)
+if deadline > 0 and tonumber(redis.call('TIME')[1]) > deadline then
+  return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+end
+local W = 11
+local n = (#KEYS - KEYS_REST + 1) / 3
+local function key(i, j) return KEYS[KEYS_REST + 3 * (i - 1) + j] end
+local function arg(i, j) return ARGV[ARGV_REST + W * (i - 1) + j] end
+local out, adds, rooms = {}, {}, {}
+for i = 1, n do
+  local field, grade, note, app = arg(i, 0), arg(i, 2), arg(i, 3), arg(i, 5)
+  local state, add = 1, #field + #arg(i, 1) + over
+  local old = redis.call('HGET', key(i, 0), field)
   if old then
     local o = cjson.decode(old)
     local was = o.note
     if type(was) ~= 'string' then was = '' end
-    if tostring(o.grade) == grade and was == note then state = 0 else state = 2 end
+    if tostring(o.grade) == grade and was == note then state, add = 0, 0
+    else state, add = 2, math.max(0, #arg(i, 1) - #old) end
   end
-  if state > 0 then
-    redis.call('HSET', key, field, ARGV[b + 1])
-    redis.call('ZADD', refs, tonumber(A.now), ARGV[b + 4])
-    redis.call('SADD', K.apps, ARGV[b + 5])
-    redis.call('EXPIRE', key, ttl)
-    redis.call('EXPIRE', refs, ttl)
-    changed = true
+  for t = 7, 9, 2 do
+    if arg(i, t + 1) ~= '' and redis.call('HEXISTS', key(i, 2), arg(i, t)) == 0 then
+      add = add + #arg(i, t) + #arg(i, t + 1) + over
+    end
   end
   out[i] = state
+  adds[app] = (adds[app] or 0) + add
+  rooms[app] = tonumber(arg(i, 6))
 end
+for app, add in pairs(adds) do
+  if add > rooms[app] then return {-1, app, add} end
+end
+local changed = false
+for i = 1, n do
+  if out[i] > 0 then
+    redis.call('HSET', key(i, 0), arg(i, 0), arg(i, 1))
+    redis.call('ZADD', key(i, 1), now, arg(i, 4))
+    redis.call('SADD', K.apps, arg(i, 5))
+    redis.call('EXPIRE', key(i, 0), ttl)
+    redis.call('EXPIRE', key(i, 1), ttl)
+    changed = true
+  end
+  for t = 7, 9, 2 do
+    if arg(i, t + 1) ~= '' then redis.call('HSETNX', key(i, 2), arg(i, t), arg(i, t + 1)) end
+  end
+  if out[i] > 0 or arg(i, 8) ~= '' or arg(i, 10) ~= '' then
+    redis.call('EXPIRE', key(i, 2), ttl)
+  end
+end
+for app, add in pairs(adds) do charge(LG.grades, app, add, now) end
 if changed then redis.call('INCR', K.generation) end
 return out
 """,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from ragmon.settings import Settings, SettingsError
+from ragmon.setting_values import SettingsError
+from ragmon.settings import Settings
 
 SEALED = "fernet:"
 NEED_KEY = (

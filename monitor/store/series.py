@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
 from ragmon.core.catalog import ALL as METRICS
-from ragmon.core.catalog import SERIES_LABELS
+from ragmon.core.metric import SERIES_LABELS
 from ragmon.core.wire import SEP, field_name, series_app, series_values
 from ragmon.store import scripts
 from ragmon.store.fields import Name, Part
@@ -74,6 +74,10 @@ class SeriesBudget:
         """Admitted series, least recently seen first."""
         raw: Any = self.client.zrange(self.keys.series, 0, -1, withscores=True)
         return [SeriesRow(series_values(m.decode()), float(t)) for m, t in raw]
+
+    def admitted(self) -> set[str]:
+        """The admitted series' names."""
+        return {m.decode() for m in cast(list[bytes], self.client.zrange(self.keys.series, 0, -1))}
 
     def folded(self) -> dict[str, int]:
         """Events recorded under a folded series, by app (`other`: apps without a series)."""

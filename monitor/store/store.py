@@ -66,12 +66,12 @@ class Store:
         self.series = SeriesBudget(client, self.keys, settings, self.counters)
         self.sealer = Sealer(settings)
         self.explore = ExploreIndex(client, self.keys, settings, self.sealer)
-        self.human = HumanGrades(client, self.keys)
-        self.anchors = Anchors(client, self.keys)
-        self.second_opinions = SecondOpinions(client, self.keys)
-        self.sampling = SamplingState(client, self.keys)
         self.pool = QueryPool(client, self.keys, settings)
         self.ledger = Ledger(client, self.keys, settings)  # what each app holds, by class
+        self.anchors = Anchors(client, self.keys, self.ledger)
+        self.human = HumanGrades(client, self.keys, self.ledger)
+        self.sampling = SamplingState(client, self.keys, self.ledger)
+        self.second_opinions = SecondOpinions(client, self.keys, self.ledger)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
@@ -311,9 +311,10 @@ class Store:
     def read_hash(self, key: str) -> dict[bytes, bytes]:
         """A whole hash, read in HSCAN steps of `HSCAN_COUNT` fields rather than one HGETALL.
 
-        At 500 series the lifetime histograms are 26k-140k fields: one HGETALL kept Redis busy
-        8-45 ms, and every ingest write and worker finish waited behind it (the /metrics
-        render's cost to the ingest p99). A step takes ~0.4 ms. Not a snapshot: a field
+        With hundreds of series the lifetime histograms hold a hundred thousand fields: one
+        HGETALL kept Redis busy long enough that every ingest write and worker finish waited
+        behind it (the /metrics render's cost to the ingest p99); a step is short. Not a
+        snapshot: a field
         written during the read is seen before or after its change (`histograms` keeps each
         histogram consistent anyway)."""
         out: dict[bytes, bytes] = {}

@@ -28,7 +28,8 @@ REQUIRED_ALERTS = {
     "RagmonLabelingLagHigh", "RagmonQueueBacklogGrowing", "RagmonJudgeErrorsHigh",
     "RagmonJudgeBudgetExhausted", "RagmonAppJudgeBudgetExhausted", "RagmonIngestRejectionsHigh",
     "RagmonDown",
-    "RagmonJudgeDrift", "RagmonEmptyResultsHigh", "RagmonEmptyResultsHighSlow",
+    "RagmonJudgeDrift", "RagmonJudgeDriftWatchBlind", "RagmonEmptyResultsHigh",
+    "RagmonEmptyResultsHighSlow",
     "RagmonSeriesStopped", "RagmonTopScoreDrop", "RagmonMemoryForecastHigh",
 }  # fmt: skip
 
@@ -219,6 +220,7 @@ ALERT_PANELS = {
     "RagmonJudgeBudgetExhausted": "Judge budget",
     "RagmonAppJudgeBudgetExhausted": "Judge spend today",
     "RagmonJudgeDrift": "Judge drift: the anchor set",
+    "RagmonJudgeDriftWatchBlind": "Judge drift: the anchor set",
     "RagmonIngestRejectionsHigh": "Rejected by reason",
     "RagmonDown": "API scraped",
     "RagmonEmptyResultsHigh": "Empty results (share) by retriever",
@@ -235,11 +237,12 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
 
     from ragmon.core.search import parse_search
     from tests.grafana.queries import DASHBOARD_DIR
+    from tests.grafana.queries import panels as every_panel
 
     panels = {}
     for path in DASHBOARD_DIR.glob("*.json"):
         d = json.loads(path.read_text())
-        panels[d["uid"]] = {p["id"]: p["title"] for p in d["panels"]}
+        panels[d["uid"]] = {p["id"]: p["title"] for p in every_panel(d)}
     for rule in (r for r in prometheus_rules() if "alert" in r):
         name, notes = rule["alert"], rule["annotations"]
         series = "$labels.retriever" in notes["explorer_url"]  # a series' alert
@@ -295,3 +298,15 @@ def test_alert_links_use_the_external_labels(
     copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     r = run(promtool, "test", "rules", str(copy))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_level_alerts_lines_are_the_measure_tables() -> None:
+    """RagmonHitRateLow and RagmonHarmHigh compare with the lines the explorer's overview and
+    the report use (`Measure.line`): one number each."""
+    from ragmon.core.measure_table import BY_KEY
+
+    alerts = {r["alert"]: r["expr"] for r in prometheus_rules() if "alert" in r}
+    for alert, key, op in (("RagmonHitRateLow", "hit", "<"), ("RagmonHarmHigh", "harm", ">")):
+        line = BY_KEY[key].line
+        assert line is not None
+        assert re.search(rf"ragmon:retrieval_{key}:mean1h {op} {line:g} ", alerts[alert]), alert

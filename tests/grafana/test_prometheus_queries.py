@@ -132,7 +132,8 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         )
         assert anchor.returncode == 0, anchor.stderr  # the anchor set: people's grades
         prom.wait_for('ragmon_judge_anchor_baseline_kappa{bound="estimate"}')
-        prom.wait_for('ragmon_judge_agreement_kappa{bound="low"}')
+        prom.wait_for('ragmon_judge_agreement_quadratic_kappa{bound="low"}')
+        prom.wait_for('ragmon_judge_agreement_unweighted_kappa{bound="low"}')
         prom.wait_for('ragmon_estimate_corrected{measure="ndcg", bound="low"}')
         prom.wait_for("ragmon:retrieval_ndcg:mean1h")
         time.sleep(12)  # > SHORT_OFFSET of data after the last change

@@ -22,6 +22,7 @@ from ragmon.core.agreement import (
     paired_agreement,
     quadratic_kappa,
     tau_with_interval,
+    unweighted_kappa,
     weighted_kappa,
 )
 from tests.support.lazy import Lazy
@@ -149,6 +150,41 @@ def test_kappa_variance_is_the_jackknife_variance() -> None:
     ])  # fmt: skip
     jack = math.sqrt(299 / 300 * np.sum((loo - loo.mean()) ** 2))
     assert se == pytest.approx(jack, rel=0.03)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 9)), min_size=2, max_size=60
+    )
+)
+def test_unweighted_kappa_is_cohens(rows: list[tuple[int, int, int]]) -> None:
+    h, j, c = (np.array(col) for col in zip(*rows, strict=True))
+    want = weighted_kappa(confusion(h.tolist(), j.tolist()))
+    got = unweighted_kappa(h, j, c)
+    if math.isnan(want):
+        assert got is None
+    else:
+        assert got is not None and got.estimate == pytest.approx(want, abs=1e-12)
+        assert -1.0 <= got.low <= got.estimate + 1e-12 and got.estimate <= got.high + 1e-12
+        assert got.high <= 1.0
+
+
+def test_unweighted_kappa_variance_is_the_jackknife_variance() -> None:
+    rng = np.random.default_rng(5)
+    h = rng.integers(0, 4, 300)
+    j = np.clip(h + rng.integers(-1, 2, 300) + (rng.random(300) < 0.2), 0, 3)
+    got = unweighted_kappa(h, j, np.arange(300))
+    assert got is not None
+    se = (got.high - got.low) / 2 / stats.t.ppf(0.975, got.df)
+    loo = np.array([
+        weighted_kappa(confusion(np.delete(h, i).tolist(), np.delete(j, i).tolist()))
+        for i in range(300)
+    ])  # fmt: skip
+    jack = math.sqrt(299 / 300 * np.sum((loo - loo.mean()) ** 2))
+    assert se == pytest.approx(jack, rel=0.03)
+    # near misses: the quadratic-weighted kappa reads far higher than Cohen's
+    quadratic = quadratic_kappa(h, j, np.arange(300))
+    assert quadratic is not None and quadratic.estimate > got.estimate + 0.2
 
 
 def test_paired_agreement_hand_case() -> None:

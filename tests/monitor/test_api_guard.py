@@ -49,7 +49,7 @@ def read_all(sock: socket.socket) -> bytes:
 
 def test_unfinished_headers_get_408_and_are_closed(api: ApiServer) -> None:
     with connect(api) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")  # never the blank line
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n")  # never the blank line
         assert read_all(sock).startswith(b"HTTP/1.1 408")
     with connect(api) as sock:  # a connection that sends nothing at all
         assert read_all(sock).startswith(b"HTTP/1.1 408")
@@ -58,7 +58,7 @@ def test_unfinished_headers_get_408_and_are_closed(api: ApiServer) -> None:
 def test_an_unfinished_body_is_closed_and_counted(api: ApiServer) -> None:
     with connect(api) as sock:
         sock.sendall(
-            b"POST /v1/retrievals HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"POST /v1/retrievals HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
             b'content-length: 1000\r\n\r\n{"query": '
         )
         assert b"202" not in read_all(sock)  # closed, nothing accepted
@@ -75,7 +75,7 @@ def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(api: ApiSer
     """`413` on the header: a client that waits for `100 Continue` never sends the body."""
     with connect(api) as sock:
         sock.sendall(
-            b"POST /v1/retrievals HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"POST /v1/retrievals HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
             b"expect: 100-continue\r\ncontent-length: %d\r\n\r\n"
             % (api.settings.max_body_bytes + 1)
         )
@@ -90,7 +90,7 @@ def test_past_the_cap_the_longest_idle_connection_makes_room(settings: Settings)
         for _ in range(3):  # each new connection is a health check that gets through
             assert api.client.get("/healthz").status_code == 200
         assert read_all(idle[0]) == b""  # evicted: closed without an answer
-        idle[-1].sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")  # the newer ones stay
+        idle[-1].sendall(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")  # the newer ones stay
         assert idle[-1].recv(4096).startswith(b"HTTP/1.1 200")
     finally:
         for sock in idle:
@@ -108,7 +108,7 @@ def test_past_the_cap_the_oldest_slow_body_makes_room(settings: Settings, path: 
     try:
         for sock in bodies:
             sock.sendall(
-                f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 4000\r\n"
+                f"POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-length: 4000\r\n"
                 "content-type: application/x-www-form-urlencoded\r\n\r\nkey=".encode()
             )
         gate = api.server.config.http.gate  # type: ignore[union-attr]
@@ -135,7 +135,7 @@ def test_a_connection_just_made_outlives_older_slow_bodies(settings: Settings) -
     try:
         for sock in bodies:
             sock.sendall(
-                b"POST /v1/retrievals/batch HTTP/1.1\r\nhost: x\r\ncontent-length: 4000\r\n"
+                b"POST /v1/retrievals/batch HTTP/1.1\r\nhost: localhost\r\ncontent-length: 4000\r\n"
                 b"content-type: application/json\r\n\r\n["
             )
         gate = api.server.config.http.gate  # type: ignore[union-attr]
@@ -145,7 +145,7 @@ def test_a_connection_just_made_outlives_older_slow_bodies(settings: Settings) -
         fresh.append(connect(api))  # one past the cap: someone makes room
         wait_until(lambda: gate.evicted == 1, 5, "one connection evicted")
         assert b"HTTP/1.1 2" not in read_all(bodies[0])  # the oldest body went
-        fresh[0].sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        fresh[0].sendall(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
         assert fresh[0].recv(4096).startswith(b"HTTP/1.1 200")
     finally:
         for sock in bodies + fresh:

@@ -92,7 +92,9 @@ def test_a_large_plain_body_is_sent_a_slice_at_a_time(
     api = ApiServer(settings).start()
     sock = socket.create_connection(("127.0.0.1", api.port), timeout=30)
     try:
-        sock.sendall(b"GET /metrics HTTP/1.1\r\nhost: x\r\naccept-encoding: identity\r\n\r\n")
+        sock.sendall(
+            b"GET /metrics HTTP/1.1\r\nhost: localhost\r\naccept-encoding: identity\r\n\r\n"
+        )
         server = api.server.server_state
 
         def buffered() -> int:

@@ -112,7 +112,7 @@ def test_a_batch_over_the_limit_is_told_from_its_commas(body: bytes, over: bool)
 
 
 def big_events(n: int) -> bytes:
-    """`n` events of 2 passages of 1.5 KB: over `INLINE_MAX_BYTES` from 300 on."""
+    """`n` events of 2 passages of 1.5 KB: over `INLINE_MAX_BYTES` from 80 on."""
     event = make_event(n=2, k=1)
     for passage in event["passages"]:
         passage["text"] = "x" * 1500

@@ -20,7 +20,8 @@ import pytest
 import redis
 
 from ragmon.api.auth import KeyRing, Principal
-from ragmon.settings import Settings, SettingsError
+from ragmon.setting_values import SettingsError
+from ragmon.settings import Settings
 from tests.support.events import make_event, ref, result_url
 from tests.support.stack import free_port
 from tests.support.waiting import scaled

@@ -11,6 +11,7 @@ import pytest
 from ragmon.api.auth import KeyRing
 from ragmon.api.browser import COOKIE, FORM_MAX_BYTES
 from tests.support.api_server import ApiServer
+from tests.support.waiting import scaled
 
 KEY, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 
@@ -21,7 +22,7 @@ def api(make_api: Callable[..., ApiServer]) -> ApiServer:
 
 
 def page(api: ApiServer) -> httpx.Client:
-    return httpx.Client(base_url=api.url, follow_redirects=False)
+    return httpx.Client(base_url=api.url, follow_redirects=False, timeout=scaled(30))
 
 
 def sign_in(ui: httpx.Client, key: str, **headers: str) -> httpx.Response:

@@ -10,10 +10,10 @@ import pytest
 
 from ragmon.calibrate.analysis import analyse
 from ragmon.calibrate.command import run_calibrate
-from ragmon.calibrate.golden import Record, load_records
 from ragmon.calibrate.grade import Outcome
 from ragmon.calibrate.markdown import render
 from ragmon.core.agreement import weighted_kappa
+from ragmon.core.golden import Record, parse_records
 from ragmon.core.measures import MeasureParams
 from ragmon.settings import Settings
 from tests.support.cli import run_ragmon
@@ -113,7 +113,7 @@ def test_event_format_with_the_llm_judge_judges_each_pair_once(tmp_path, redis_u
 def test_limit_and_a_fatal_judge_error_stops_early(tmp_path, redis_url):
     path = tmp_path / "golden.jsonl"
     _golden_events(path)
-    assert len(load_records(path, limit=1)) == 1
+    assert len(parse_records(path.read_text().splitlines(), str(path), limit=1)) == 1
     with FakeLLM() as fake:
         # the start-up probe passes; the key is revoked during the run
         fake.script(Reply.text("0"), *[Reply.error(401, message="bad key")] * 10)

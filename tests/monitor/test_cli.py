@@ -147,7 +147,8 @@ def test_text_storage_off_without_a_key_is_one_line(tmp_path, command):
 
 
 def test_text_key_prints_a_key_that_seals_and_opens(tmp_path):
-    from ragmon.settings import Settings, SettingsError
+    from ragmon.setting_values import SettingsError
+    from ragmon.settings import Settings
     from ragmon.store.sealing import Sealer
 
     def sealer(*keys: str) -> Sealer:

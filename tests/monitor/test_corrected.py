@@ -215,3 +215,45 @@ def test_event_units_need_every_passage_the_measure_reads() -> None:
 def test_bad_events_are_named(events: list[GradedEvent], measure: str, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         event_units(events, measure)
+
+
+def _bounded_sample(n: int, seed: int) -> Units:
+    """n graded nDCG-like values in [0, 1] with a judge that tracks them, 2,000 others."""
+    rng = np.random.default_rng(seed)
+    y = rng.beta(4, 2, n)
+    f = np.clip(y + rng.normal(0.05, 0.08, n), 0, 1)
+    rest = np.clip(rng.beta(4, 2, 2000) + rng.normal(0.05, 0.08, 2000), 0, 1)
+    return _units(list(y), list(f), list(rest), lo=0.0, hi=1.0)
+
+
+def test_people_only_is_the_plain_t_interval_on_a_bounded_measure() -> None:
+    # It was widened by four pseudo-units (0.181 where the plain interval is 0.118).
+    u = _bounded_sample(30, 3)
+    got = ppi_mean(u)
+    lo, hi = stats.t.interval(0.95, 29, loc=np.mean(u.human), scale=stats.sem(u.human))
+    assert got.human_only is not None
+    assert (got.human_only.low, got.human_only.high) == pytest.approx((lo, hi))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_corrected_interval_is_symmetric_and_as_tight_as_classical_ppi(seed: int) -> None:
+    u = _bounded_sample(30, seed)
+    got = ppi_mean(u)
+    assert got.estimate is not None and got.human_only is not None
+    e = got.estimate
+    assert e.estimate - e.low == pytest.approx(e.high - e.estimate)  # not lopsided
+    # classical PPI (lam = 1) on the same data, with the same t quantile
+    diff = u.human - u.judge
+    var = diff.var(ddof=1) / 30 + u.judge_rest.var(ddof=1) / len(u.judge_rest)
+    classical = 2 * stats.t.ppf(0.975, 29) * math.sqrt(var)
+    assert e.high - e.low <= classical * 1.001
+    assert e.high - e.low < got.human_only.high - got.human_only.low
+
+
+def test_effective_labels_are_counted_against_the_plain_people_only_interval() -> None:
+    u = _bounded_sample(30, 7)
+    got = ppi_mean(u)
+    assert got.estimate is not None and got.effective_labels is not None
+    plain = 2 * stats.t.ppf(0.975, 29) * stats.sem(u.human)
+    width = got.estimate.high - got.estimate.low
+    assert got.effective_labels == pytest.approx(30 * (plain / width) ** 2, rel=1e-6)

@@ -7,15 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragmon.core.search import (
-    SearchError,
-    decode_value,
-    encode_cursor,
-    encode_time,
-    encode_value,
-    parse_search,
-    within,
-)
+from ragmon.core.index_members import decode_value, encode_time, encode_value, within
+from ragmon.core.search import SearchError, encode_cursor, parse_search
 
 values = st.floats(min_value=-999.0, max_value=1e6, allow_nan=False)
 

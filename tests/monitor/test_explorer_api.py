@@ -19,6 +19,7 @@ from ragmon.store.records import without_texts
 from ragmon.store.sealing import new_key
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
+from tests.support.waiting import scaled
 
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"
@@ -79,7 +80,7 @@ FAILED_WORD = base64.urlsafe_b64encode(b'["time",true,"abc"]').decode()
 
 
 def ui_client(api: ApiServer) -> httpx.Client:
-    ui = httpx.Client(base_url=api.url, follow_redirects=False)
+    ui = httpx.Client(base_url=api.url, follow_redirects=False, timeout=scaled(30))
     assert ui.post("/ui/login", data={"key": ADMIN}).status_code == 303
     return ui
 
@@ -157,7 +158,7 @@ def test_an_app_bound_key_never_sees_another_apps_events(api: ApiServer) -> None
     assert len(get(api, ADMIN, trace_id="t-1").json()["events"]) == 1
     assert api.client.get("/v1/retrievals").status_code == 401
     # the pages: sign in with the bound key, then only shop's series and events appear
-    ui = httpx.Client(base_url=api.url, follow_redirects=True)
+    ui = httpx.Client(base_url=api.url, follow_redirects=True, timeout=scaled(30))
     assert "Sign in" in ui.get("/ui").text
     ui.post("/ui/login", data={"key": SHOP_KEY, "next": "/ui"})
     overview = ui.get("/ui")
@@ -170,7 +171,7 @@ def test_an_app_bound_key_never_sees_another_apps_events(api: ApiServer) -> None
 
 @pytest.mark.process  # the overview is built in the API's pages child process
 def test_a_refused_key_does_not_sign_in(api: ApiServer) -> None:
-    ui = httpx.Client(base_url=api.url, follow_redirects=True)
+    ui = httpx.Client(base_url=api.url, follow_redirects=True, timeout=scaled(30))
     r = ui.post("/ui/login", data={"key": "wrong", "next": "https://evil.example/"})
     assert "That key was refused" in r.text and COOKIE not in ui.cookies
     r = ui.post("/ui/login", data={"key": ADMIN, "next": "https://evil.example/"})

@@ -12,6 +12,7 @@ import pytest
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.process  # RQ work horses (the workers fork)
 
@@ -20,7 +21,9 @@ KEYS = f"{ADMIN},{SHOP_KEY}:shop"
 
 
 def client(api: ApiServer, key: str) -> httpx.Client:
-    return httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.Client(
+        base_url=api.url, headers={"Authorization": f"Bearer {key}"}, timeout=scaled(30)
+    )
 
 
 @pytest.fixture
@@ -114,7 +117,7 @@ def test_another_apps_key_gets_403_and_nothing_is_stored(judged) -> None:
     assert r.status_code == 403
     assert "grades[1].app" in r.json()["detail"] and "app=shop" in r.json()["detail"]
     assert api.store.human.of_app("shop") == [] and api.store.human.of_app("other") == []
-    with httpx.Client(base_url=api.url) as anonymous:
+    with httpx.Client(base_url=api.url, timeout=scaled(30)) as anonymous:
         assert anonymous.post("/v1/grades", json=body).status_code == 401
 
 

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragmon.core.measures import (
+from ragmon.core.measures import MeasureParams, compute
+from ragmon.core.utility_measures import (
     UMBRELA_TO_UTILITY,
-    MeasureParams,
-    compute,
     n_recall4,
     n_recall5,
     precision4,

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.core.agreement import paired_agreement
+from ragmon.core.window import windows
 from ragmon.report.publish import write_report
-from ragmon.report.window import windows
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.stack import ragmon_env
@@ -102,7 +102,8 @@ def test_agreement_gauges_match_the_pairs_people_and_the_judge_gave(judged) -> N
     values = metrics(api)
     who = {"app": "shop", "judge": JUDGE, "reference": "human"}
     assert sample(values, "ragmon_judge_agreement_pairs", **who) == 72
-    for name, interval in (("exact", expected.exact), ("kappa", expected.kappa),
+    for name, interval in (("exact", expected.exact), ("quadratic_kappa", expected.kappa),
+                           ("unweighted_kappa", expected.kappa_unweighted),
                            ("difference", expected.difference)):  # fmt: skip
         assert interval is not None
         for bound in ("estimate", "low", "high"):
@@ -152,6 +153,7 @@ def test_corrected_estimates_beside_the_judge_only_means(judged, tmp_path) -> No
     ndcg = after["series"][0]["measures"]["ndcg"]
     assert after["series"][0]["graded_events"] == 12 and ndcg["labels"] == 12
     assert ndcg["human_only"]["estimate"] == 0.0 and ndcg["corrected"] is not None
+    assert ndcg["random_draw"] is True
     assert ndcg["corrected"]["high"] < ndcg["judge_only"]  # the judge's optimism corrected
     assert ndcg["human_only"]["high"] - ndcg["human_only"]["low"] >= (
         ndcg["corrected"]["high"] - ndcg["corrected"]["low"] - 1e-12
@@ -169,6 +171,8 @@ def test_corrected_estimates_beside_the_judge_only_means(judged, tmp_path) -> No
     assert sample(values, "ragmon_estimate_human_labels", **where) == 12
     with client(api, SHOP_KEY) as c:
         assert c.get("/v1/estimates", params={"week": "2026-48"}).status_code == 400
+        far = c.get("/v1/estimates", params={"week": "9999-W52"})  # ends in the year 10000
+        assert far.status_code == 400 and "no such ISO week" in far.json()["detail"]
     # the weekly report's section: the same figures for its window
     current, baseline = windows(days=7)
     written = write_report(api.store, current, baseline, tmp_path, progress=lambda _: None)

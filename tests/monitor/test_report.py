@@ -22,11 +22,11 @@ from cryptography.fernet import Fernet
 
 from ragmon.api import create_app
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.core.window import Window, windows
 from ragmon.report.analyze import analyze
 from ragmon.report.document import to_markdown
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.publish import run_report, write_report
-from ragmon.report.window import Window, windows
 from ragmon.settings import Settings
 from ragmon.store import Histogram, Store, bucket_index
 from ragmon.workers.worker import make_worker

@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.core.window import Window, windows
 from ragmon.report.analyze import analyze
 from ragmon.report.gather import Dataset, WindowData
-from ragmon.report.window import Window, windows
 from ragmon.store import Histogram, bucket_index
 
 POOL = (3, 2, 2, 1, 1, 1) + (0,) * 14  # a question's candidates; the pool has seen them all

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from matplotlib import image as mpimg
 
+from ragmon.core.window import windows
 from ragmon.report import plots
 from ragmon.report.analyze import Report, analyze, summary_line
 from ragmon.report.compare import Row
@@ -21,7 +22,6 @@ from ragmon.report.document import Doc, to_html, to_markdown
 from ragmon.report.gather import Dataset
 from ragmon.report.ops import JudgeOps
 from ragmon.report.render import _models, _sources, _spend, build
-from ragmon.report.window import windows
 from tests.monitor.test_report import BAD, GOOD, ranked_grades, window_data
 
 CHROMIUM_FLAGS = [

@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 
 from ragmon.core.signals import SIGNALS, extract
+from ragmon.core.window import windows
 from ragmon.report.analyze import analyze
 from ragmon.report.document import to_markdown
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.render import build
 from ragmon.report.signal_shifts import DISTINCT, SHORT
-from ragmon.report.window import windows
 from ragmon.store import Histogram, bucket_index
 from tests.monitor.test_report import APP, BAD, GOOD, INDEX, ranked_grades, window_data
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+from ragmon.core.window import Window, windows
 from ragmon.report.analyze import analyze
 from ragmon.report.document import to_markdown
 from ragmon.report.gather import Dataset, WindowData, gather
 from ragmon.report.render import build
-from ragmon.report.window import Window, windows
 from tests.monitor.test_report import APP, GOOD, INDEX, ranked_grades, store_records, window_data
 
 CUR, BASE = windows(end="2026-11-22", days=7)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from ragmon.core.weighted import hajek
+from ragmon.core.window import windows
 from ragmon.report.analyze import analyze
 from ragmon.report.gather import Dataset
-from ragmon.report.window import windows
 from tests.stats.traffic import APP, INDEX, Stream, window_data
 
 CUR, BASE = windows(end="2026-11-22", days=7)

@@ -8,15 +8,9 @@ from pathlib import Path
 import pytest
 
 from ragmon.core.measures import MeasureParams
-from ragmon.settings import (
-    DEFAULT_JUDGE_MODEL,
-    DEFAULT_PRICES,
-    Settings,
-    SettingsError,
-    env_variables,
-    read_dotenv,
-    unknown_variables,
-)
+from ragmon.environment import read_dotenv, unknown_variables
+from ragmon.setting_values import DEFAULT_PRICES, SettingsError
+from ragmon.settings import DEFAULT_JUDGE_MODEL, Settings, env_variables
 
 # Variables docs/configuration.md lists: each must be read (tests/test_docs.py checks them all).
 DOCUMENTED_VARIABLES = {
@@ -129,6 +123,8 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_CACHE_TTL_DAYS", "0", "cache_ttl_days", 0.0),
         ("RAGMON_SHARED_CACHE", "true", "shared_cache", True),
         ("RAGMON_APP_STORAGE_MB", "search=0.5,2", "app_storage_mb", {"search": 0.5, "*": 2.0}),
+        ("RAGMON_APP_GRADES_MB", "search=0,5", "app_grades_mb", {"search": 0.0, "*": 5.0}),
+        ("RAGMON_ALLOWED_HOSTS", "API, .corp.example", "allowed_hosts", ("api", ".corp.example")),
         ("RAGMON_APP_DAILY_BUDGET_USD", "5", "app_daily_budget_usd", {"*": 5.0}),
         (
             "RAGMON_APP_DAILY_BUDGET_USD",
@@ -147,6 +143,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
         ("RAGMON_ANCHOR_FILE", __file__, "anchor_file", __file__),
         ("RAGMON_ANCHOR_SIZE", "500", "anchor_size", 500),
+        ("RAGMON_ANCHOR_EVERY_HOURS", "1", "anchor_every_hours", 1),
         ("RAGMON_SECOND_JUDGE_MODEL", " gpt-4o ", "second_judge_model", "gpt-4o"),
         ("RAGMON_SECOND_JUDGE_RATE", "0.1", "second_judge_rate", 0.1),
         ("RAGMON_METRICS_REFRESH_S", "0", "metrics_refresh_s", 0.0),
@@ -331,6 +328,7 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_JOB_BATCH_SIZE", "1001", r"must be in \[1, 1000\]"),
         ("RAGMON_ANCHOR_FILE", "/no/such/golden.jsonl", "no such file: /no/such/golden.jsonl"),
         ("RAGMON_ANCHOR_SIZE", "10", r"must be in \[30, 10000\]"),
+        ("RAGMON_ANCHOR_EVERY_HOURS", "48", r"must be in \[1, 24\]"),
         ("RAGMON_SECOND_JUDGE_RATE", "2", r"must be in \[0\.0, 1\.0\]"),
         ("RAGMON_REPORT_WEBHOOK", "hooks.example/x", "must be a URL starting with http://"),
         ("RAGMON_EXPLORER_URL", "ragmon.example.com", "must be a URL starting with http://"),
@@ -346,6 +344,7 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_APP_SHARES", "big=0", "must be app=share pairs"),
         ("RAGMON_APP_SHARES", "3", "must be app=share pairs"),
         ("RAGMON_OTLP_NESTED", "twice", "one of skip, own"),
+        ("RAGMON_ALLOWED_HOSTS", "evil.example/x", "is not a host name"),
     ],
 )
 def test_bad_value_raises_settings_error_naming_the_variable(
@@ -400,11 +399,13 @@ def test_an_empty_value_means_none_where_none_is_the_default() -> None:
 def test_unknown_ragmon_variables_are_named_with_the_closest_known_one() -> None:
     env = {"RAGMON_SAMPLE_RAT": "0.1", "RAGMON_JUDGE_MODELL": "x", "RAGMON_ZZZ": "1",
            "RAGMON_SAMPLE_RATE": "0.5", "RAGMON_URL": "http://x", "PATH": "/bin"}  # fmt: skip
-    assert unknown_variables(env) == (
+    assert unknown_variables(env, env_variables()) == (
         "unknown variables ignored: RAGMON_JUDGE_MODELL (did you mean RAGMON_JUDGE_MODEL?), "
         "RAGMON_SAMPLE_RAT (did you mean RAGMON_SAMPLE_RATE?), RAGMON_ZZZ"
     )
-    assert unknown_variables({"RAGMON_SAMPLE_RATE": "0.5", "HOME": "/root"}) is None
+    assert (
+        unknown_variables({"RAGMON_SAMPLE_RATE": "0.5", "HOME": "/root"}, env_variables()) is None
+    )
 
 
 def test_unrelated_variables_are_ignored() -> None:

@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ragmon.core.index_members import moments, overview_hours
 from ragmon.core.measures import compute
-from ragmon.core.search import moments, overview_hours, parse_search
+from ragmon.core.search import parse_search
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store import event_index as explore

@@ -199,16 +199,3 @@ def test_the_last_passing_failure_fails_the_event(store: Store) -> None:
     assert store.delivery.retry(ref, claimed.lease_end, "rate_limited: 429") == 2
     assert store.statuses([ref]) == ["failed"]
     assert store.counters()["events_failed|judge_unavailable"] == 1
-
-
-def test_events_of_the_previous_path_are_adopted_once(store: Store) -> None:
-    store.ingest([item("a"), item("b"), item("c")])
-    store.client.delete(store.keys.pending("default"), store.keys.pending_apps)
-    ungrouped, claimed = store.keys.legacy_waiting
-    store.client.zadd(ungrouped, {"default|a": 1.0})
-    store.client.zadd(claimed, {"default|b": 1.0, "default|gone": 1.0})
-    assert store.delivery.adopt(refs("c"), legacy=False) == 1  # a shimmed process_events job
-    assert store.delivery.adopt() == 2
-    assert store.client.exists(ungrouped, claimed) == 0
-    assert sorted(pending(store)) == refs("a", "b", "c")
-    assert store.delivery.adopt(refs("a")) == 0  # already pending

@@ -39,7 +39,7 @@ async def _hold(port: int, stop: asyncio.Event, stats: dict[str, int]) -> None:
             continue
         stats["opened"] += 1
         try:
-            writer.write(b"POST /v1/retrievals HTTP/1.1\r\nhost: x\r\nx-slow: ")
+            writer.write(b"POST /v1/retrievals HTTP/1.1\r\nhost: localhost\r\nx-slow: ")
             while not stop.is_set():
                 await writer.drain()
                 try:

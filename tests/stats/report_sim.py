@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ragmon.core.window import windows
 from ragmon.report.analyze import Report, analyze
 from ragmon.report.gather import Dataset
-from ragmon.report.window import windows
 from tests.stats import traffic
 from tests.stats.traffic import Stream, bank, noise_for_mean, window_data
 
@@ -52,14 +52,15 @@ def _tiny(rng: np.random.Generator) -> list[Stream]:
 
 
 def _drop(
-    per_week: int, drop: float, segment: str = "sharp", others: int | None = None
+    per_week: int, drop: float, segment: str = "sharp", others: int | None = None, kb: int = 0
 ) -> tuple[list[Stream], list[Stream]]:
     """Three retrievers of the segment's quality; bm25's mean nDCG falls by `drop`. `others`:
-    the other two retrievers' events a week (default: as many as bm25's)."""
+    the other two retrievers' events a week (default: as many as bm25's); `kb`: passages of a
+    knowledge base of that many documents."""
     noise = 1.0 if segment == "sharp" else NOISE
     base = [
         Stream(r, per_week if r == "bm25" or others is None else others, noise,
-               segments={segment: 1.0})
+               segments={segment: 1.0}, kb=kb)
         for r in ("bm25", "dense", "hybrid")
     ]  # fmt: skip
     mean = float(np.nanmean(bank(segment, noise)["ndcg"]))
@@ -102,6 +103,15 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
         Scenario("large iid: 3 x 20,000/week", _three(20_000), _three(20_000)),
         Scenario("power: nDCG -0.05 for 1 of 3 at 500/week", *d05, target="bm25", limit=">= 90%"),
         Scenario("power: nDCG -0.10 for 1 of 3 at 100/week", *d10, target="bm25", limit=">= 80%"),
+        *(
+            Scenario(
+                f"power: nDCG -0.07 for 1 of 3 at 300/week, {where}",
+                *_drop(300, 0.07, "default", kb=kb),
+                target="bm25",
+                limit="info",
+            )
+            for kb, where in ((0, "distinct passages"), (200, "200-document knowledge base"))
+        ),
         Scenario(
             "power at SD 0.25: nDCG -0.05, 500/week",
             *_drop(500, 0.05, "default"),

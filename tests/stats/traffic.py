@@ -21,8 +21,8 @@ from functools import lru_cache
 import numpy as np
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, MeasureParams, compute
+from ragmon.core.window import Window
 from ragmon.report.gather import Events, WindowData
-from ragmon.report.window import Window
 from ragmon.store import Histogram
 
 K = 10
@@ -124,6 +124,9 @@ class Stream:
     # median, and of one at or above it (rates that follow quality, as rates that follow the
     # time of day do when quality does); the judged events keep it, the histograms weigh 1 / it
     judged: tuple[float, float] = (1.0, 1.0)
+    # passage ids from a small knowledge base of this many documents (0: each query its own):
+    # a query's candidates are documents of its topic's neighbourhood (`kb_ids`)
+    kb: int = 0
 
 
 PARAPHRASE = 30_000_000  # query ids from here on: a topic's wordings (topic * 1000 + wording)
@@ -141,6 +144,20 @@ def _query_ids(rng: np.random.Generator, s: Stream, day: int, n: int, salt: int)
     topic = PARAPHRASE + salt * 10 + day
     ids[para] = topic * 1000 + rng.integers(0, s.wordings, size=int(para.sum()))
     return ids
+
+
+KB_TOPIC = 10  # documents per topic of a small knowledge base
+KB_REACH = 30  # a query's candidates come from this many documents from its topic's first on
+
+
+def kb_ids(owner: np.ndarray, top: np.ndarray, kb: int) -> np.ndarray:
+    """Top-K passage ids in a knowledge base of `kb` documents: a query's topic is one of
+    kb / KB_TOPIC; its candidate c is a document among the KB_REACH from its topic's first (a
+    fixed draw per query and candidate), so questions of one topic, and of neighbouring topics,
+    share documents as they do on a small knowledge base, but each ranks them its own way."""
+    topic = owner[:, None] % (kb // KB_TOPIC)
+    h = (owner[:, None] * 1_000_003 + top * 7919) * 2654435761 % (2**32)
+    return (topic * KB_TOPIC + h % KB_REACH) % kb
 
 
 def window_data(
@@ -179,7 +196,9 @@ def window_data(
                     for m in HISTOGRAM_MEASURES:
                         columns[m][i] = got[m]
                     top[i] = top_i
-                pids = seg_i * 2**40 + owner[:, None] * 64 + top
+                pids = (
+                    kb_ids(owner, top, s.kb) if s.kb else seg_i * 2**40 + owner[:, None] * 64 + top
+                )
                 prob, keep = np.ones(len(q)), np.ones(len(q), dtype=bool)
                 if s.judged != (1.0, 1.0):  # (no draw otherwise: the other scenarios' seeds hold)
                     low = columns["ndcg"] < np.nanmedian(values["ndcg"])

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ragmon.core.agreement import kendall_tau
-from ragmon.core.measures import compute, utility_grades
+from ragmon.core.measures import compute
+from ragmon.core.utility_measures import utility_grades
 
 K = 10
 MEASURES = (("ndcg", "nDCG@10"), ("ra_nwg", "RA-nWG@10"), ("n_recall4", "N-Recall4+@10"),

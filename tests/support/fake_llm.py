@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ragmon.core.measures import UMBRELA_TO_UTILITY
+from ragmon.core.utility_measures import UMBRELA_TO_UTILITY
 from ragmon.workers.judges.lexical import lexical_grades
 
 # How the judge's prompt delimits untrusted text (workers/judges/prompt.py):

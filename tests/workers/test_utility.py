@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from ragmon.core.measures import ra_nwg
+from ragmon.core.utility_measures import ra_nwg
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.workers.grading import probe_event
@@ -371,8 +371,8 @@ def test_utility5_judge_feeds_ra_nwg_its_own_grades(redis_url: str, mode: str) -
 
 
 def test_calibrate_compares_a_utility5_judge_on_0_to_3(redis_url: str) -> None:
-    from ragmon.calibrate.golden import Record
     from ragmon.calibrate.grade import judge_records
+    from ragmon.core.golden import Record
 
     rec = Record(
         "how long is the life cycle of a flea",

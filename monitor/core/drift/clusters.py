@@ -2,17 +2,19 @@
 
 A question asked in other words is still one question: paraphrases of a trending topic have
 different query hashes but retrieve the same passages and get the same grades, so counting them
-as independent questions understates every standard error. Two events are joined when
+as independent questions understates every standard error. Two events are one question when
 
 - their query keys are equal (the hash of the normalized query: case and runs of white space do
   not matter), or
-- their top-K passage ids overlap strongly: at least `OVERLAP` of the smaller list's distinct
-  ids, and at least two ids unless a list has only one (what the retriever saw, not how the
-  question was worded),
+- one's top-K passage ids overlap strongly with a question's *leading* list: at least `OVERLAP`
+  of the smaller list's distinct ids, and at least two ids unless a list has only one (what the
+  retriever saw, not how the question was worded).
 
-and clusters are the connected components of these links (single linkage: a chain of
-paraphrases is one cluster). Joining too much only widens intervals (fewer, larger clusters);
-joining too little is what raises false alarms, so the rule errs toward joining.
+Leading lists are taken in order of how many events retrieved them; a list that overlaps no
+leading list leads its own question. A list joins its leader, never a chain of lists each
+overlapping the next: on a small knowledge base neighbouring questions share some passages, and
+chaining them (single linkage) made a whole knowledge base one question, every interval of zero
+width. Query keys still join whatever lists they retrieved.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ def retrieval_clusters(
     """Cluster codes 0..G-1 for events with these query keys and top-K passage ids (an empty
     list: the event joins by its key only).
 
-    Distinct passage lists are compared only when they share a passage that is in at most
-    `hub` lists (a passage every answer cites proposes no pair), and then on all their ids.
+    A list is compared with the leading lists it shares a passage with that is in at most `hub`
+    distinct lists (a passage every answer cites proposes no pair), and then on all their ids;
+    it joins the first leader (in leading order) it overlaps enough.
     """
     n = len(keys)
     if len(passages) != n:
@@ -85,24 +88,25 @@ def retrieval_clusters(
     for k, code in zip(node_of_key, event_set, strict=True):
         if code >= 0:
             forest.union(k, base + code)
+    # leaders first by how many events retrieved them, then by first appearance
+    uses = Counter(c for c in event_set if c >= 0)
     members = list(sets)
-    lists: dict[Hashable, list[int]] = {}
-    for i, s in enumerate(members):
-        for pid in s:
-            lists.setdefault(pid, []).append(i)
-    for i, s in enumerate(members):
-        shared: Counter[int] = Counter()
-        for pid in s:
-            near = lists[pid]
-            if 1 < len(near) <= hub:
-                shared.update(near)
-        shared.pop(i, None)
-        for j in shared:
-            if j < i:
-                continue
-            other = members[j]
-            if len(s & other) >= _needed(len(s), len(other), overlap):
-                forest.union(base + i, base + j)
+    df: Counter[Hashable] = Counter(pid for m in members for pid in m)
+    rank: dict[int, int] = {}  # leading list -> its place in the leading order
+    leaders: dict[Hashable, list[int]] = {}  # passage -> the leading lists holding it, in order
+    for i in sorted(range(len(members)), key=lambda i: (-uses[i], i)):
+        ids = members[i]
+        shared: Counter[int] = Counter()  # insertion order: leading order of first mention
+        for pid in ids:
+            if 1 < df[pid] <= hub:
+                shared.update(leaders.get(pid, ()))
+        enough = [j for j in shared if shared[j] >= _needed(len(ids), len(members[j]), overlap)]
+        if enough:
+            forest.union(base + min(enough, key=rank.__getitem__), base + i)
+        else:
+            rank[i] = len(rank)
+            for pid in ids:
+                leaders.setdefault(pid, []).append(i)
     roots = [forest.find(k) for k in node_of_key]
     _, codes = np.unique(np.array(roots), return_inverse=True)
     return codes.astype(np.int64)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 TREC_K = 10  # the TREC file holds each run's top 20: K = 10 so that 2K = 20 are judged
 
@@ -41,21 +41,20 @@ def parse_record(obj: dict) -> Record:
     raise ValueError("neither a TREC DL record (hits) nor a ragmon event (passages)")
 
 
-def load_records(path: Path, limit: int | None = None) -> list[Record]:
-    """Records of a JSONL file; a bad line stops with its line number."""
+def parse_records(lines: Iterable[str], source: str, limit: int | None = None) -> list[Record]:
+    """Records of JSONL `lines` (of the file `source`); a bad line stops with its line number."""
     out: list[Record] = []
-    with path.open() as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = parse_record(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{n}: {exc}") from None
-            for _, _, g in record.passages:
-                if g is not None and (type(g) is not int or not 0 <= g <= 3):
-                    raise ValueError(f"{path}:{n}: known grade {g!r} is not 0-3 or null")
-            out.append(record)
-            if limit is not None and len(out) >= limit:
-                break
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = parse_record(json.loads(line))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{source}:{n}: {exc}") from None
+        for _, _, g in record.passages:
+            if g is not None and (type(g) is not int or not 0 <= g <= 3):
+                raise ValueError(f"{source}:{n}: known grade {g!r} is not 0-3 or null")
+        out.append(record)
+        if limit is not None and len(out) >= limit:
+            break
     return out

@@ -48,9 +48,9 @@ def iso_week(text: str) -> Window:
         raise ValueError(f"not an ISO week (YYYY-Www): {text!r}")
     try:
         monday = date.fromisocalendar(int(m[1]), int(m[2]), 1)
-    except ValueError:
+        return Window(monday, monday + timedelta(days=6))
+    except (ValueError, OverflowError):  # 9999-W52 ends in the year 10000
         raise ValueError(f"no such ISO week: {text!r}") from None
-    return Window(monday, monday + timedelta(days=6))
 
 
 def windows(

@@ -1,0 +1,118 @@
+"""The hostile-neighbour matrix, long form: appB's latencies while appA floods the API, bombs
+it and sends hostile numbers (`tests.reliability.neighbours`), against a quiet baseline on the
+same server in the same run.
+
+    .venv/bin/python -m tests.bench.bench_neighbours [--seconds 30]
+
+One `ragmon serve` and one worker on a fresh Redis, two keys (appA, appB). Each phase (quiet,
+then with appA's loop in a process of its own, at nice 10: its bodies are built once, and
+what is left of its CPU, sending them, stands for another machine) runs for `--seconds`:
+`/healthz` on a fresh connection every 50 ms, appB's single-event POSTs and one-span OTLP
+exports back to back, and appB's request of every route once a round (`CHECKS`), whose answers
+must equal the quiet ones. `--worker-nice 19` runs the worker as if on a machine of its
+own (it judges appA's flood too). Printed: p50/p99 of each, quiet -> neighbour, and appA's
+answers by kind and status. Targets: health p99 <= 100 ms, appB's ingest and export p99
+<= 1.5x quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from tests.bench.common import exit_on_sigterm, machine, ms, pct
+from tests.reliability.attacks import watch
+from tests.reliability.neighbours import KEY_A, KEYS, Context, _post_one, _traces, answers, prepare
+from tests.support.stack import Stack, redis_server
+
+HEALTH_P99_MS, RATIO = 100.0, 1.5
+CLIENT_NICE = 10  # appA's client stands for another machine: its own CPU is not the server's
+
+
+def timed(call: Callable[[Context], object], ctx: Context, seconds: float) -> list[float]:
+    """`call(ctx)` back to back for `seconds`: each one's latency."""
+    out = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        call(ctx)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def phase(stack: Stack, ctx: Context, seconds: float, quiet: dict | None) -> dict:
+    """Latencies of one phase; the routes' answers checked against `quiet` (when given)."""
+    got: dict = {}
+    work = {
+        "ingest": lambda: got.__setitem__("ingest", timed(_post_one, ctx, seconds)),
+        "export": lambda: got.__setitem__("export", timed(_traces, ctx, seconds)),
+    }
+    threads = [threading.Thread(target=f) for f in work.values()]
+    for t in threads:
+        t.start()
+    assert stack.api is not None
+    got["health"] = watch(stack.url, stack.api.pid, seconds).answered
+    for t in threads:
+        t.join()
+    rounds, changed = 0, []
+    end = time.monotonic() + seconds / 3
+    while time.monotonic() < end or rounds == 0:
+        for route, answer in answers(ctx):
+            if quiet is not None and answer != quiet[route]:
+                changed.append(route)
+        rounds += 1
+    got["rounds"], got["changed"] = rounds, sorted(set(changed))
+    return got
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.bench.bench_neighbours", description=__doc__)
+    p.add_argument("--seconds", type=float, default=30.0, help="per phase (default 30)")
+    p.add_argument("--worker-nice", type=int, default=0,
+                   help="the worker's niceness (19: as if on a machine of its own)")  # fmt: skip
+    args = p.parse_args(argv)
+    exit_on_sigterm()
+    print(machine())
+    with redis_server() as rs:
+        stack = Stack(rs.url, workers=0, env={"RAGMON_API_KEYS": KEYS}).start()
+        stack.nice = args.worker_nice
+        stack.add_worker()
+        stack.nice = 0
+        try:
+            ctx = prepare(stack.url)
+            baseline = dict(answers(ctx))
+            quiet = phase(stack, ctx, args.seconds, None)
+            hostile = subprocess.Popen(
+                ["nice", "-n", str(CLIENT_NICE), sys.executable, "-m",
+                 "tests.reliability.neighbours", stack.url, KEY_A, str(args.seconds * 4 / 3)],
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            under = phase(stack, ctx, args.seconds, baseline)
+            neighbour = json.loads(hostile.communicate(timeout=args.seconds + 600)[0])
+        finally:
+            stack.stop()
+    met = not under["changed"]
+    for name in ("health", "ingest", "export"):
+        q, u = quiet[name], under[name]
+        target = HEALTH_P99_MS / 1000 if name == "health" else RATIO * pct(q, 99)
+        ok = pct(u, 99) <= target
+        met &= ok
+        print(
+            f"appB {name:7s} n={len(q)}/{len(u)}  p50 {ms(pct(q, 50))} -> {ms(pct(u, 50))} ms, "
+            f"p99 {ms(pct(q, 99))} -> {ms(pct(u, 99))} ms ({pct(u, 99) / pct(q, 99):.2f}x; "
+            f"target {ms(target)} ms) {'met' if ok else 'MISSED'}"
+        )
+    print(f"appB routes: {under['rounds']} rounds of every route under the neighbour, "
+          f"answers changed: {under['changed'] or 'none'}")  # fmt: skip
+    print(f"appA answers: {neighbour}")
+    print("targets met" if met else "TARGETS MISSED")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
