@@ -167,3 +167,11 @@ def test_a_sampled_out_event_shows_its_probability(make_api):
     got = api.client.get(f"/v1/retrievals/{out}", params={"app": "test"}).json()
     assert got["status"] == "sampled_out"
     assert got["inclusion_probability"] == 0.5
+    # kept for the idempotency window only (it was 35 days), then GET says it was not kept
+    store = api.app.state.store
+    key = store.keys.event(f"test|{out}")
+    assert 0 < store.client.ttl(key) <= api.settings.idempotency_s == 900
+    store.client.delete(key)  # the window ends
+    gone = api.client.get(f"/v1/retrievals/{out}", params={"app": "test"})
+    assert gone.status_code == 404 and "not kept" in gone.json()["detail"]
+    assert "RAGMON_IDEMPOTENCY_S" in gone.json()["detail"]
