@@ -274,8 +274,7 @@ def _redis_problem(exc: Exception, settings: Settings) -> str | None:
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from ragmon.api.serve import ServeError, bind, check_exposure, run_api
-    from ragmon.preflight import describe, warn_memory
-    from ragmon.store import Store
+    from ragmon.preflight import describe
 
     host, port = args.host, args.port
     try:
@@ -285,12 +284,6 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         raise CommandError(f"ragmon serve: {exc}") from None
     where = f"[{host}]" if ":" in host else host
     log.info("ragmon serve %s on http://%s:%d: %s", version(), where, port, describe(settings))
-    if settings.redis_url:
-        store = Store.connect(settings)
-        try:
-            warn_memory(store)
-        finally:
-            store.close()
     run_api(settings, sock, host, port, args.log_level)
     return 0
 

@@ -73,9 +73,16 @@ class Sampler:
         return replace(self.current, seen=dict(self.seen))
 
     def _roll(self) -> None:
+        """A new planning interval: the pacing starts over, except for the series no plan has
+        seen yet (their first seconds have one cap, whatever the interval boundaries)."""
         interval = int(self.clock() // PLAN_S)
         if interval != self.interval:
-            self.interval, self.seen = interval, {}
+            self.interval = interval
+            self.seen = {
+                k: v
+                for k, v in self.seen.items()
+                if not k.startswith(APP_MARK) and k not in self.planned_series
+            }
 
     def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
         """Count the events just accepted (not the duplicates) for the forecast, each under the

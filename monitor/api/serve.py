@@ -42,10 +42,11 @@ def run_api(settings: Settings, sock: socket.socket, host: str, port: int, log_l
     from ragmon.api import create_app
     from ragmon.api.child import release_large_frees
     from ragmon.api.guard import GuardedServer, uvicorn_config
-    from ragmon.preflight import RedisWatch
+    from ragmon.preflight import RedisWatch, warn_memory
 
     release_large_frees()
     app = create_app(settings)
+    warn_memory(app.state.store)  # an evicting policy, or maxmemory below the forecast
     watch = RedisWatch(app.state.store).start()
     settings = _fit_connections(settings)
     config = uvicorn_config(app, settings, host=host, port=port, log_level=log_level)

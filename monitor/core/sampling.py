@@ -216,8 +216,8 @@ class Rates:
     `2 * cap`), whatever its traffic turns out to be. `seen` holds this interval's events so
     far, by series and by app (`APP_MARK` + app): how many, and the sum of their probabilities
     (the events expected to be chosen). Once that sum reaches the cap, the n-th event's
-    probability is at most `cap / n`, so a new busy series' first seconds, before any plan has
-    seen it, cost about `cap (1 + ln(n / cap))` events, never its traffic; a quiet series of a
+    probability is at most `cap / n^2`, so a new busy series' first seconds, before any plan
+    has seen it, cost about the cap and one event more, never its traffic; a quiet series of a
     busy app keeps its rate while the app's chosen events are few. `cap` None: not paced."""
 
     by_series: Mapping[str, float] = field(default_factory=dict)
@@ -236,7 +236,7 @@ class Rates:
 
         def paced(key: str, rate: float, limit: float) -> float:
             n, chosen = seen.get(key, (0, 0.0))
-            return rate if chosen < limit else min(rate, limit / (n + 1))
+            return rate if chosen < limit else min(rate, limit / (n + 1) ** 2)
 
         def next_rate(series: str, app: str) -> float:
             rate = self.of(series)

@@ -912,7 +912,10 @@ for i = 1, n do
     redis.call('EXPIRE', key(i, 2), ttl)
   end
 end
-for app, add in pairs(adds) do charge(LG.grades, app, add, now) end
+for app, add in pairs(adds) do
+  charge(LG.grades, K.lg_grades, K.lg_grades_rate, A.lg_grades_ttl, A.lg_grades_rate_ttl,
+         K.lg_since, app, add, now)
+end
 if changed then redis.call('INCR', K.generation) end
 return out
 """,

@@ -66,8 +66,9 @@ def replicate(rng: random.Random) -> dict[str, float]:
             for counts in hours.values():
                 counts.pop(0)
                 counts.append(0.0)
-        if int(now // PLAN_S) != interval:
-            interval, seen = int(now // PLAN_S), {}
+        if int(now // PLAN_S) != interval:  # as `Sampler._roll`
+            interval = int(now // PLAN_S)
+            seen = {k: v for k, v in seen.items() if k == NEW and NEW not in rates.by_series}
         unplanned = NEW not in rates.by_series and s > 0
         if now - planned_at >= (READ_S if unplanned else PLAN_S):
             rates, planned_at = make_plan(now, spent_all), now
