@@ -3,10 +3,11 @@
 Each API process counts the events it accepts per series (flushed to Redis every second),
 reads the current plan every few seconds, and once a minute one API process (a lock in Redis)
 makes the next plan with `ragmon.core.sampling.plan`: the series' hourly traffic, the day's
-spend, each series' spread of nDCG@K and the cost of judging one event so far. With
-`RAGMON_SAMPLING=planned` new events take the plan's rates; with `fixed` (the default) every
-event's rate is RAGMON_SAMPLE_RATE and the plan only forecasts the budget's pace and run-out
-(the budget cliff, seen before it comes).
+spend, each series' age, spread of nDCG@K and the cost of judging one event so far. With
+`RAGMON_SAMPLING=planned` (the default) new events take the plan's rates, paced within each
+planning interval (`Rates.cap`, `cold_cap`); with `fixed` every event's rate is
+RAGMON_SAMPLE_RATE and the plan only forecasts the budget's pace and run-out (the budget cliff,
+seen before it comes).
 """
 
 from __future__ import annotations
