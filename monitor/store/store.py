@@ -13,7 +13,7 @@ import redis.asyncio
 
 from ragmon.core.measures import histogram_bounds
 from ragmon.core.results import describe
-from ragmon.core.wire import SEP, Status
+from ragmon.core.wire import SEP, Status, event_ref
 from ragmon.settings import Settings
 from ragmon.store import scripts
 from ragmon.store.anchors import Anchors
@@ -24,7 +24,7 @@ from ragmon.store.finish import day_keys, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.judge_state import JudgeState
-from ragmon.store.keys import DAY_TTL_S, Keys, event_ref
+from ragmon.store.keys import DAY_TTL_S, Keys
 from ragmon.store.ledger import Ledger
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
