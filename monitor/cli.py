@@ -19,8 +19,9 @@ from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
+from ragmon.environment import read_env, unknown_variables
 from ragmon.setting_values import SettingsError
-from ragmon.settings import Settings, read_env, unknown_variables
+from ragmon.settings import Settings, env_variables
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -223,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"ragmon: bad configuration: {exc}", file=sys.stderr)
         return 2
-    unknown = unknown_variables(env)
+    unknown = unknown_variables(env, env_variables())
     if unknown:
         log.warning("%s", unknown)
     if args.redis and not settings.redis_url:

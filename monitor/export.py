@@ -275,7 +275,7 @@ def render(registry: CollectorRegistry) -> bytes:
 def metrics_text(
     store: Store, between: Callable[[], None] | None = None, oversight: Oversight | None = None
 ) -> bytes:
-    """What /metrics serves: the same samples as `render(make_registry(store))`, ~4x faster
+    """What /metrics serves: the same samples as `render(make_registry(store))`, faster
     (the per-series histograms written directly, the rest by prometheus_client). `between` is
     called after each per-series family (the renderer paces itself with it); `oversight` keeps
     the judging statistics between renderings."""

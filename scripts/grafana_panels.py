@@ -87,27 +87,35 @@ def stat(title: str, description: str, expr: str, **kw: Any) -> dict[str, Any]:
     return panel("stat", title, description, [t], options=options, **kw)
 
 
-def row(title: str) -> dict[str, Any]:
-    """A row header spanning the dashboard."""
-    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {}}
+def row(title: str, collapsed: bool = False) -> dict[str, Any]:
+    """A row header spanning the dashboard; the panels after a `collapsed` row (up to the next
+    row) are kept inside it, shown when it is opened."""
+    return {"type": "row", "title": title, "collapsed": collapsed, "panels": [], "gridPos": {}}
 
 
 def layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Flow panels left to right on Grafana's 24-column grid; ids in order."""
+    """Flow panels left to right on Grafana's 24-column grid; ids in order. A collapsed row
+    takes the panels after it (laid out as if it were open, as Grafana keeps them), and the
+    next row starts right below it."""
+    top: list[dict[str, Any]] = []
+    holder: dict[str, Any] | None = None  # the collapsed row taking panels
     x = y = line_h = 0
     for pid, p in enumerate(panels, start=1):
         p["id"] = pid
         if p["type"] == "row":
-            y += line_h
+            y = holder["gridPos"]["y"] + 1 if holder else y + line_h
             p["gridPos"] = {"h": 1, "w": 24, "x": 0, "y": y}
             y, x, line_h = y + 1, 0, 0
+            holder = p if p["collapsed"] else None
+            top.append(p)
             continue
         w, h = p["gridPos"]["w"], p["gridPos"]["h"]
         if x + w > 24:
             y, x, line_h = y + line_h, 0, 0
         p["gridPos"] = {"h": h, "w": w, "x": x, "y": y}
         x, line_h = x + w, max(line_h, h)
-    return panels
+        (holder["panels"] if holder else top).append(p)
+    return top
 
 
 def query_variable(name: str, label: str, query: str) -> dict[str, Any]:

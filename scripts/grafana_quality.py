@@ -138,7 +138,8 @@ def _link_to_explorer(panels: list[dict[str, Any]]) -> None:
 def corrected_panels() -> list[dict[str, Any]]:
     """The corrected estimates of the last 7 days (docs/agreement.md), beside the judge-only
     means, each with its 95 % interval."""
-    p: list[dict[str, Any]] = [row("Corrected with people's grades (docs/agreement.md)")]
+    title = "Corrected with people's grades (docs/agreement.md)"
+    p: list[dict[str, Any]] = [row(title, collapsed=True)]
     for key in ("ndcg", "precision", "hit"):
         sel = f'{SEL}, measure="{key}"'
         judge_only = target(f"ragmon_estimate_judge_only{{{sel}}}", "{{retriever}} judge only")
@@ -176,7 +177,7 @@ def signal_panels() -> list[dict[str, Any]]:
         )
 
     return [
-        row("Signals of every event, no judge (docs/signals.md)"),
+        row("Signals of every event, no judge (docs/signals.md)", collapsed=True),
         timeseries(
             "Empty results (share) by retriever",
             "Share of retrievals that returned no passage, every accepted event counted "
@@ -217,10 +218,34 @@ def signal_panels() -> list[dict[str, Any]]:
     ]
 
 
-def retrieval_quality() -> dict[str, Any]:
-    """The "Retrieval quality" dashboard."""
-    range_mean = {k: mean(k, "$__range") for k in ("ndcg", "t", "hit", "harm", "precision")}
-    p: list[dict[str, Any]] = [row("Overview for the selected range")]
+# The first row's change panels: (measure, the change that turns it red: a fall, or for
+# Harm@K a rise), in the alerts' terms (docs/grafana.md).
+CHANGES = (("ndcg", -0.03), ("hit", -0.05), ("t", -0.1), ("harm", 0.05))
+# The per-retriever time series the first row shows: the measures the quality alerts watch.
+FIRST_SERIES = ("ndcg", "t", "hit", "harm")
+
+
+def change(key: str, by: str = "") -> str:
+    """The mean over the selected range minus the same range a week earlier."""
+    return (
+        f"({mean(key, '$__range', by=by)})\n- ({mean(key, '$__range', by=by, extra=' offset 1w')})"
+    )
+
+
+def _red_when(limit: float) -> dict[str, Any]:
+    """Thresholds that colour a change red past `limit` (below it, or above a positive one)."""
+    if limit < 0:
+        steps = [{"color": "red", "value": None}, {"color": "green", "value": limit}]
+    else:
+        steps = [{"color": "green", "value": None}, {"color": "red", "value": limit}]
+    return {"mode": "absolute", "steps": steps}
+
+
+def first_screen() -> list[dict[str, Any]]:
+    """At most 12 panels that answer "is retrieval getting worse, where, since when": the
+    week-over-week changes, each retriever's level and change, and the alerted measures per
+    retriever over time."""
+    p: list[dict[str, Any]] = [row("Is retrieval getting worse? Where? Since when?")]
     p.append(
         stat(
             "Events judged",
@@ -229,18 +254,27 @@ def retrieval_quality() -> dict[str, Any]:
             defaults={"decimals": 0},
         )
     )
-    for key in ("ndcg", "t", "hit", "harm", "precision"):
-        desc = next(d for k, _, _, d in MEASURES if k == key)
+    p.append(
+        stat(
+            "nDCG@K (range mean)",
+            next(d for k, _, _, d in MEASURES if k == "ndcg"),
+            mean("ndcg", "$__range"),
+            defaults={"decimals": 3},
+        )
+    )
+    for key, limit in CHANGES:
+        worse = "a rise" if limit > 0 else "a fall"
         p.append(
-            stat(f"{TITLES[key]} (range mean)", desc, range_mean[key], unit=UNITS[key],
-                 defaults={"decimals": 3 if UNITS[key] == "none" else 1})
+            stat(
+                f"{TITLES[key]} vs a week earlier",
+                f"The selected range's mean {TITLES[key]} minus the same range a week "
+                f"earlier: red is {worse} of {abs(limit):g} or more.",
+                change(key),
+                unit=UNITS[key],
+                defaults={"decimals": 3, "thresholds": _red_when(limit), "color":
+                          {"mode": "thresholds"}},
+            )
         )  # fmt: skip
-
-    p.append(row("Mean over time (window: $window)"))
-    for key, title, unit, desc in MEASURES:
-        p.append(timeseries(f"{title} (mean)", desc, [target(mean(key), title)], unit=unit))
-
-    p.append(row("Per retriever, side by side"))
     measures = [k for k, _, _, _ in MEASURES]
     table_targets = [
         target(mean(k, "$__range", by="retriever"), TITLES[k], instant=True, range=False,
@@ -252,11 +286,11 @@ def retrieval_quality() -> dict[str, Any]:
         panel(
             "table",
             "Scorecard per retriever (selected range)",
-            "Each retriever's mean of every measure over the selected time range: compare "
-            "retrievers on the same traffic at a glance.",
+            "Each retriever's mean of every measure over the selected time range: a retriever "
+            "poor from its first day shows here, where no change does.",
             table_targets,
-            w=24,
-            h=6,
+            w=12,
+            h=8,
             defaults={"decimals": 3},
             transformations=[
                 {"id": "merge", "options": {}},
@@ -268,13 +302,46 @@ def retrieval_quality() -> dict[str, Any]:
             options={"showHeader": True, "cellHeight": "sm"},
         )
     )
+    p.append(
+        panel(
+            "bargauge",
+            "nDCG@K change vs a week ago, per retriever",
+            "Mean nDCG@K over the selected range minus the same range a week earlier: "
+            "negative bars are retrievers that got worse.",
+            [target(change("ndcg", by="retriever"), "{{retriever}}", instant=True,
+                    range=False)],
+            w=12,
+            h=8,
+            defaults={"decimals": 3, "thresholds": _red_when(0.0)},
+            options={"orientation": "horizontal", "displayMode": "basic",
+                     "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+        )
+    )  # fmt: skip
     for key, title, unit, desc in MEASURES:
-        p.append(
-            timeseries(f"{title} by retriever", desc,
-                       [target(mean(key, by="retriever"), "{{retriever}}")], unit=unit)
-        )  # fmt: skip
+        if key in FIRST_SERIES:
+            p.append(
+                timeseries(f"{title} by retriever", desc,
+                           [target(mean(key, by="retriever"), "{{retriever}}")], unit=unit, w=12)
+            )  # fmt: skip
+    return p
 
-    p.append(row("Distributions"))
+
+def retrieval_quality() -> dict[str, Any]:
+    """The "Retrieval quality" dashboard: the first screen, then rows opened on demand."""
+    p = first_screen()
+    p.append(row("Mean over time (window: $window)", collapsed=True))
+    for key, title, unit, desc in MEASURES:
+        p.append(timeseries(f"{title} (mean)", desc, [target(mean(key), title)], unit=unit))
+
+    p.append(row("Every measure per retriever", collapsed=True))
+    for key, title, unit, desc in MEASURES:
+        if key not in FIRST_SERIES:
+            p.append(
+                timeseries(f"{title} by retriever", desc,
+                           [target(mean(key, by="retriever"), "{{retriever}}")], unit=unit)
+            )  # fmt: skip
+
+    p.append(row("Distributions", collapsed=True))
     for key in ("ndcg", "t", "f_e", "harm", "precision", "rr"):
         p.append(heatmap(key))
     for key in ("ndcg", "t", "f_e"):
@@ -298,7 +365,7 @@ def retrieval_quality() -> dict[str, Any]:
         )
     )
 
-    p.append(row("UDCG coverage (RAGMON_UTILITY=on)"))
+    p.append(row("UDCG coverage (RAGMON_UTILITY=on)", collapsed=True))
     p.append(
         timeseries(
             "Events with UDCG",
@@ -312,7 +379,7 @@ def retrieval_quality() -> dict[str, Any]:
         )
     )  # fmt: skip
 
-    p.append(row("Which measure to trust: the K / N̂p regime"))
+    p.append(row("Which measure to trust: the K / N̂p regime", collapsed=True))
     p.append(
         panel("text", "Reading K / N̂p", "When to trust T and when nDCG@K.", [], h=9,
               options={"mode": "markdown", "content": REGIME_NOTE})
@@ -348,7 +415,7 @@ def retrieval_quality() -> dict[str, Any]:
 
     p.extend(corrected_panels())
 
-    p.append(row("Week over week"))
+    p.append(row("Week over week", collapsed=True))
     for key in ("ndcg", "t", "hit"):
         p.append(
             timeseries(
@@ -366,31 +433,6 @@ def retrieval_quality() -> dict[str, Any]:
                 }]},
             )
         )  # fmt: skip
-    change = (
-        "("
-        + mean("ndcg", "$__range", by="retriever")
-        + ")\n- ("
-        + mean("ndcg", "$__range", by="retriever", extra=" offset 1w")
-        + ")"
-    )
-    p.append(
-        panel(
-            "bargauge",
-            "nDCG@K change vs a week ago, per retriever",
-            "Mean nDCG@K over the selected range minus the same range a week earlier: "
-            "negative bars are retrievers that got worse.",
-            [target(change, "{{retriever}}", instant=True, range=False)],
-            w=24,
-            h=6,
-            defaults={
-                "decimals": 3,
-                "thresholds": {"mode": "absolute", "steps": [
-                    {"color": "red", "value": None}, {"color": "green", "value": 0}]},
-            },
-            options={"orientation": "horizontal", "displayMode": "basic",
-                     "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
-        )
-    )  # fmt: skip
     p.extend(signal_panels())
     _link_to_explorer(p)
     return dashboard(

@@ -27,14 +27,15 @@ import pytest
 from ragmon.cli import build_parser
 from ragmon.core import catalog
 from ragmon.core.measure_table import MEASURES
-from ragmon.settings import OTHER_VARIABLES, Settings
+from ragmon.environment import OTHER_VARIABLES
+from ragmon.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_DIRS = {".git", ".venv", ".typecheck", "node_modules", ".pytest_cache", "build"}
 # Environment variables the docs name that are not settings of ragmon's processes: the test
 # runner's and benchmarks' knobs, and the app-side variables of integration examples.
-# read by deployment files and tools (settings.OTHER_VARIABLES), a JavaScript constant, and the
+# read by deployment files and tools (environment.OTHER_VARIABLES), a JavaScript constant, and the
 # misspelling docs/configuration.md shows ragmon's warning about
 NOT_SETTINGS = OTHER_VARIABLES | {"RAGMON_KEY", "RAGMON_SAMPLE_RAT"}
 

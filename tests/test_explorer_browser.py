@@ -19,6 +19,7 @@ import pytest
 
 from ragmon.core.pages import source_words
 from ragmon.demo.traffic import demo_events
+from tests.monitor.test_explorer_api import finish
 from tests.support.api_server import ApiServer
 from tests.support.stack import Stack
 
@@ -133,6 +134,24 @@ def test_from_the_overview_to_one_bad_bm25_event(browser: webdriver.Chrome, fed:
     )
     assert float(measures["nDCG@K"]) == pytest.approx(stored["measures"]["ndcg"], abs=5e-4)
     shot(browser, "event")
+
+
+def test_a_retriever_poor_from_its_first_day_is_flagged(
+    browser: webdriver.Chrome, make_api: Callable[..., ApiServer]
+) -> None:
+    """A retriever that was never good has no change to colour: the overview flags its level
+    (Hit@K a quarter, the level alert's line 0.6) in red and lists it first."""
+    api = make_api()
+    for i in range(40):
+        finish(api.store, "shop", i, "good", [3, 2, 0])
+        finish(api.store, "shop", 100 + i, "weak", [3, 0, 0] if i % 4 == 0 else [0, 0, 1])
+    browser.get(f"{api.url}/ui")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#series tr")[1:]
+    assert [cells(r)[2] for r in rows] == ["weak", "good"]
+    flag = rows[0].find_element(By.CSS_SELECTOR, "td.worse")
+    assert flag.text == "poor level: Hit@K 0.250 below 0.6 over 40 events in the last 24 h"
+    assert flag.value_of_css_property("color") == "rgba(187, 0, 0, 1)"  # .worse: #b00
+    assert cells(rows[1])[-1] == ""
 
 
 def test_a_cross_site_form_cannot_sign_the_browser_in(

@@ -22,10 +22,13 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
+import re
 import subprocess
 import sys
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -642,3 +645,34 @@ def test_scripts_never_import_the_tests() -> None:
         if module == "tests" or module.startswith("tests.")
     ]
     assert not bad, bad
+
+
+# A time measured on some machine, in a comment or docstring: figures go in the docs with the
+# command that measures them (tests/bench/), where they are kept current.
+# (A period the code sets, "every 250 ms", is a setting, not a measurement.)
+MEASURED = re.compile(
+    r"(~|about |took |costs? )\d[\d.,]*\s?(ms|µs|us|ns)\b"
+    r"|\d[\d.]*\s?-\s?\d[\d.]*\s?(ms|µs|us|ns)\b"
+    r"|\b\d+(\.\d+)?x (faster|slower|the CPU)",
+    re.IGNORECASE,
+)
+
+
+def test_no_measured_figures_in_code_comments() -> None:
+    found = []
+    for path in (p for package in PACKAGES for p in python_files(package)):
+        source = path.read_text()
+        texts = [(t.start[0], t.string) for t in _tokens(source) if t.type == tokenize.COMMENT]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    texts.append((getattr(node, "lineno", 1), doc))
+        for line, text in texts:
+            if MEASURED.search(text):
+                found.append(f"{path.relative_to(ROOT)}:{line}: {MEASURED.search(text)[0]!r}")
+    assert not found, "\n".join(found)
+
+
+def _tokens(source: str) -> list[tokenize.TokenInfo]:
+    return list(tokenize.generate_tokens(io.StringIO(source).readline))

@@ -180,7 +180,7 @@ def start_worker(
     worker = make_worker(settings, store, name, maintenance_interval, job_monitoring_interval)
     # What was built so far (imports, the judge's first client) lives as long as the worker:
     # frozen out of the collector's sight, a work horse's collections do not walk it, so they
-    # do not copy the parent's memory pages (~8% of the CPU per judged passage).
+    # do not copy the parent's memory pages (a share of the CPU per judged passage).
     gc.collect()
     gc.freeze()
     return worker

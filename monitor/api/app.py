@@ -49,7 +49,7 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # What exists now (modules, routes, models) lives as long as the server: keep it out of
         # the cyclic GC's full collections, whose pauses made the ingest p99; and collect the
-        # young generation every 5000 allocations, not 700: -15% CPU per event
+        # young generation less often than the default, which costs CPU on every event
         # (docs/performance.md).
         thresholds = gc.get_threshold()
         gc.collect()

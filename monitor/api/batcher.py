@@ -27,7 +27,7 @@ from ragmon.store.ingest import Answer, AppAtLimit, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
-MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to ~10 MB
+MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to a few MB
 LINGER_S = 0.002
 LINGER_BELOW = 8  # events in the previous write
 # The write's deadline in Redis comes this much before the API stops waiting: Redis refuses a

@@ -2,9 +2,9 @@
 every RAGMON_METRICS_REFRESH_S, so scrapers share one rendering, never wait for one, and the
 API's event loop (and its GIL) only copies bytes.
 
-At 500 series one rendering is ~7 MB of text and about a second of CPU; done in the API
-process it held the GIL while events waited (four scrapers: ingest p99 43 → 604 ms). The
-child has its own Redis connection and interpreter; `docs/performance.md` has the figures.
+With hundreds of series one rendering is megabytes of text and most of a second of CPU; done
+in the API process it held the GIL while events waited. The child has its own Redis
+connection and interpreter; `docs/performance.md` has the figures.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from ragmon.store import Store
 RENDER_NICENESS = 19
 # A plain (not gzipped) body is sent in slices of this size, one body at a time, and the next
 # waits (1 / PLAIN_SHARE - 1) times as long as the last took (at most PLAIN_WAIT_MAX_S): whole,
-# each 14.7 MB body (500 series) was copied three times by the event loop in one turn, and
-# four scrapers back to back without gzip took the /healthz p99 to 177 ms (bench_attacks).
+# each body was copied three times by the event loop in one turn, and scrapers back to back
+# without gzip held every other request (tests/bench/bench_attacks.py).
 SEND_SLICE_BYTES = 256 * 1024
 PLAIN_SHARE = 0.25  # of the API process's time that plain bodies may take
 PLAIN_WAIT_MAX_S = 1.0
@@ -54,8 +54,8 @@ def render_in_child(settings: Settings) -> bytes:
 
 
 def compressed(store: Store, paced: bool = False, oversight: Oversight | None = None) -> bytes:
-    """The text gzipped once per rendering: 11 MB at 500 series is ~0.4 MB on the wire, and
-    Prometheus asks for gzip. `paced`: rest as long as each step worked (the child), so a
+    """The text gzipped once per rendering: a small part of it on the wire, and Prometheus asks
+    for gzip. `paced`: rest as long as each step worked (the child), so a
     rendering never takes a CPU for long at a time."""
     between = None
     if paced:
@@ -112,8 +112,8 @@ class MetricsText:
 
     async def plain(self) -> bytes:
         """The text uncompressed, for a scraper that does not take gzip: decompressed once per
-        rendering, in a thread, whoever asks (before: once per scrape, 14.7 MB each at 500
-        series, so four scrapers back to back raised the ingest p99 22x)."""
+        rendering, in a thread, whoever asks (once per scrape, scrapers back to back held the
+        ingest)."""
         body = await self.body()
         if self._plain is None or self._plain[0] is not body:
             self._plain = (body, asyncio.ensure_future(asyncio.to_thread(gzip.decompress, body)))

@@ -151,7 +151,7 @@ def _one_line(exc: BaseException) -> str:
 
 def walk(body: bytes, descriptor: Descriptor) -> None:
     """Count the elements and the nesting of a protobuf message without building it, following
-    the schema into sub-messages; stop at the first limit passed (`OtlpError`). About 2 us per
+    the schema into sub-messages; stop at the first limit passed (`OtlpError`). It costs CPU per
     element: only bodies that could hold more than `MAX_ELEMENTS` are walked."""
     count = 0
     stack = [(descriptor, 0, len(body), 1)]

@@ -8,7 +8,8 @@ Reading a body into events (`prepare_events`, `prepare_export`) is pure and runs
 cannot hold the event loop: an OTLP export, or an events body over `INLINE_MAX_BYTES`, in a
 decoding process (`ragmon.api.shares`: a share per app), which answers with the items ready to
 store; a small events body on the loop, where a process hop would cost more than the parse.
-(At 1 MiB, one app's flood of batches held the loop for every other app's requests.)
+(With a larger inline limit, one app's flood of batches held the loop for every other app's
+requests.)
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from ragmon.store.records import signal_record
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
-INLINE_MAX_BYTES = 1 << 18  # an events body up to 256 KiB parses on the loop (<~60 ms)
+INLINE_MAX_BYTES = 1 << 18  # an events body up to this size parses on the loop
 MAX_RETRIEVER_SPANS = MAX_BATCH  # per export, as events per batch; the rest are rejected
 
 
@@ -168,8 +169,8 @@ SCAN_MAX_DEPTH = 256  # deeper than the parser goes (it refuses the body itself)
 
 def more_items_than(body: bytes, limit: int) -> bool:
     """Whether an array directly inside the body's top-level object (a batch's `events`) holds
-    more than `limit` items, told from its commas without building any item: parsing a 32 MB
-    batch of 1,001 events whole, to refuse it, took the decoding process +180 MiB. Stops at
+    more than `limit` items, told from its commas without building any item: parsing a large
+    batch whole, only to refuse it, cost the decoding process its size many times over. Stops at
     the first array over `limit`; a body that is not such JSON is left to the parser."""
     depth, commas, in_array = 0, 0, False
     for match in _STRUCTURE.finditer(body):

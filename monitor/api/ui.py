@@ -2,9 +2,9 @@
 writes are people's grades (`ragmon.api.review`).
 
 The overview (`/ui`) is read and rendered in a child process of its own at the lowest CPU
-priority (`ragmon.api.child`): at 100 series it is ~15 ms of Python (the series' sums parsed,
-400 Welch tests, the HTML) that, in the API process, held the event loop and the GIL while
-other apps' events waited.
+priority (`ragmon.api.child`): its Python (the series' sums parsed, a Welch test per cell,
+the HTML) grows with the series and, in the API process, held the event loop and the GIL
+while other apps' events waited.
 
 With API keys on (RAGMON_API_KEYS), a browser signs in once with a key and holds a session
 (`ragmon.api.browser`: an HttpOnly cookie scoped to `/ui`, not the key); a key bound to an app
@@ -67,7 +67,8 @@ def _child_start() -> None:
 def overview_html(settings: Settings, store: Store, search: Search) -> str:
     """The overview page of the series `search` matches."""
     rows = [pages.SeriesRow(**r) for r in store.explore.overview(search)]
-    return pages.overview(rows, settings.result_ttl_days)
+    rule = pages.LevelRule(settings.alert_z, settings.alert_min_events)
+    return pages.overview(rows, settings.result_ttl_days, rule)
 
 
 def child_ready() -> bool:
@@ -90,9 +91,9 @@ def explorer_ui(
     # Pages take at most PAGE_SHARE of the time (their Redis reads and, for the overview, the
     # pages child's CPU; other pages, bounded by their scan budget, in the API process): one is
     # built at a time, and the next waits (1 / PAGE_SHARE - 1) times as long as the last one
-    # took. Pages wait for each other, never the ingest routes (four clients loading one app's
-    # overview back to back took another app's single-event ingest p99 from 12 ms to 240 ms
-    # before the share; `bench_tenants`).
+    # took. Pages wait for each other, never the ingest routes (clients loading one app's
+    # overview back to back held another app's ingest before the share;
+    # tests/bench/bench_tenants.py).
     one_page = asyncio.Semaphore(1)
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:

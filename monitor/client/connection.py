@@ -1,7 +1,7 @@
 """One keep-alive HTTP/1.1 connection to the sidecar, on the standard library only.
 
-Why not httpx here: a batch post through `http.client` costs about a third of httpx's CPU
-(0.1 ms against 0.3 ms per request, measured), and it sends `memoryview` slices as they are,
+Why not httpx here: a batch post through `http.client` costs a fraction of httpx's CPU
+(tests/bench/bench_record.py), and it sends `memoryview` slices as they are,
 so a multi-megabyte body is never copied while holding the GIL. The SDK needs no third-party
 package for it. Proxies from the environment are not used: the sidecar is reached directly.
 """
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 # The socket's send buffer: each send() syscall copies at most about this much (Linux doubles
-# it). With the default autotuned buffer, one send() took a whole 2 MB batch over loopback and
-# kept the app's CPU in the kernel, where on a kernel without preemption (PREEMPT_NONE, common
-# on servers and VMs) the app's thread cannot take it back: at 500 req/s with a 202-at-once
-# sidecar the app's p99 rose 1.29-1.35x; with this buffer, 0.98-1.06 (docs/integration.md). It
-# still carries at least 6 MB/s to a remote sidecar 10 ms away.
+# it). With the default autotuned buffer, one send() took a whole batch over loopback and kept
+# the app's CPU in the kernel, where on a kernel without preemption (PREEMPT_NONE, common on
+# servers and VMs) the app's thread cannot take it back, and the app's p99 rose
+# (docs/integration.md, "what the hook costs"); this one still carries a remote sidecar's
+# traffic.
 SEND_BUFFER = 64 * 1024
 # A request on a reused connection that fails like this found it closed by the server while
 # idle (its keep-alive timeout): it is sent again at once on a new connection.
@@ -53,7 +53,7 @@ class Connection:
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
-        # Built now, at app start-up: a TLS context costs ~30 ms of GIL.
+        # Built now, at app start-up: a TLS context holds the GIL for a while.
         self.tls = ssl.create_default_context() if parts.scheme == "https" else None
         self.headers = headers
         self.timeout = timeout

@@ -12,27 +12,24 @@ from ragmon.client.events import InvalidEvent, build_event, encode_event
 from ragmon.client.state import MonitorState
 
 # record() wakes the encoder once this many events wait. Until the encoder's pass, each event
-# keeps about 22 of the app's GC-tracked objects alive (its passages, their list, the call);
-# the interpreter's young collection runs after 700 more such objects are alive than freed, so
-# a larger backlog made the app collect (at 500 req/s with 256: ~4 ms of young collections per
-# 3 s and a 25-35 ms full one every ~40 s, where the app alone ran none). With 24 it ran none;
-# 16 did too, but its extra passes cost ~7 us of CPU per event more (docs/integration.md).
+# keeps a score of the app's GC-tracked objects alive (its passages, their list, the call), and
+# the interpreter's young collection runs once enough of those pile up: a larger backlog makes
+# the app collect where it alone never would; a smaller one costs more passes per event
+# (docs/integration.md, "what the hook costs").
 ENCODE_AT = 24
 ID_POOL = 1024  # event ids made ahead by the encoder for record() to take
-# ... at most this many per pass: making them is one C call that never gives the GIL back
-# (0.3-0.7 us per id: topping the pool up by 512-1024 at once held it 0.3-0.7 ms, measured).
+# ... at most this many per pass: making them is one C call that never gives the GIL back, so
+# topping the whole pool up at once would hold it long enough for the app's thread to notice.
 ID_REFILL = 64
-# The encoder gives the GIL back after this much work (about 25 typical events): without it, a
-# request arriving while it works would wait up to sys.getswitchinterval() (5 ms) for the app's
+# The encoder gives the GIL back after this much work (a few dozen typical events): without it,
+# a request arriving while it works would wait up to sys.getswitchinterval() for the app's
 # thread. A real sleep is needed: after sleep(0) the encoder takes the GIL back before the app
 # wakes. The longest hold is then this slice plus the encoding of one event.
 ENCODE_SLICE_S = 0.0002
-# ... and sleeps this long, longer than a waiting thread takes to wake up (on a 2-vCPU VM: p50
-# 38 µs, p99 237 µs, measured): with 50 µs the encoder often took the GIL back before the app's
-# thread woke, so the app waited through several slices in a row (bench_gil, per run of 12
-# rounds: 38-106 holds over 0.5 ms, the app asleep over 1 ms in one gap in 1-6 rounds; with
-# 250 µs, 8-20 and 0-1). It caps the encoder at about 45 % of a CPU, some 7 000 events/s: far
-# above what one app process records.
+# ... and sleeps this long, longer than a waiting thread takes to wake up: a shorter sleep let
+# the encoder take the GIL back before the app's thread woke, so the app waited through several
+# slices in a row (tests/bench/bench_gil.py measures both). It caps the encoder below half a
+# CPU, far above what one app process records.
 YIELD_FOR_S = 0.00025
 ENCODE_CHUNK = 64  # events taken off the buffer per lock round trip
 

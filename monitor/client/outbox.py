@@ -1,10 +1,10 @@
 """Encoded events waiting to be sent: one reusable buffer per batch, sent without a copy.
 
-Why not a deque of `bytes`, one per event: a 6 kB object per event, freed a second later, makes
-glibc give the top of the heap back to the kernel and fault it in again for the next events
-(~5 µs of CPU per event, measured), and joining a batch into one body copies megabytes while
-holding the GIL (~1 ms per MB). Here a batch is one `bytearray` holding `event,event,...,`
-that is kept and refilled once sent, and its events go out as `memoryview` slices.
+Why not a deque of `bytes`, one per event: a few kB object per event, freed a second later,
+makes glibc give the top of the heap back to the kernel and fault it in again for the next
+events, and joining a batch into one body copies megabytes while holding the GIL. Here a batch
+is one `bytearray` holding `event,event,...,` that is kept and refilled once sent, and its
+events go out as `memoryview` slices.
 
 Not thread-safe: the recorder calls it under its outbox lock. No I/O.
 """

@@ -64,7 +64,7 @@ DEFAULT_BACKOFF_S = 0.5
 DEFAULT_BACKOFF_MAX_S = 30.0
 # A batch closes at this size too: small enough that the three batch buffers in use (filling,
 # being sent, spare) add little to the memory the outbox holds, large enough that a post's
-# fixed cost (~0.1 ms) stays negligible per event.
+# fixed cost stays negligible per event.
 BATCH_BYTES = 2 * 1024 * 1024
 
 
@@ -145,7 +145,7 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
         self._buffer_drops = 0
         # Event ids: a uuid4-shaped random prefix per process (a forked child draws its own)
         # and a counter from a random start. The encoder keeps a pool of them made ahead, so
-        # record() only pops one (~30 ns; making one costs ~200 ns, str(uuid4()) ~1 us).
+        # record() only pops one, cheaper than making one, let alone str(uuid4()).
         h = os.urandom(16).hex()
         prefix = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-"
         counter = itertools.count(int(h[20:], 16) >> 1)  # 47 bits: 12 hex digits for ages
@@ -181,7 +181,7 @@ class RetrievalMonitor(Encoder, Sender, Relayer):
         strings, LangChain documents (or `(document, score)` pairs) or LlamaIndex nodes; fewer
         than `k`, or none, is recorded as it is. `trace_id`: the app's trace or request id,
         returned by `GET /v1/retrievals/{id}`. Don't mutate the passage objects afterwards: the
-        encoder thread reads them within ~250 ms.
+        encoder thread reads them within `encode_interval`.
         """
         try:
             if self._closed:

@@ -1,10 +1,10 @@
 """The relay (`RetrievalMonitor(relay=True)`): a child process that builds, encodes and sends
 the monitor's events, so that the app's own interpreter pays for one `orjson.dumps` and a share
-of a pipe write per event (11-22 µs instead of 27-30 in the benchmark app), and events already
-handed over survive the app being killed.
+of a pipe write per event (less than encoding in-process), and events already handed over
+survive the app being killed.
 
 Opt-in, by measurement (docs/integration.md, "What the hook costs"): it did not lower the app's
-p99, and it costs 50-80 µs more CPU per event in the relay (it decodes what the app encoded).
+p99, and it costs more CPU per event in all (the relay decodes what the app encoded).
 The relay runs at nice 19 and SCHED_IDLE. If it cannot start (no `sys.executable`, a sandbox
 that forbids processes) the monitor works in-process.
 

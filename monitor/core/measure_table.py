@@ -42,6 +42,9 @@ class Measure:
     summary: bool = False  # in the demo's summary table
     needs: str = ""  # the setting without which it is always null (the report then skips it)
     explore: bool = False  # a sort order of the event explorer (an index per series in Redis)
+    # The level past which a mean is poor whatever its history: the level alert's line
+    # (RagmonHitRateLow, RagmonHarmHigh), which the explorer's overview and the report use too.
+    line: float | None = None
 
     @property
     def histogram(self) -> bool:
@@ -94,7 +97,7 @@ MEASURES: tuple[Measure, ...] = (
         buckets=_UNIT,
         panel="Share of the prompt taken by distractors: passages on the topic that do not "
         "answer and can mislead the LLM; lower is better.",
-        unit="percentunit", report=True, calibrate=True, summary=True, explore=True,
+        unit="percentunit", report=True, calibrate=True, summary=True, explore=True, line=0.3,
     ),
     Measure(
         "precision", "P@K", 0.0, 1.0, "higher", "",
@@ -111,6 +114,7 @@ MEASURES: tuple[Measure, ...] = (
         panel="Share of queries with at least one relevant passage in the prompt; a miss means "
         "the LLM had nothing to answer from.",
         title="Hit rate", unit="percentunit", report=True, calibrate=True, explore=True,
+        line=0.6,
     ),
     Measure(
         "rr", "RR@K", 0.0, 1.0, "higher", "",

@@ -6,6 +6,7 @@ ticket. Values are escaped where they are written (`_e`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -101,6 +102,16 @@ FLOOR_MEASURES = ("hit", "ndcg")  # a mean at its lowest value: nothing relevant
 FLOOR_MIN_EVENTS = 5  # events a window needs before its mean at the floor is flagged
 
 
+@dataclass(frozen=True)
+class LevelRule:
+    """When a series' level is poor whatever its history: a mean past its measure's `line`
+    by more than `z` standard errors over at least `min_events` events (the level alerts'
+    RAGMON_ALERT_Z and RAGMON_ALERT_MIN_EVENTS)."""
+
+    z: float
+    min_events: int
+
+
 def at_floor(row: SeriesRow) -> str:
     """Why a series is flagged: its Hit@K or nDCG@K mean sits at the measure's lowest value in
     the last 24 hours (or, with too few events there, in the 7 days before); "" when not."""
@@ -116,12 +127,39 @@ def at_floor(row: SeriesRow) -> str:
     return ""
 
 
-def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
+def poor_level(row: SeriesRow, rule: LevelRule) -> str:
+    """Why a series' level is poor (a retriever bad from its first day has no change to show):
+    a mean of the last 24 hours (or, with too few events there, of the 7 days before) past its
+    measure's line (`Measure.line`) by more than `rule.z` standard errors; "" when none is."""
+    for window, cells in (("the last 24 h", row.recent), ("the 7 days before", row.before)):
+        held = [
+            (BY_KEY[m], c)
+            for m in OVERVIEW
+            if BY_KEY[m].line is not None
+            and (c := cells.get(m)) is not None
+            and c[0] >= rule.min_events
+        ]
+        if not held:
+            continue
+        poor = []
+        for measure, (n, mean, var) in held:
+            line = measure.line
+            assert line is not None
+            higher = measure.better == "higher"
+            past = line - mean if higher else mean - line
+            if past > rule.z * math.sqrt(var / n):
+                side = "below" if higher else "above"
+                poor.append(f"{measure.name} {mean:.3f} {side} {line:g} over {n} events")
+        return f"poor level: {', '.join(poor)} in {window}" if poor else ""
+    return ""
+
+
+def overview(rows: Sequence[SeriesRow], retention_days: float, rule: LevelRule) -> str:
     head = "".join(f"<th>{k}</th>" for k in LABEL_KEYS) + "<th>events held</th>"
     head += "".join(f"<th>{_e(BY_KEY[m].name)} last 24 h / 7 days before</th>" for m in OVERVIEW)
     head += "<th>flag</th>"
     body = []
-    flags = {r.series: at_floor(r) for r in rows}
+    flags = {r.series: at_floor(r) or poor_level(r, rule) for r in rows}
     for r in sorted(rows, key=lambda r: not flags[r.series]):  # flagged series first
         labels = series_labels(r.series)
         cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
@@ -144,7 +182,10 @@ def overview(rows: Sequence[SeriesRow], retention_days: float) -> str:
         "sampling each event weighs 1 / its inclusion probability); coloured when "
         "Welch's test finds a change (p < 0.01): red worse, green better. A series whose "
         f"Hit@K or nDCG@K mean is at 0 over at least {FLOOR_MIN_EVENTS} events is flagged and "
-        "listed first: nothing relevant reaches its prompts. The events count links to the "
+        "listed first: nothing relevant reaches its prompts; so is one whose level is poor "
+        f"from its first day (over at least {rule.min_events} events, Hit@K below "
+        f"{BY_KEY['hit'].line:g} or Harm@K above {BY_KEY['harm'].line:g} by more than "
+        f"{rule.z:g} standard errors, the level alerts' lines). The events count links to the "
         "series' events worst first (by nDCG@K); ↓time lists them newest first.</p>"
     )
     if not rows:

@@ -402,9 +402,12 @@ def summary_line(report: Report) -> str:
     """One line for a chat message or a log."""
     n = len(report.regressions)
     head = f"{report.title}: {report.events_cur} events vs {report.events_base} in the baseline; "
+    poor = [f"{group_name(v.group)} ({v.level.removeprefix('poor level: ')})"
+            for v in report.verdicts if v.level]  # fmt: skip
+    levels = f"; poor level: {'; '.join(poor)}" if poor else ""
     if report.first_week:
-        return head + "no baseline yet (comparisons start next week)."
-    tail = ""
+        return head + "no baseline yet (comparisons start next week)" + levels + "."
+    tail = levels
     if report.mix_shifts:
         tail = "; segment mix moved for " + ", ".join(
             f"{group_name(m.group)} ({m.moved_words()})" for m in report.mix_shifts

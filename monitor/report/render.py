@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ragmon.core import drift
+from ragmon.core.pages import WORST_SORT, events_url
 from ragmon.report.analyze import Report, fmt
 from ragmon.report.compare import (
     ALPHA,
@@ -14,11 +15,12 @@ from ragmon.report.compare import (
     MIN_QUERIES,
     NAMES,
     PSI_ALPHA,
+    Group,
     Row,
     group_name,
 )
 from ragmon.report.coverage import coverage_section
-from ragmon.report.document import Doc
+from ragmon.report.document import Cell, Doc, Link
 from ragmon.report.judging import agreement_section, anchor_section, estimates_section
 from ragmon.report.ops import JudgeOps
 from ragmon.report.population import MIX_MIN_SHARE, SegmentMix
@@ -109,11 +111,25 @@ def verdicts_section(doc: Doc, report: Report) -> None:
     if not report.verdicts:
         return
     doc.h(2, "Verdict per retriever", "verdicts")
+    doc.p(
+        "On change (this week against the baseline, every measure read together) and on level "
+        "(this week's interval wholly past a line: Hit@K below 0.6, Harm@K above 0.3, the "
+        "level alerts' lines). Each retriever links to its events in the explorer, worst first."
+    )
     doc.table(
-        ["where", "verdict", "why"],
-        [[group_name(v.group), v.verdict, v.why] for v in report.verdicts],
+        ["where", "verdict", "level", "why"],
+        [[_where(report, v.group), v.verdict, v.level or "ok", v.why] for v in report.verdicts],
         "verdicts",
     )
+
+
+def _where(report: Report, g: Group) -> Cell:
+    """The retriever's name, linked to its events worst first when the explorer is known."""
+    if not report.explorer_url:
+        return group_name(g)
+    labels = dict(zip(("app", "index", "retriever"), g, strict=True))
+    return Link(group_name(g), report.explorer_url.rstrip("/") + events_url(
+        {**labels, "sort": WORST_SORT}))  # fmt: skip
 
 
 def traffic_section(doc: Doc, report: Report) -> None:
@@ -369,6 +385,7 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
         f"events this week, {report.events_base} in the baseline. Generated "
         f"{report.generated_at:%Y-%m-%d %H:%M} UTC."
     )
+    verdicts_section(doc, report)
     regressions_section(doc, report)
     for note in report.notes:
         doc.p(f"Note: {note}.")
@@ -395,7 +412,6 @@ def build(report: Report, plots: dict[str, str]) -> Doc:
     doc.h(2, "Plots", "plots")
     for alt, png in plots.items():
         doc.img(png, alt)
-    verdicts_section(doc, report)
     measures_section(doc, report)
     signals_section(doc, report)
     ops_section(doc, report)

@@ -14,12 +14,17 @@ with the others, it is part of the collapse. The rules, in order:
 3. otherwise any improvement makes the verdict **improvement**; a retriever whose measures
    were tested and did not move is **unchanged**; else the reason it was not judged (too few
    events to tell, no baseline yet, no data).
+
+Beside the verdict on change, a verdict on level: a retriever poor from its first day has no
+change to show, so this week's interval wholly past a measure's line (`Measure.line`, the level
+alerts' lines) says **poor level**, with or without a baseline.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ragmon.core.measure_table import BY_KEY
 from ragmon.report.compare import LOWER_IS_BETTER, NAMES, Group, Row
 from ragmon.report.ops import OpsRow
 
@@ -37,6 +42,7 @@ class Verdict:
     regressed: list[Row] = field(default_factory=list)
     improved: list[Row] = field(default_factory=list)  # counted as improvements
     discounted: list[tuple[Row, str]] = field(default_factory=list)  # good-way moves, and why not
+    level: str = ""  # "poor level: ..." when this week's interval is past a measure's line
 
     @property
     def why(self) -> str:
@@ -71,7 +77,31 @@ def _harm_reason(row: Row, fell: list[Row], ops: OpsRow | None) -> str:
     )
 
 
+def poor_level(rows: list[Row]) -> str:
+    """ "poor level: Hit@K 0.307 [0.213, 0.401] below 0.6" when this week's interval of a
+    measure with a line lies wholly past it; "" when none does."""
+    poor = []
+    for r in rows:
+        line, cur = BY_KEY[r.measure].line, r.cur
+        if line is None or cur is None or cur.high <= cur.low:
+            continue  # no line, no data, or an interval that cannot tell
+        higher = r.measure not in LOWER_IS_BETTER
+        if (cur.high < line) if higher else (cur.low > line):
+            side = "below" if higher else "above"
+            poor.append(
+                f"{NAMES[r.measure]} {cur.estimate:.3f} [{cur.low:.3f}, {cur.high:.3f}] "
+                f"{side} {line:g}"
+            )
+    return "poor level: " + ", ".join(poor) if poor else ""
+
+
 def _verdict(rows: list[Row], ops: OpsRow | None) -> Verdict:
+    v = _change_verdict(rows, ops)
+    v.level = poor_level(rows)
+    return v
+
+
+def _change_verdict(rows: list[Row], ops: OpsRow | None) -> Verdict:
     g = rows[0].group
     by = {r.measure: r for r in rows}
     regressed = [r for r in rows if r.status == "regression"]

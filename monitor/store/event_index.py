@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 TRIM_PER_FINISH = 16  # expired events dropped per finish: more than one arrives, so it keeps up
 TRIM_PER_CALL = 200  # expired events one sweep call drops (a few ms of Redis)
 CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walking by time
-OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held ~0.5 ms at a time
+OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held briefly at a time
 SUMMARY_CHUNK = 10  # series per SUMMARIZE call (each may read 191 hourly hashes)
 SUMMED = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]  # a summary's sums, in order
 FAILED_CHUNK = 50  # failed refs read at a time

@@ -130,7 +130,7 @@ def histograms_of(
     which is the count, is never below a finite bucket and never falls from one read to the
     next (`sum` may be one observation apart until the next read)."""
     acc: dict[str, dict[tuple[str, ...], dict[str, Any]]] = defaultdict(dict)
-    # plain strings: an enum member costs ~0.3 µs a lookup, times 100k fields on /metrics
+    # plain strings: an enum member's lookup, on each of /metrics' many fields, adds up
     total, count, sumsq, bucket = (
         Part.SUM.value,
         Part.COUNT.value,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import redis
 
 from ragmon.core.catalog import ALL as METRICS
-from ragmon.core.catalog import SERIES_LABELS
+from ragmon.core.metric import SERIES_LABELS
 from ragmon.core.wire import SEP, field_name, series_app, series_values
 from ragmon.store import scripts
 from ragmon.store.fields import Name, Part

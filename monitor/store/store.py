@@ -305,9 +305,10 @@ class Store:
     def read_hash(self, key: str) -> dict[bytes, bytes]:
         """A whole hash, read in HSCAN steps of `HSCAN_COUNT` fields rather than one HGETALL.
 
-        At 500 series the lifetime histograms are 26k-140k fields: one HGETALL kept Redis busy
-        8-45 ms, and every ingest write and worker finish waited behind it (the /metrics
-        render's cost to the ingest p99). A step takes ~0.4 ms. Not a snapshot: a field
+        With hundreds of series the lifetime histograms hold a hundred thousand fields: one
+        HGETALL kept Redis busy long enough that every ingest write and worker finish waited
+        behind it (the /metrics render's cost to the ingest p99); a step is short. Not a
+        snapshot: a field
         written during the read is seen before or after its change (`histograms` keeps each
         histogram consistent anyway)."""
         out: dict[bytes, bytes] = {}

@@ -236,11 +236,12 @@ def test_every_alert_links_to_the_explorer_and_its_dashboard_panel() -> None:
 
     from ragmon.core.search import parse_search
     from tests.grafana.queries import DASHBOARD_DIR
+    from tests.grafana.queries import panels as every_panel
 
     panels = {}
     for path in DASHBOARD_DIR.glob("*.json"):
         d = json.loads(path.read_text())
-        panels[d["uid"]] = {p["id"]: p["title"] for p in d["panels"]}
+        panels[d["uid"]] = {p["id"]: p["title"] for p in every_panel(d)}
     for rule in (r for r in prometheus_rules() if "alert" in r):
         name, notes = rule["alert"], rule["annotations"]
         series = "$labels.retriever" in notes["explorer_url"]  # a series' alert
@@ -296,3 +297,15 @@ def test_alert_links_use_the_external_labels(
     copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     r = run(promtool, "test", "rules", str(copy))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_level_alerts_lines_are_the_measure_tables() -> None:
+    """RagmonHitRateLow and RagmonHarmHigh compare with the lines the explorer's overview and
+    the report use (`Measure.line`): one number each."""
+    from ragmon.core.measure_table import BY_KEY
+
+    alerts = {r["alert"]: r["expr"] for r in prometheus_rules() if "alert" in r}
+    for alert, key, op in (("RagmonHitRateLow", "hit", "<"), ("RagmonHarmHigh", "harm", ">")):
+        line = BY_KEY[key].line
+        assert line is not None
+        assert re.search(rf"ragmon:retrieval_{key}:mean1h {op} {line:g} ", alerts[alert]), alert

@@ -25,11 +25,7 @@ def test_both_dashboards_exist() -> None:
     assert set(DASHBOARDS) == {"ragmon-quality", "ragmon-operations"}
 
 
-@pytest.mark.parametrize("uid", DASHBOARDS)
-def test_panel_ids_unique_and_layout_fits(uid: str) -> None:
-    ps = list(panels(DASHBOARDS[uid]))
-    ids = [p["id"] for p in ps]
-    assert len(ids) == len(set(ids)), f"duplicate panel ids in {uid}"
+def _no_overlap(ps: list[dict]) -> None:
     cells: set[tuple[int, int]] = set()
     for p in ps:
         g = p["gridPos"]
@@ -39,6 +35,54 @@ def test_panel_ids_unique_and_layout_fits(uid: str) -> None:
         }
         assert not cells & mine, f"{p['title']} overlaps another panel"
         cells |= mine
+
+
+@pytest.mark.parametrize("uid", DASHBOARDS)
+def test_panel_ids_unique_and_layout_fits(uid: str) -> None:
+    """Ids are unique; the open dashboard's panels do not overlap, nor do the panels a
+    collapsed row holds (laid out below it, as Grafana opens them)."""
+    ps = list(panels(DASHBOARDS[uid]))
+    ids = [p["id"] for p in ps]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids in {uid}"
+    top = DASHBOARDS[uid]["panels"]
+    _no_overlap(top)
+    for r in top:
+        if r["type"] == "row" and r["collapsed"]:
+            below = [{**p, "gridPos": {**p["gridPos"], "y": p["gridPos"]["y"] - r["gridPos"]["y"]}}
+                     for p in r["panels"]]  # fmt: skip
+            _no_overlap([{**r, "gridPos": {**r["gridPos"], "y": 0}}, *below])
+        else:
+            assert not r.get("panels"), f"{r['title']}: only a collapsed row holds panels"
+
+
+def test_the_quality_dashboard_opens_on_the_three_questions() -> None:
+    """The first row, open, answers "is retrieval getting worse, where, since when" in at most
+    12 panels; every other row is collapsed. Worse: each alerted measure's change against a
+    week earlier. Where: each retriever's level (a retriever poor from day one) and its
+    change. Since when: each alerted measure per retriever over time."""
+    top = DASHBOARDS["ragmon-quality"]["panels"]
+    assert top[0]["type"] == "row" and not top[0]["collapsed"]
+    rest = [i for i, p in enumerate(top) if p["type"] == "row"][1:]
+    first = top[1 : rest[0]]
+    assert 0 < len(first) <= 12
+    assert all(top[i]["collapsed"] for i in rest) and len(top) == len(first) + 1 + len(rest)
+    exprs = {p["title"]: "\n".join(t["expr"] for t in p["targets"]) for p in first}
+    changes = [e for e in exprs.values() if "offset 1w" in e]
+    for key in ("ndcg", "hit", "t", "harm"):
+        assert any(f"ragmon_retrieval_{key}_sum" in e and "by (retriever)" not in e
+                   for e in changes), key  # fmt: skip
+        assert f"ragmon_retrieval_{key}_sum" in exprs[f"{_title(key)} by retriever"]
+        assert "$window" in exprs[f"{_title(key)} by retriever"]  # over time
+    by_retriever = [e for e in changes if "by (retriever)" in e]
+    assert by_retriever and "ragmon_retrieval_ndcg_sum" in by_retriever[0]
+    level = exprs["Scorecard per retriever (selected range)"]
+    assert "by (retriever)" in level and "offset" not in level and "$__range" in level
+
+
+def _title(key: str) -> str:
+    from ragmon.core.measure_table import BY_KEY
+
+    return BY_KEY[key].dashboard_title
 
 
 @pytest.mark.parametrize("uid", DASHBOARDS)

@@ -56,7 +56,7 @@ def test_a_collapse_is_a_regression_and_never_an_improvement() -> None:
     assert any("off-topic" in why and "Harm@K" in why for why in reg.opposite)
     md = to_markdown(build(report, {}))
     assert "## Improvements" not in md
-    verdict_table = md[md.index("## Verdict per retriever") :].split("\n\n")[1]
+    verdict_table = md[md.index("## Verdict per retriever") :].split("\n\n")[2]
     assert "| shop/kb-1/stale | regression |" in verdict_table
     stale = md[md.index("### shop/kb-1/stale") :]
     harm_line = next(line for line in stale.splitlines() if line.startswith("| Harm@K"))

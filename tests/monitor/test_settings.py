@@ -8,15 +8,9 @@ from pathlib import Path
 import pytest
 
 from ragmon.core.measures import MeasureParams
-from ragmon.settings import (
-    DEFAULT_JUDGE_MODEL,
-    DEFAULT_PRICES,
-    Settings,
-    SettingsError,
-    env_variables,
-    read_dotenv,
-    unknown_variables,
-)
+from ragmon.environment import read_dotenv, unknown_variables
+from ragmon.setting_values import DEFAULT_PRICES, SettingsError
+from ragmon.settings import DEFAULT_JUDGE_MODEL, Settings, env_variables
 
 # Variables docs/configuration.md lists: each must be read (tests/test_docs.py checks them all).
 DOCUMENTED_VARIABLES = {
@@ -405,11 +399,13 @@ def test_an_empty_value_means_none_where_none_is_the_default() -> None:
 def test_unknown_ragmon_variables_are_named_with_the_closest_known_one() -> None:
     env = {"RAGMON_SAMPLE_RAT": "0.1", "RAGMON_JUDGE_MODELL": "x", "RAGMON_ZZZ": "1",
            "RAGMON_SAMPLE_RATE": "0.5", "RAGMON_URL": "http://x", "PATH": "/bin"}  # fmt: skip
-    assert unknown_variables(env) == (
+    assert unknown_variables(env, env_variables()) == (
         "unknown variables ignored: RAGMON_JUDGE_MODELL (did you mean RAGMON_JUDGE_MODEL?), "
         "RAGMON_SAMPLE_RAT (did you mean RAGMON_SAMPLE_RATE?), RAGMON_ZZZ"
     )
-    assert unknown_variables({"RAGMON_SAMPLE_RATE": "0.5", "HOME": "/root"}) is None
+    assert (
+        unknown_variables({"RAGMON_SAMPLE_RATE": "0.5", "HOME": "/root"}, env_variables()) is None
+    )
 
 
 def test_unrelated_variables_are_ignored() -> None:

@@ -32,16 +32,31 @@ SCRIPTS = [*scripts.ALL, judging.ACQUIRE, judging.SETTLE]
 # Literals a script may spell: Redis commands and options, number formats, the deadline error,
 # the judge limiter's own `id:tokens` members (read and written only by its two scripts), and
 # the patterns reading an event's signals (`records.signal_record`, read only by INGEST), and
-# Redis' type names (FINISH checks its keys' types before its first write).
+# Redis' type names (FINISH checks its keys' types before its first write), Lua's `string`,
+# the pool's `<grade> <seen>` entries, and the parts of the ledger's position names
+# (`K['lg_' .. kind .. '_rate']`).
 LITERALS = {"", "-inf", "%.17g", "%d", "0", ":", ":(%d+)$", "^(%d+) (%d+) (%S+)(.*)$",
-            "%S+", "^(%d+):(%S+)$", " ", "hash", "zset", "list", "set", "none"}  # fmt: skip
+            "%S+", "^(%d+):(%S+)$", " ", "hash", "zset", "list", "set", "none", "string",
+            "^(%d+) (%d+)$", "lg_", "_rate", "_ttl", "_rate_ttl"}  # fmt: skip
+
+
+SCRIPTS = [*SCRIPTS, *(s for s in (scripts.HUMAN_GRADES, scripts.POOL) if s not in SCRIPTS)]
+
+
+def named(table: str, body: str, declared: tuple[str, ...]) -> set[str]:
+    """The positions of `table` (K or A) a body reads: `K.name`, and for a name built from a
+    prefix (`K['lg_' .. kind]`, the ledger's `charge`) every declared name with that prefix."""
+    used = set(re.findall(rf"\b{table}\.(\w+)", body))
+    for prefix in re.findall(rf"\b{table}\['(\w+)' \.\.", body):
+        used |= {n for n in declared if n.startswith(prefix)}
+    return used
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
 def test_a_script_reads_the_positions_it_names_and_no_other(script: Script) -> None:
     assert not re.findall(r"(?:KEYS|ARGV)\[\d", script.body), "a position by number"
-    assert set(re.findall(r"\bK\.(\w+)", script.body)) == set(script.keys)
-    assert set(re.findall(r"\bA\.(\w+)", script.body)) == set(script.args)
+    assert named("K", script.body, script.keys) == set(script.keys)
+    assert named("A", script.body, script.args) == set(script.args)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)

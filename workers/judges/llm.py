@@ -288,8 +288,8 @@ class OpenAIJudge:
             started = time.perf_counter()
             try:
                 # the SDK's own request path (errors, timeouts, parsing) without the
-                # per-call rewrite of the body through its typed params, which cost ~0.5 ms
-                # of CPU a call; our body is already plain JSON (docs/performance.md)
+                # per-call rewrite of the body through its typed params, a noticeable share
+                # of the CPU a call; our body is already plain JSON (docs/performance.md)
                 resp = await self._client_for_loop().post(
                     "/chat/completions",
                     body=kwargs,
