@@ -29,6 +29,7 @@ log = logging.getLogger("ragmon.api")
 
 MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to a few MB
 LINGER_S = 0.002
+SMALL_REQUEST = 50  # events: a request this small goes into the next write before large ones
 LINGER_BELOW = 8  # events in the previous write
 # The write's deadline in Redis comes this much before the API stops waiting: Redis refuses a
 # write it runs later, so no write the API answered 503 for can land, with clocks up to this far
@@ -120,16 +121,31 @@ class IngestWriter:
                 await asyncio.sleep(LINGER_S)
             while self._pending:
                 batch, n, deadline = [], 0, float("inf")
-                while self._pending and n < MAX_FLUSH_EVENTS:
-                    items, fut, until = self._pending.pop(0)
-                    if fut.done():  # its request already answered 503 (timed out waiting)
-                        continue
+                for items, fut, until in self._next():
                     batch.append((items, fut))
                     n += len(items)
                     deadline = min(deadline, until)
                 self._last_write = n
                 if batch:
                     await self._write(batch, deadline)
+
+    def _next(self) -> list[tuple[list[IngestItem], asyncio.Future, float]]:
+        """The requests of the next write, up to `MAX_FLUSH_EVENTS` events: small requests
+        first (in order), then large ones, so that one app's flood of large batches does not
+        hold another app's single events for a write each; the rest wait for the next."""
+        pending = [p for p in self._pending if not p[1].done()]  # done: answered 503 already
+        small = [p for p in pending if len(p[0]) <= SMALL_REQUEST]
+        large = [p for p in pending if len(p[0]) > SMALL_REQUEST]
+        taken: list[tuple[list[IngestItem], asyncio.Future, float]] = []
+        n = 0
+        for p in small + large:
+            if taken and n + len(p[0]) > MAX_FLUSH_EVENTS:
+                continue
+            taken.append(p)
+            n += len(p[0])
+        chosen = {id(p) for p in taken}
+        self._pending = [p for p in pending if id(p) not in chosen]
+        return taken
 
     async def _wake_loop(self) -> None:
         """Its own task: enqueuing a drain job never holds up the writes (and their 202s)."""

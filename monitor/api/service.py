@@ -44,7 +44,7 @@ from ragmon.store.records import signal_record
 from ragmon.store.sealing import Sealer, SealingKeyMissing
 
 RETRY_AFTER_S = 5
-INLINE_MAX_BYTES = 1 << 18  # an events body up to this size parses on the loop
+INLINE_MAX_BYTES = 1 << 16  # an events body up to this size parses on the loop
 MAX_RETRIEVER_SPANS = MAX_BATCH  # per export, as events per batch; the rest are rejected
 
 

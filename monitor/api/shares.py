@@ -2,7 +2,7 @@
 in a child at a time.
 
 One child decoded every app's OTLP exports and large event bodies, one body at a time, in the
-order they came: one app's loop of bombs (each up to a second of decoding) put another app's
+order they came: one app's loop of bombs (each seconds of decoding) put another app's
 one-span export behind all of them. Here each app's bodies wait in its own queue; `DECODERS`
 children take the apps in turn, one body each, and never two bodies of one app at once, so
 while one app's bomb holds a child another app's body takes the other; and an app with
@@ -16,6 +16,8 @@ address, so two apps behind one unbound key on different hosts still take turns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +26,7 @@ from ragmon.api.child import ChildProcess
 
 WAITING_PER_APP = 16  # bodies of one app waiting for a child, beyond the one it decodes
 DECODERS = 2  # children: one app's bodies take one at a time, another app's the other
+DECODE_NICE = 10  # their CPU priority below the API's
 
 
 class QueueFull(Exception):
@@ -37,6 +40,13 @@ class QueueFull(Exception):
         )
 
 
+def lower_priority() -> None:
+    """In a decoding process: below the API's loop, so that the bodies it decodes take the CPU
+    the loop leaves (a health check, a small request, never waits for a bomb's decoding)."""
+    with contextlib.suppress(OSError):
+        os.nice(DECODE_NICE)
+
+
 Job = tuple[asyncio.Future, Callable[..., Any], tuple[Any, ...]]
 
 
@@ -46,7 +56,7 @@ class FairChild:
     holds the other."""
 
     def __init__(self, children: list[ChildProcess] | None = None) -> None:
-        self.children = children or [ChildProcess() for _ in range(DECODERS)]
+        self.children = children or [ChildProcess(lower_priority) for _ in range(DECODERS)]
         self._free = list(self.children)  # a child starts on its first body
         self._queues: OrderedDict[str, deque[Job]] = OrderedDict()
         self._running: set[str] = set()  # apps with a body in a child

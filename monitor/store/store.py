@@ -66,12 +66,12 @@ class Store:
         self.series = SeriesBudget(client, self.keys, settings, self.counters)
         self.sealer = Sealer(settings)
         self.explore = ExploreIndex(client, self.keys, settings, self.sealer)
-        self.second_opinions = SecondOpinions(client, self.keys)
         self.pool = QueryPool(client, self.keys, settings)
         self.ledger = Ledger(client, self.keys, settings)  # what each app holds, by class
         self.anchors = Anchors(client, self.keys, self.ledger)
         self.human = HumanGrades(client, self.keys, self.ledger)
         self.sampling = SamplingState(client, self.keys, self.ledger)
+        self.second_opinions = SecondOpinions(client, self.keys, self.ledger)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads

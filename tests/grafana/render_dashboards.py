@@ -234,6 +234,22 @@ def _heatmap(ax: Any, series: list[dict], start: float) -> None:
     ax.tick_params(labelsize=8)
 
 
+def opened(top: list[dict]) -> list[dict]:
+    """Every panel at its place with every collapsed row open (Grafana keeps a collapsed row's
+    panels laid out below it; the rows after it move down by their height)."""
+    out, shift = [], 0
+    for p in sorted(top, key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"])):
+        out.append({**p, "gridPos": {**p["gridPos"], "y": p["gridPos"]["y"] + shift}})
+        inner = p.get("panels") or []
+        if p["type"] == "row" and inner:
+            for q in inner:
+                out.append({**q, "gridPos": {**q["gridPos"], "y": q["gridPos"]["y"] + shift}})
+            shift += max(q["gridPos"]["y"] + q["gridPos"]["h"] for q in inner) - (
+                p["gridPos"]["y"] + 1
+            )
+    return out
+
+
 def render(prom: PrometheusServer, start: float, end: float, win: str, out: Path) -> list[Path]:
     """Every panel of each dashboard, at its place in the dashboard's 24-column grid."""
     dashboards = load_dashboards()
@@ -241,7 +257,7 @@ def render(prom: PrometheusServer, start: float, end: float, win: str, out: Path
     written = []
     for name, uid in PICTURES.items():
         d = dashboards[uid]
-        panels = sorted(d["panels"], key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"]))
+        panels = opened(d["panels"])
         header = 0.9  # inches for the picture's title
         rows = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels)
         height = header + rows * ROW_INCHES

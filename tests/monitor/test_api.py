@@ -98,6 +98,7 @@ def test_bad_item_in_batch_stores_nothing(api, what, change, field):
     assert api.store.queue_depth() == 0
 
 
+@pytest.mark.process  # a batch of 1,001 events is over INLINE_MAX_BYTES: the decoding process
 def test_not_json_and_wrong_shapes(api):
     for body in (b"not json", b"[]", b'{"events": "x"}'):
         r = api.client.post(
@@ -155,6 +156,7 @@ def test_batch_with_duplicates_inside(api):
     assert api.store.counters()["events_received"] == 2
 
 
+@pytest.mark.process  # a batch of 400 events is over INLINE_MAX_BYTES: the decoding process
 def test_sampling_is_deterministic_on_the_id(make_api):
     api = make_api(RAGMON_SAMPLE_RATE="0.5")
     events = [make_event(seed=i) for i in range(400)]

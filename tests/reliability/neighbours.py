@@ -11,6 +11,7 @@ bounds) and `tests/bench/bench_neighbours.py` (the long form: the p99 figures).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import sys
@@ -33,31 +34,55 @@ PROTOBUF = {"content-type": "application/x-protobuf"}
 # ---- appA: the neighbour ---------------------------------------------------------------------
 
 
+def _events_body(labels: Callable[[int], dict[str, str]], n: int, passages: int) -> bytes:
+    """A batch of `n` events of appA, encoded once; `ROUND` in its ids is replaced by the
+    round's number, so every round's events are new at the cost of one `bytes.replace`."""
+    events = [make_event(n=passages, k=1, seed=j, labels=labels(j)) for j in range(n)]
+    for j, e in enumerate(events):
+        e["event_id"] = f"ROUND{'0' * 6}-{j}"
+    return json.dumps({"events": events}).encode()
+
+
+@functools.cache
+def _bodies() -> dict[str, bytes]:
+    """appA's bodies, built on first use (not when a test module imports this one)."""
+    one = {"app": "appA", "event_id": "e", "passage_id": "p", "grade": 1, "reviewer": "r"}
+    return {
+        "flood": _events_body(lambda j: {"app": "appA"}, 1000, 5),
+        "junk": _events_body(lambda j: {"app": "appA", "index": f"junkROUND{'0' * 6}-{j}"},
+                             1000, 1),
+        "grades": json.dumps({"grades": [one] * 400_000}).encode(),  # 30 MB
+        "bomb": gzip.compress(b"\x0a\x00" * 15_700_000, compresslevel=9),
+    }  # fmt: skip
+
+
+JSON = {"content-type": "application/json"}
+
+
+def _round(body: bytes, i: int) -> bytes:
+    return body.replace(b"ROUND000000", f"R{i:010d}".encode())
+
+
 def _flood(c: httpx.Client, i: int) -> httpx.Response:
     """1,000 ordinary events in one batch."""
-    events = [make_event(n=5, k=3, seed=i * 1000 + j, labels={"app": "appA"}) for j in range(1000)]
-    return c.post("/v1/retrievals/batch", json={"events": events})
+    return c.post("/v1/retrievals/batch", content=_round(_bodies()["flood"], i), headers=JSON)
 
 
 def _junk_series(c: httpx.Client, i: int) -> httpx.Response:
     """1,000 events, each its own index value (the sampling plan's and series budget's bomb)."""
-    labels = [{"app": "appA", "index": f"junk{i}-{j}"} for j in range(1000)]
-    events = [make_event(n=1, k=1, seed=i * 1000 + j, labels=x) for j, x in enumerate(labels)]
-    return c.post("/v1/retrievals/batch", json={"events": events})
-
-
-_BOMB = gzip.compress(b"\x0a\x00" * 15_700_000, compresslevel=9)  # 31 MB of empty spans
+    return c.post("/v1/retrievals/batch", content=_round(_bodies()["junk"], i), headers=JSON)
 
 
 def _otlp_bomb(c: httpx.Client, i: int) -> httpx.Response:
-    return c.post("/v1/traces", content=_BOMB, headers={**PROTOBUF, "content-encoding": "gzip"})
+    """30 KB of gzip inflating to 31 MB of empty spans."""
+    return c.post(
+        "/v1/traces", content=_bodies()["bomb"], headers={**PROTOBUF, "content-encoding": "gzip"}
+    )
 
 
 def _grade_bomb(c: httpx.Client, i: int) -> httpx.Response:
     """A grades body of 30 MB (400,000 grades)."""
-    one = {"app": "appA", "event_id": "e", "passage_id": "p", "grade": 1, "reviewer": "r"}
-    body = json.dumps({"grades": [one] * 400_000})
-    return c.post("/v1/grades", content=body, headers={"content-type": "application/json"})
+    return c.post("/v1/grades", content=_bodies()["grades"], headers=JSON)
 
 
 def _hostile_numbers(c: httpx.Client, i: int) -> httpx.Response:
@@ -66,7 +91,7 @@ def _hostile_numbers(c: httpx.Client, i: int) -> httpx.Response:
     event["passages"][0]["score"] = 0.5
     score = ("1.4e154", "1e308", "NaN", "Infinity")[i % 4]
     text = json.dumps(event).replace('"score": 0.5', f'"score": {score}', 1)
-    return c.post("/v1/retrievals", content=text, headers={"content-type": "application/json"})
+    return c.post("/v1/retrievals", content=text, headers=JSON)
 
 
 HOSTILE: dict[str, Callable[[httpx.Client, int], httpx.Response]] = {
