@@ -341,6 +341,12 @@ class Store:
         keys = [self.keys.day_queries(d, name) for d in days for name in series]
         return int(self.client.pfcount(*keys)) if keys else 0
 
+    def app_day_events(self, day: str, app: str) -> list[dict[str, Any]]:
+        """One app's compact per-event results of one UTC day: its own list only (never the
+        list all apps shared before they had their own, nor another app's)."""
+        return [json.loads(x) for x in cast(list[bytes], self.client.lrange(
+            self.keys.day_events(day, app), 0, -1))]  # fmt: skip
+
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest
         last), after those of the list all apps shared before."""
