@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 
-from ragmon.core.wire import Status
+from ragmon.core.wire import Status, split_ref
 from ragmon.store import scripts
 from ragmon.store.ingest import DRAIN_WANTED_TTL_S, texts
-from ragmon.store.keys import Keys, split_ref
+from ragmon.store.keys import Keys
 from ragmon.store.rq_jobs import DrainJobs
 
 if TYPE_CHECKING:

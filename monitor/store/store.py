@@ -13,7 +13,7 @@ import redis.asyncio
 
 from ragmon.core.measures import histogram_bounds
 from ragmon.core.results import describe
-from ragmon.core.wire import SEP, Status
+from ragmon.core.wire import SEP, Status, event_ref
 from ragmon.settings import Settings
 from ragmon.store import scripts
 from ragmon.store.anchors import Anchors
@@ -24,7 +24,7 @@ from ragmon.store.finish import day_keys, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.judge_state import JudgeState
-from ragmon.store.keys import DAY_TTL_S, Keys, event_ref
+from ragmon.store.keys import DAY_TTL_S, Keys
 from ragmon.store.ledger import Ledger
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
@@ -340,6 +340,12 @@ class Store:
         HyperLogLogs, kept `QUERIES_TTL_S`; 0 where none is kept)."""
         keys = [self.keys.day_queries(d, name) for d in days for name in series]
         return int(self.client.pfcount(*keys)) if keys else 0
+
+    def app_day_events(self, day: str, app: str) -> list[dict[str, Any]]:
+        """One app's compact per-event results of one UTC day: its own list only (never the
+        list all apps shared before they had their own, nor another app's)."""
+        return [json.loads(x) for x in cast(list[bytes], self.client.lrange(
+            self.keys.day_events(day, app), 0, -1))]  # fmt: skip
 
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest

@@ -1,5 +1,5 @@
 """The judge-free alerts' null simulation and outage delay (`tests.stats.signal_alert_sim`),
-small and seeded; docs/signals.md has the full run's table."""
+small and seeded; tests/stats/README.md has the full run's table."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The QPP correlation study (tests/stats/trec_qpp.py) on the shared TREC DL data: its numbers
-are computed right, and docs/signals.md shows the table it prints."""
+are computed right, and tests/stats/README.md shows the table it prints."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests.stats import trec_qpp
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "signals.md"
+DOC = Path(__file__).resolve().parent / "README.md"
 
 
 def test_every_run_and_the_pool_have_their_queries(trec_dl: Path) -> None:
@@ -48,4 +48,4 @@ def test_the_docs_show_the_current_table(trec_dl: Path) -> None:
     table = trec_qpp.render(trec_qpp.table(trec_qpp.load(trec_dl)))
     text = DOC.read_text()
     for line in table.strip().splitlines():
-        assert line in text, f"docs/signals.md lacks (run python -m tests.stats.trec_qpp): {line}"
+        assert line in text, f"tests/stats/README.md lacks (python -m tests.stats.trec_qpp): {line}"
