@@ -14,6 +14,7 @@ from typing import Any
 
 from ragmon import setting_values as values
 from ragmon.core.measures import MeasureParams
+from ragmon.core.redis_address import SENTINEL_SCHEMES
 from ragmon.environment import read_env
 from ragmon.setting_values import (
     DEFAULT_PRICES,
@@ -39,7 +40,7 @@ class Settings:
         default=None,
         metadata={
             "env": "REDIS_URL",
-            "parse": values.url("redis", "rediss", "unix"),
+            "parse": values.url("redis", "rediss", "unix", *SENTINEL_SCHEMES),
             "secret": True,
         },
     )
@@ -212,6 +213,13 @@ class Settings:
     )
     store_timeout_s: float = field(
         default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": values.number(2.0, 600.0)}
+    )
+    wait_replicas: int = field(
+        default=0, metadata={"env": "RAGMON_WAIT_REPLICAS", "parse": values.number(0, 16, int)}
+    )
+    wait_timeout_ms: int = field(
+        default=1000,
+        metadata={"env": "RAGMON_WAIT_TIMEOUT_MS", "parse": values.number(1, 60_000, int)},
     )
     header_timeout_s: float = field(
         default=10.0, metadata={"env": "RAGMON_HEADER_TIMEOUT_S", "parse": values.number(0.1, 3600)}

@@ -16,9 +16,11 @@ from ragmon.core.results import describe
 from ragmon.core.wire import SEP, Status, event_ref
 from ragmon.settings import Settings
 from ragmon.store import scripts
+from ragmon.store.address import async_client, sync_client
 from ragmon.store.anchors import Anchors
 from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
+from ragmon.store.failures import NotReplicated
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
@@ -82,12 +84,8 @@ class Store:
         """Open a connection pool to `settings.redis_url` (RQ needs bytes, not decoded strings)."""
         if not settings.redis_url:
             raise ValueError("REDIS_URL is not set")
-        options = {} if settings.redis_url.startswith("unix:") else {"socket_keepalive": True}
-        client = redis.Redis.from_url(
-            settings.redis_url,
-            health_check_interval=30,
-            socket_connect_timeout=CONNECT_TIMEOUT_S,
-            **options,
+        client = sync_client(
+            settings.redis_url, health_check_interval=30, socket_connect_timeout=CONNECT_TIMEOUT_S
         )
         return cls(client, settings)
 
@@ -139,6 +137,11 @@ class Store:
         """
         plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._signal_setup)
         written = plan.settle(self._ingest(keys=plan.keys, args=plan.args) if plan.keys else [])
+        wanted, timeout = self.settings.wait_replicas, self.settings.wait_timeout_ms
+        if wanted and plan.keys:
+            acked = self.client.wait(wanted, timeout)
+            if acked < wanted:
+                raise NotReplicated(acked, wanted, timeout)
         if written.wake and enqueue:
             self.delivery.jobs.enqueue()
         return written
@@ -148,8 +151,7 @@ class Store:
         url = self.settings.redis_url
         if not url:
             return None
-        options = {} if url.startswith("unix:") else {"socket_keepalive": True}
-        client = redis.asyncio.Redis.from_url(url, health_check_interval=30, **options)
+        client = async_client(url, health_check_interval=30)
         return AsyncIngest(client, self.keys, self.settings)
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
