@@ -5,7 +5,8 @@ and the ranked documents in `retrieval.documents.{i}.document.{id,content,score,
 outermost one of a call is one event, what the app put into its prompt. A retriever span under
 another one in the same export (an ensemble's members, a wrapper's inner retriever) is nested:
 skipped, or recorded under its own name (`RAGMON_OTLP_NESTED`), never under the labels it
-inherited. Every other span is ignored (and counted). A retriever span that cannot be an event
+inherited. A GenAI retrieval span (`ragmon.api.genai`) is read as a retriever span. Every
+other span is ignored (and counted). A retriever span that cannot be an event
 is rejected with a reason, which the exporter gets back in OTLP's partial success. Labels and
 `k` come from span or resource attributes through `SpanMap` (settings `RAGMON_OTLP_*`); the
 event id is derived from the trace and span ids, so a re-exported span is stored once.
@@ -26,6 +27,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from pydantic import ValidationError
 
+from ragmon.api import genai
 from ragmon.api.schemas import RetrievalEvent
 from ragmon.client.events import InvalidEvent, passage
 from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, default_k, label_value
@@ -45,6 +47,7 @@ JOIN = "+"  # `span.name+metadata.ls_vector_store_provider`: the parts present, 
 MAX_DEPTH = 256  # parent links followed up from a span (a loop in a bad export ends there)
 MESSAGES_SHOWN = 3
 _QUERY_KEYS = ("query", "query_str", "question", "input")
+UNKNOWN_SERVICE = "unknown_service"  # the SDK's service.name when the app sets none
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,8 @@ class Mapped:
             return ""
         total = len(self.events) + len(self.rejected)
         shown = "; ".join(self.rejected[:MESSAGES_SHOWN])
-        more = f" (and {len(self.rejected) - MESSAGES_SHOWN} more)" if (
-            len(self.rejected) > MESSAGES_SHOWN
-        ) else ""  # fmt: skip
+        extra = len(self.rejected) - MESSAGES_SHOWN
+        more = f" (and {extra} more)" if extra > 0 else ""
         return f"ragmon rejected {len(self.rejected)} of {total} retriever spans: {shown}{more}"
 
 
@@ -103,30 +105,38 @@ class _Rejected(Exception):
 def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped:
     """Every outermost retriever span of the export as a validated event; the others counted."""
     out = Mapped()
-    retrievers: list[tuple[Span, dict[str, AnyValue], Any, dict[str, Any]]] = []
+    retrievers: list[tuple[Span, dict[str, AnyValue], Any, dict[str, Any], str]] = []
     tree: dict[tuple[bytes, bytes], tuple[bytes, bool]] = {}  # (trace, span) → (parent, kind)
     for rs in request.resource_spans:
         resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
         for ss in rs.scope_spans:
             for span in ss.spans:
                 attrs, docs = _scan(span)
-                kind = attrs.get(SPAN_KIND)
-                if kind is None:  # a span that lost its kind to the SDK's attribute limit
-                    retriever = span.dropped_attributes_count > 0 and docs is not None
-                else:
+                kind, problem = attrs.get(SPAN_KIND), ""
+                if kind is not None:
                     retriever = kind.string_value.upper() == RETRIEVER
+                elif genai.is_retrieval(attrs):  # OpenTelemetry's GenAI conventions
+                    retriever = True
+                    try:
+                        docs = genai.as_openinference(attrs, docs, QUERY)
+                    except genai.NotAnEvent as exc:
+                        problem = str(exc)
+                else:  # a span that lost its kind to the SDK's attribute limit
+                    retriever = span.dropped_attributes_count > 0 and docs is not None
                 tree[(span.trace_id, span.span_id)] = (span.parent_span_id, retriever)
                 if retriever:
-                    retrievers.append((span, attrs, docs, resource))
+                    retrievers.append((span, attrs, docs, resource, problem))
                 else:
                     out.ignored += 1
-    for span, attrs, docs, resource in retrievers:
+    for span, attrs, docs, resource, problem in retrievers:
         nested = _inside_a_retriever(span, tree)
         if nested and span_map.nested == "skip":
             out.nested += 1
             continue
         where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
         try:
+            if problem:
+                raise _Rejected(problem)
             event = span_event(span, attrs, docs, resource, span_map, nested, out.repairs)
             if event is None:
                 out.ignored += 1
@@ -390,15 +400,20 @@ class _Lookup:
         return None
 
     def label(self, names: tuple[str, ...], repairs: Counter[str]) -> str | None:
-        """A label value, repaired as the SDK repairs one (`label_value`), and counted."""
+        """A label value repaired (`label_value`) and counted; the SDK's `unknown_service` last."""
+        unknown = None
         for name in names:
             value = self.get(name)
             text = label_value(value)
-            if text:
+            if text and text.startswith(UNKNOWN_SERVICE):
+                unknown = unknown or text
+            elif text:
                 if text != str(value):
                     repairs["labels_repaired"] += 1
                 return text
-        return None
+        if unknown:
+            repairs[UNKNOWN_SERVICE] += 1
+        return unknown
 
     def metadata(self) -> dict[str, Any]:
         """OpenInference's `metadata` attribute (a JSON object), where apps put their own keys."""

@@ -84,7 +84,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "Repairs that made events of /v1/traces spans, by kind: labels_repaired (a label value "
         "outside [A-Za-z0-9_.:-] or over 64 characters, repaired as the SDK repairs it), "
         "k_from_documents (no k attribute nor RAGMON_OTLP_K: measured at the documents "
-        "returned).",
+        "returned), unknown_service (the app named by the OpenTelemetry SDK's default "
+        "service.name, unknown_service...: set OTEL_SERVICE_NAME; the API logs a warning).",
         ("repair",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
