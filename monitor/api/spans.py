@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from ragmon.api import genai
 from ragmon.api.schemas import RetrievalEvent
 from ragmon.client.events import InvalidEvent, passage
-from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, default_k, label_value
+from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, MAX_SCORE, default_k, label_value
 from ragmon.settings import Settings
 
 SPAN_KIND = "openinference.span.kind"
@@ -340,13 +340,13 @@ def _passages(docs: dict[int, dict[str, AnyValue]]) -> list[dict[str, Any]]:
             if one is None:  # the SDK skips an empty chunk; a span must say what it ranked
                 raise _Rejected(f"{DOCUMENTS}.{rank}.document.content: empty")
             item = one
-        score = doc.get("score")
-        if score is not None:
-            kind = score.WhichOneof("value")
-            if kind == "double_value":
-                item["score"] = score.double_value
-            elif kind == "int_value":
-                item["score"] = float(score.int_value)
+        if "score" in doc:
+            score = _value(doc["score"])
+        else:  # LangChain's: a `score` in the document's metadata, where the hook reads it too
+            score = _json_object(doc.get("metadata")).get("score")
+            score = score if isinstance(score, int | float) and abs(score) <= MAX_SCORE else None
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            item["score"] = float(score)
         out.append(item)
     return out
 
@@ -355,15 +355,19 @@ def _fallback_id(pid: Any, doc: dict[str, AnyValue]) -> Any:
     """An id that is not a string: a number as text, else `id` in the document's metadata."""
     if isinstance(pid, int | float) and not isinstance(pid, bool):
         return str(pid)
-    meta = _value(doc["metadata"]) if "metadata" in doc else None
-    if isinstance(meta, str):
-        try:
-            data = json.loads(meta)
-        except (ValueError, RecursionError):
-            return None
-        if isinstance(data, dict) and isinstance(data.get("id"), str | int):
-            return str(data["id"])
-    return None
+    meta_id = _json_object(doc.get("metadata")).get("id")
+    return str(meta_id) if isinstance(meta_id, str | int) else None
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """The JSON object of a `metadata` attribute (the span's or a document's), else {}."""
+    if isinstance(raw, AnyValue):
+        raw = _value(raw)
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else None
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 class _Lookup:
@@ -418,15 +422,7 @@ class _Lookup:
     def metadata(self) -> dict[str, Any]:
         """OpenInference's `metadata` attribute (a JSON object), where apps put their own keys."""
         if self._metadata is None:
-            self._metadata = {}
-            raw = self.get(METADATA)
-            if isinstance(raw, str):
-                try:
-                    data = json.loads(raw)
-                except (ValueError, RecursionError):
-                    data = None
-                if isinstance(data, dict):
-                    self._metadata = data
+            self._metadata = _json_object(self.get(METADATA))
         return self._metadata
 
 

@@ -41,8 +41,11 @@ def test_the_filter_keeps_exactly_the_spans_ragmon_reads():
     assert all(parts), condition
     wanted = {(m["key"], m["value"]) for m in parts if m}
     assert wanted == {(SPAN_KIND, RETRIEVER), (genai.OPERATION, genai.RETRIEVAL)}
-    retrieval = {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": "q",
-                 "gen_ai.retrieval.documents": '[{"id": "a", "score": 1, "content": "A."}]'}
+    retrieval = {
+        "gen_ai.operation.name": "retrieval",
+        "gen_ai.retrieval.query.text": "q",
+        "gen_ai.retrieval.documents": '[{"id": "a", "score": 1, "content": "A."}]',
+    }
     spans = [span(retriever_attrs()), span({"openinference.span.kind": "LLM"}),
              span({"http.route": "/ask"}), span(retriever_attrs(query="another")),
              span(retrieval), span({"gen_ai.operation.name": "chat"})]  # fmt: skip
