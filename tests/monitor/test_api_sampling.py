@@ -50,6 +50,7 @@ def test_every_event_judged_has_probability_one(api):
     assert got["inclusion_probability"] == 1.0
 
 
+@pytest.mark.process  # its batches are over INLINE_MAX_BYTES: the decoding process
 def test_planned_rates_follow_each_series_traffic(make_api):
     api = make_api(
         RAGMON_SAMPLING="planned", RAGMON_TARGET_HALF_WIDTH="0.03", RAGMON_MIN_JUDGED_PER_DAY="0"

@@ -14,8 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.core.agreement import paired_agreement
 from ragmon.core.window import windows
+from ragmon.core.wire import event_ref
 from ragmon.report.publish import write_report
-from ragmon.store.keys import event_ref, utc_today
+from ragmon.store.keys import utc_today
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.stack import ragmon_env
