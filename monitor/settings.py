@@ -298,11 +298,11 @@ class Settings:
     # OTLP (`POST /v1/traces`): the span or resource attributes each label and k are read from,
     # the first one present wins (docs/integration.md, "OpenTelemetry").
     otlp_app_attributes: tuple[str, ...] = field(
-        default=("service.name",),
+        default=("service.name", "openinference.project.name"),
         metadata={"env": "RAGMON_OTLP_APP_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_index_attributes: tuple[str, ...] = field(
-        default=("metadata.index",),
+        default=("metadata.index", "gen_ai.data_source.id"),
         metadata={"env": "RAGMON_OTLP_INDEX_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_retriever_attributes: tuple[str, ...] = field(
@@ -314,7 +314,7 @@ class Settings:
         metadata={"env": "RAGMON_OTLP_SEGMENT_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_k_attributes: tuple[str, ...] = field(
-        default=("metadata.k",),
+        default=("metadata.k", "gen_ai.retrieval.top_k", "gen_ai.request.top_k"),
         metadata={"env": "RAGMON_OTLP_K_ATTRIBUTES", "parse": values.attribute_names},
     )
     # `k` where no attribute gives it: per app (`support-bot=5,search=10`; a bare number for

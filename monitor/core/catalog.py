@@ -84,7 +84,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "Repairs that made events of /v1/traces spans, by kind: labels_repaired (a label value "
         "outside [A-Za-z0-9_.:-] or over 64 characters, repaired as the SDK repairs it), "
         "k_from_documents (no k attribute nor RAGMON_OTLP_K: measured at the documents "
-        "returned).",
+        "returned), unknown_service (the app named by the OpenTelemetry SDK's default "
+        "service.name, unknown_service...: set OTEL_SERVICE_NAME; the API logs a warning).",
         ("repair",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
@@ -109,7 +110,7 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Passages of the top 2K of measured events that the judge could not grade for good "
         "(refused, malformed after repair, budget_exhausted..., or a passing failure such as "
-        "server_error on the event's last try), by series and reason: they "
+        "server_error from the event's fourth try), by series and reason: they "
         "score as not relevant, and judged@K shows the coverage.",
         (*SERIES_LABELS, "reason"),
     ),

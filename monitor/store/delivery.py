@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 LEASE_S = 30.0  # a claimed event comes back this long after its drain job stopped renewing
 RETRY_DELAYS_S = (10, 30, 120, 600, 1800)  # after a passing judge failure, by attempt
 MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1  # claims of one event before it is failed
+# From this claim on (the first try and three retries, about 3 minutes), a passage still
+# failing for now no longer holds its event back from the hourly alert windows: the event is
+# measured with it unjudged under its reason. One with nothing graded keeps its retries.
+RELEASE_ATTEMPT = 4
 DIED, UNAVAILABLE = "worker_died", "judge_unavailable"  # reasons of failed events (counters)
 
 

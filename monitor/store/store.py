@@ -169,7 +169,8 @@ class Store:
         self.incr(f"otlp_spans{SEP}{outcome}", count)
 
     def record_otlp_repairs(self, repair: str, count: int) -> None:
-        """Repairs that made events of /v1/traces spans: `labels_repaired`, `k_from_documents`."""
+        """Repairs that made events of /v1/traces spans: `labels_repaired` and the others
+        of `ragmon_otlp_repairs` (`ragmon.core.catalog`)."""
         self.incr(f"otlp_repairs{SEP}{repair}", count)
 
     # ---- events and results ----------------------------------------------------------------
