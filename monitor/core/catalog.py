@@ -269,9 +269,21 @@ def exposed_names() -> set[str]:
 
 
 def markdown_table() -> str:
-    """The metrics table of docs/metrics.md, generated from this catalog."""
+    """The metrics table of docs/metrics.md, generated from this catalog: the per-series labels
+    written once, and the quality histograms' sums of squares as one row."""
     rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
+    squares = set(SUM_SQUARES)
     for m in ALL:
+        if m in squares:
+            continue
         name = f"{m.name}_total" if m.type == "counter" else m.name
-        rows.append(f"| `{name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.help} |")
+        rest = [x for x in m.labels if x not in SERIES_LABELS]
+        labels = ", ".join((["series"] if set(SERIES_LABELS) <= set(m.labels) else []) + rest)
+        rows.append(f"| `{name}` | {m.type} | {labels or '—'} | {m.help} |")
+        if m is QUALITY[-1]:
+            rows.append(
+                "| `ragmon_retrieval_<measure>_sum_squares_total` | counter | series | Sum of "
+                "squared values of each quality histogram above: with its _sum and _count, the "
+                "variance (for the quality alerts' standard error). |"
+            )
     return "\n".join(rows)
