@@ -71,7 +71,7 @@ class Oversight:
     params: MeasureParams
     refresh_s: float = ESTIMATE_REFRESH_S
     regrade_s: float = REGRADE_S
-    _agreement: tuple[tuple[int, int], dict] | None = None
+    _agreement: dict[str | None, tuple[tuple[int, int], dict]] = field(default_factory=dict)
     _estimates: dict[tuple, tuple[int, float, list[SeriesEstimates]]] = field(default_factory=dict)
 
     @classmethod
@@ -91,15 +91,18 @@ class Oversight:
 
     def agreement(self, app: str | None = None) -> dict[tuple[str, str, str], Agreement]:
         """`(app, judge identity, reference)` → agreement on the passages both graded: the
-        reference is people (`HUMAN`), or the first judge's identity for the second judge."""
+        reference is people (`HUMAN`), or the first judge's identity for the second judge.
+        With `app`, only that app's grades are read (and kept apart)."""
         generation = (self.store.human.generation(), self.store.second_opinions.generation())
-        if self._agreement is None or self._agreement[0] != generation:
+        kept = self._agreement.get(app)
+        if kept is None or kept[0] != generation:
+            records = self.records(None if app is None else [app])
             pairs = {(a, judge, HUMAN): p for (a, judge), p in
-                     agreement_pairs(self.records()).items()}  # fmt: skip
-            pairs |= second_judge_pairs(self.store.second_opinions.records())
+                     agreement_pairs(records).items()}  # fmt: skip
+            pairs |= second_judge_pairs(self.store.second_opinions.records(app))
             out = {key: paired_agreement(*p) for key, p in sorted(pairs.items())}
-            self._agreement = (generation, out)
-        return {k: v for k, v in self._agreement[1].items() if app in (None, k[0])}
+            kept = self._agreement[app] = (generation, out)
+        return kept[1]
 
     def estimates(
         self, window: Window, labels: Mapping[str, str] | None = None, cached: bool = False
@@ -116,8 +119,12 @@ class Oversight:
             if age < (self.refresh_s if kept[0] == generation else self.regrade_s):
                 return kept[2]
         by_series: dict[tuple[str, ...], list[dict]] = defaultdict(list)
+        app = wanted.get("app")
         for day in window.days:
-            for rec in self.store.day_events(day):
+            held = (
+                self.store.day_events(day) if app is None else self.store.app_day_events(day, app)
+            )
+            for rec in held:
                 lab = rec["labels"]
                 if all(lab.get(k) == v for k, v in wanted.items()):
                     by_series[tuple(lab[k] for k in LABEL_KEYS)].append(rec)

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ragmon.core.redis_address import SENTINEL_SCHEMES, parse_sentinel
+
 # USD per million tokens (input, output). Override with RAGMON_PRICES='{"model": [in, out]}'.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),
@@ -262,6 +264,8 @@ def url(*schemes: str) -> Callable:
             raise ValueError(
                 f"must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
             )
+        if scheme.lower() in SENTINEL_SCHEMES:
+            parse_sentinel(value)  # a ValueError names what is wrong
         return value
 
     return parse

@@ -14,6 +14,7 @@ from typing import Any
 
 from ragmon import setting_values as values
 from ragmon.core.measures import MeasureParams
+from ragmon.core.redis_address import SENTINEL_SCHEMES
 from ragmon.environment import read_env
 from ragmon.setting_values import (
     DEFAULT_PRICES,
@@ -39,7 +40,7 @@ class Settings:
         default=None,
         metadata={
             "env": "REDIS_URL",
-            "parse": values.url("redis", "rediss", "unix"),
+            "parse": values.url("redis", "rediss", "unix", *SENTINEL_SCHEMES),
             "secret": True,
         },
     )
@@ -213,6 +214,13 @@ class Settings:
     store_timeout_s: float = field(
         default=5.0, metadata={"env": "RAGMON_STORE_TIMEOUT_S", "parse": values.number(2.0, 600.0)}
     )
+    wait_replicas: int = field(
+        default=0, metadata={"env": "RAGMON_WAIT_REPLICAS", "parse": values.number(0, 16, int)}
+    )
+    wait_timeout_ms: int = field(
+        default=1000,
+        metadata={"env": "RAGMON_WAIT_TIMEOUT_MS", "parse": values.number(1, 60_000, int)},
+    )
     header_timeout_s: float = field(
         default=10.0, metadata={"env": "RAGMON_HEADER_TIMEOUT_S", "parse": values.number(0.1, 3600)}
     )
@@ -290,11 +298,11 @@ class Settings:
     # OTLP (`POST /v1/traces`): the span or resource attributes each label and k are read from,
     # the first one present wins (docs/integration.md, "OpenTelemetry").
     otlp_app_attributes: tuple[str, ...] = field(
-        default=("service.name",),
+        default=("service.name", "openinference.project.name"),
         metadata={"env": "RAGMON_OTLP_APP_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_index_attributes: tuple[str, ...] = field(
-        default=("metadata.index",),
+        default=("metadata.index", "gen_ai.data_source.id"),
         metadata={"env": "RAGMON_OTLP_INDEX_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_retriever_attributes: tuple[str, ...] = field(
@@ -306,7 +314,7 @@ class Settings:
         metadata={"env": "RAGMON_OTLP_SEGMENT_ATTRIBUTES", "parse": values.attribute_names},
     )
     otlp_k_attributes: tuple[str, ...] = field(
-        default=("metadata.k",),
+        default=("metadata.k", "gen_ai.retrieval.top_k", "gen_ai.request.top_k"),
         metadata={"env": "RAGMON_OTLP_K_ATTRIBUTES", "parse": values.attribute_names},
     )
     # `k` where no attribute gives it: per app (`support-bot=5,search=10`; a bare number for

@@ -164,11 +164,14 @@ def signal_panels() -> list[dict[str, Any]]:
     panel per judge-free alert, then the query mix and a score-based predictor."""
     by = "app, index, retriever, segment"
     events = f"sum by ({by}) (rate(ragmon_signal_results_count{{{SEL}}}[$window]))"
-    empty = (
-        f'sum by ({by}) (rate(ragmon_signal_results_bucket{{{SEL}, le="0.0"}}[$window]))\n'
-        f"/ {events}"
+    empties = f'sum by ({by}) (rate(ragmon_signal_results_bucket{{{SEL}, le="0.0"}}[$window]))'
+    empty = f"{empties}\n/ {events}"
+    scored = (
+        f"sum by ({by}) (rate(ragmon_signal_top_score_count{{{SEL}}}[$window]))\n"
+        f"/ ({events}\n- {empties})"
     )
     legend = "{{retriever}} {{index}} {{segment}}"
+    no_scores = "no scores sent (docs/signals.md: how to send them)"
 
     def signal_mean(key: str) -> str:  # delta: scores may be negative (as T)
         return (
@@ -199,8 +202,19 @@ def signal_panels() -> list[dict[str, Any]]:
             "Top score (mean) by retriever",
             "The retriever's own score of its first passage, averaged: a fall means weaker "
             "matches (alert RagmonTopScoreDrop). Scores of different retrievers are on "
-            "different scales: compare a line with its own past.",
+            "different scales: compare a line with its own past. A retriever that sends no "
+            "scores has no line (Scored events, below).",
             [target(signal_mean("top_score"), legend)],
+            defaults={"noValue": no_scores},
+        ),
+        timeseries(
+            "Scored events (share) by retriever",
+            "Share of the retrievals with results whose every passage carried a score: the "
+            "score panels (top score, gap, QPP) count only those. 0 is a retriever that sends "
+            "no scores, as LangChain's stock retrievers (docs/signals.md says how to send them).",
+            [target(scored, legend)],
+            unit="percentunit",
+            defaults={"min": 0, "max": 1},
         ),
         timeseries(
             "Query length (mean words) by retriever",
@@ -214,6 +228,7 @@ def signal_panels() -> list[dict[str, Any]]:
             "correlates weakly with judged nDCG@K (docs/signals.md), so read its change "
             "within a series, not its level.",
             [target(signal_mean("qpp_wig"), legend)],
+            defaults={"noValue": no_scores},
         ),
     ]
 

@@ -33,6 +33,9 @@ from tests.support.waiting import stretch
 if TYPE_CHECKING:  # imported when first used: the API pulls in FastAPI and the whole server
     from tests.support.api_server import ApiServer
 
+# Every run ends with the tests that cost the most CPU, children included (each under ~20 s).
+pytest_plugins = ["tests.support.cpu_report"]
+
 # ../shared/data/trec-dl beside the checkout; TREC_DL_DIR names another place (a worktree's).
 SHARED_DATA = Path(
     os.environ.get("TREC_DL_DIR")

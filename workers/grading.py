@@ -99,9 +99,11 @@ async def grade_event(
     `on_both_scales` splits them). Each passage has its own outcome: one the judge cannot
     grade for a lasting reason stays None and is counted in `unjudged`; a passing failure
     (429, 5xx, timeout) raises the judge's retryable `JudgeError` so that the event is tried
-    again, unless `last_try` (the delivery's last attempt for this event): then it is counted
-    in `unjudged` under its reason as a lasting one is. Either raises when no passage of the
-    event has a grade at all: the event fails only when nothing could be graded. `store` holds
+    again, unless `last_try` (the event waits no longer: from the delivery's `RELEASE_ATTEMPT`-th
+    try on, so that one failing passage does not hold the other grades for the whole retry
+    ladder): then it is counted in `unjudged` under its reason as a lasting one is. Either
+    raises when no passage of the event has a grade at all: such an event keeps retrying, and
+    fails only when nothing could be graded. `store` holds
     the judgment cache, which gets every grade the judge gives, even those of an event that
     then fails.
     """
@@ -216,11 +218,11 @@ def pooled(event: StoredEvent, graded: Graded, judge: Judge, store: Store) -> li
     """The query's pooled ideal (`ragmon.store.pool`) with this event's grades merged in: the
     best grade, on the judge's scale, of every passage graded for the query in this app by this
     judge identity, across retrievers and time. Only grades that weigh in an ideal join it
-    (0-3 grade 1 and up). None when no pool is kept (RAGMON_CACHE_TTL_DAYS=0) and for a judge
-    whose grades depend on the call's other passages (the lexical judge: never shared, as
-    with the cache): the pooled measures then equal the per-event ones."""
-    if judge.per_call:
-        return None
+    (0-3 grade 1 and up). Kept whatever the judge: a judge whose grades depend on the call's
+    other passages (the lexical judge's IDF) is never served from the cache, but the pool
+    keeps the best grade any call gave a passage, and each grade's count is floored at the
+    event's own (`compute`), so a pooled value stays at most 1. None when no pool is kept
+    (RAGMON_CACHE_TTL_DAYS=0): the pooled measures then equal the per-event ones."""
     five = _grades_1_to_5(judge)
     useful = 2 if five else 1  # 1-5 grade 2 maps to 0-3 grade 1
     own: dict[str, int] = {}
@@ -257,8 +259,9 @@ async def probe_event(
     `no_llm` (the lexical judge cannot probe) or a lasting judge failure's reason.
 
     A passing failure (429, timeout...) raises the judge's retryable `JudgeError` after caching
-    the p's it did get, so the event's next attempt pays only for the rest; on its last attempt
-    (`last_try`) UDCG stays null with that failure's reason instead. The event's app pays.
+    the p's it did get, so the event's next attempt pays only for the rest; on its last try
+    (`last_try`, as for `grade_event`) UDCG stays null with that failure's reason instead.
+    The event's app pays.
     """
     with paying(event["labels"]["app"]):
         return await _probe_event(event, judge, store, last_try)

@@ -21,7 +21,7 @@ from ragmon.core.wire import SEP, Status
 from ragmon.preflight import judge_url
 from ragmon.settings import Settings
 from ragmon.store import Store, event_day, ref_of
-from ragmon.store.delivery import LEASE_S, MAX_ATTEMPTS
+from ragmon.store.delivery import LEASE_S, RELEASE_ATTEMPT
 from ragmon.store.finish import inclusion_probability
 from ragmon.store.records import Result, StoredEvent, without_texts
 from ragmon.workers.context import WorkerContext, current_context
@@ -145,8 +145,8 @@ async def drain_pending(
                     calls[ref] = judge_calls(event, listwise, probes)
                     slots.take(calls[ref])
                     decision = decide(settings, event)
-                    last_try = event["_attempts"] >= MAX_ATTEMPTS  # RETRY would fail it
-                    work = _one(ctx, store, judge, params, event, inflight, decision, last_try)
+                    release = event["_attempts"] >= RELEASE_ATTEMPT  # measure what it has
+                    work = _one(ctx, store, judge, params, event, inflight, decision, release)
                     tasks[asyncio.ensure_future(work)] = event
                 if len(claimed.refs) < room:
                     break
@@ -208,18 +208,18 @@ async def _one(
     event: StoredEvent,
     inflight: InFlight,
     decision: Decision,
-    last_try: bool = False,
+    release: bool = False,
 ) -> str:
-    """Judge one event, measure it and record it. On its last try (`last_try`: the delivery
-    gives it no further attempt) a passing judge failure leaves the passages it hit unjudged
-    and the event is measured; it fails only when nothing could be graded."""
-    graded = await grade_event(event, judge, store, inflight, last_try)
+    """Judge one event, measure it and record it. From its `RELEASE_ATTEMPT`-th try on
+    (`release`) a passing judge failure leaves the passages it hit unjudged and the event is
+    measured; with nothing graded it goes on retrying (and fails after the last try)."""
+    graded = await grade_event(event, judge, store, inflight, release)
     grades, utility = on_both_scales(graded.grades, judge)
     k = event["k"]
     ps: list[float | None] | None = None
     missing = None
     if ctx.settings.utility and event["passages"]:
-        ps, missing = await probe_event(event, judge, store, last_try)
+        ps, missing = await probe_event(event, judge, store, release)
     p_no = None if missing else ps
     pool, pool_utility = None, None
     pool_raw = pooled(event, graded, judge, store)

@@ -25,11 +25,10 @@ from ragmon.api.service import Refused, validation_errors
 from ragmon.core import pages, review_pages
 from ragmon.core.pages import GradeForm
 from ragmon.core.search import parse_search
-from ragmon.core.wire import LABEL_KEYS, Status, series_name
+from ragmon.core.wire import LABEL_KEYS, Status, series_name, split_ref
 from ragmon.oversight import GAUGE_DAYS, HUMAN, Oversight, last_days
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.keys import split_ref
 
 REVIEWER_COOKIE = "ragmon_reviewer"
 REVIEWER_AGE_S = 90 * 86400

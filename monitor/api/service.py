@@ -295,6 +295,13 @@ class IngestService:
             who, prepare_export, self.settings, body, encoding, media, app, self.sampler.rates()
         )
         items, mapped = export.items, export.mapped
+        if mapped.repairs["unknown_service"]:
+            self.writer.log.warning(
+                "unknown_service",
+                "%d OTLP spans name their app unknown_service (the OpenTelemetry SDK's default): "
+                "set OTEL_SERVICE_NAME in the app, or Phoenix's register(project_name=...)",
+                mapped.repairs["unknown_service"],
+            )
         if items:
             await self.check_storage(items)
             results = await self.write(items)

@@ -5,7 +5,8 @@ and the ranked documents in `retrieval.documents.{i}.document.{id,content,score,
 outermost one of a call is one event, what the app put into its prompt. A retriever span under
 another one in the same export (an ensemble's members, a wrapper's inner retriever) is nested:
 skipped, or recorded under its own name (`RAGMON_OTLP_NESTED`), never under the labels it
-inherited. Every other span is ignored (and counted). A retriever span that cannot be an event
+inherited. A GenAI retrieval span (`ragmon.api.genai`) is read as a retriever span. Every
+other span is ignored (and counted). A retriever span that cannot be an event
 is rejected with a reason, which the exporter gets back in OTLP's partial success. Labels and
 `k` come from span or resource attributes through `SpanMap` (settings `RAGMON_OTLP_*`); the
 event id is derived from the trace and span ids, so a re-exported span is stored once.
@@ -26,9 +27,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from pydantic import ValidationError
 
+from ragmon.api import genai
 from ragmon.api.schemas import RetrievalEvent
 from ragmon.client.events import InvalidEvent, passage
-from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, default_k, label_value
+from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, MAX_SCORE, default_k, label_value
 from ragmon.settings import Settings
 
 SPAN_KIND = "openinference.span.kind"
@@ -45,6 +47,7 @@ JOIN = "+"  # `span.name+metadata.ls_vector_store_provider`: the parts present, 
 MAX_DEPTH = 256  # parent links followed up from a span (a loop in a bad export ends there)
 MESSAGES_SHOWN = 3
 _QUERY_KEYS = ("query", "query_str", "question", "input")
+UNKNOWN_SERVICE = "unknown_service"  # the SDK's service.name when the app sets none
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,8 @@ class Mapped:
             return ""
         total = len(self.events) + len(self.rejected)
         shown = "; ".join(self.rejected[:MESSAGES_SHOWN])
-        more = f" (and {len(self.rejected) - MESSAGES_SHOWN} more)" if (
-            len(self.rejected) > MESSAGES_SHOWN
-        ) else ""  # fmt: skip
+        extra = len(self.rejected) - MESSAGES_SHOWN
+        more = f" (and {extra} more)" if extra > 0 else ""
         return f"ragmon rejected {len(self.rejected)} of {total} retriever spans: {shown}{more}"
 
 
@@ -103,30 +105,38 @@ class _Rejected(Exception):
 def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped:
     """Every outermost retriever span of the export as a validated event; the others counted."""
     out = Mapped()
-    retrievers: list[tuple[Span, dict[str, AnyValue], Any, dict[str, Any]]] = []
+    retrievers: list[tuple[Span, dict[str, AnyValue], Any, dict[str, Any], str]] = []
     tree: dict[tuple[bytes, bytes], tuple[bytes, bool]] = {}  # (trace, span) → (parent, kind)
     for rs in request.resource_spans:
         resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
         for ss in rs.scope_spans:
             for span in ss.spans:
                 attrs, docs = _scan(span)
-                kind = attrs.get(SPAN_KIND)
-                if kind is None:  # a span that lost its kind to the SDK's attribute limit
-                    retriever = span.dropped_attributes_count > 0 and docs is not None
-                else:
+                kind, problem = attrs.get(SPAN_KIND), ""
+                if kind is not None:
                     retriever = kind.string_value.upper() == RETRIEVER
+                elif genai.is_retrieval(attrs):  # OpenTelemetry's GenAI conventions
+                    retriever = True
+                    try:
+                        docs = genai.as_openinference(attrs, docs, QUERY)
+                    except genai.NotAnEvent as exc:
+                        problem = str(exc)
+                else:  # a span that lost its kind to the SDK's attribute limit
+                    retriever = span.dropped_attributes_count > 0 and docs is not None
                 tree[(span.trace_id, span.span_id)] = (span.parent_span_id, retriever)
                 if retriever:
-                    retrievers.append((span, attrs, docs, resource))
+                    retrievers.append((span, attrs, docs, resource, problem))
                 else:
                     out.ignored += 1
-    for span, attrs, docs, resource in retrievers:
+    for span, attrs, docs, resource, problem in retrievers:
         nested = _inside_a_retriever(span, tree)
         if nested and span_map.nested == "skip":
             out.nested += 1
             continue
         where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
         try:
+            if problem:
+                raise _Rejected(problem)
             event = span_event(span, attrs, docs, resource, span_map, nested, out.repairs)
             if event is None:
                 out.ignored += 1
@@ -330,13 +340,13 @@ def _passages(docs: dict[int, dict[str, AnyValue]]) -> list[dict[str, Any]]:
             if one is None:  # the SDK skips an empty chunk; a span must say what it ranked
                 raise _Rejected(f"{DOCUMENTS}.{rank}.document.content: empty")
             item = one
-        score = doc.get("score")
-        if score is not None:
-            kind = score.WhichOneof("value")
-            if kind == "double_value":
-                item["score"] = score.double_value
-            elif kind == "int_value":
-                item["score"] = float(score.int_value)
+        if "score" in doc:
+            score = _value(doc["score"])
+        else:  # LangChain's: a `score` in the document's metadata, where the hook reads it too
+            score = _json_object(doc.get("metadata")).get("score")
+            score = score if isinstance(score, int | float) and abs(score) <= MAX_SCORE else None
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            item["score"] = float(score)
         out.append(item)
     return out
 
@@ -345,15 +355,19 @@ def _fallback_id(pid: Any, doc: dict[str, AnyValue]) -> Any:
     """An id that is not a string: a number as text, else `id` in the document's metadata."""
     if isinstance(pid, int | float) and not isinstance(pid, bool):
         return str(pid)
-    meta = _value(doc["metadata"]) if "metadata" in doc else None
-    if isinstance(meta, str):
-        try:
-            data = json.loads(meta)
-        except (ValueError, RecursionError):
-            return None
-        if isinstance(data, dict) and isinstance(data.get("id"), str | int):
-            return str(data["id"])
-    return None
+    meta_id = _json_object(doc.get("metadata")).get("id")
+    return str(meta_id) if isinstance(meta_id, str | int) else None
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """The JSON object of a `metadata` attribute (the span's or a document's), else {}."""
+    if isinstance(raw, AnyValue):
+        raw = _value(raw)
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else None
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 class _Lookup:
@@ -390,28 +404,25 @@ class _Lookup:
         return None
 
     def label(self, names: tuple[str, ...], repairs: Counter[str]) -> str | None:
-        """A label value, repaired as the SDK repairs one (`label_value`), and counted."""
+        """A label value repaired (`label_value`) and counted; the SDK's `unknown_service` last."""
+        unknown = None
         for name in names:
             value = self.get(name)
             text = label_value(value)
-            if text:
+            if text and text.startswith(UNKNOWN_SERVICE):
+                unknown = unknown or text
+            elif text:
                 if text != str(value):
                     repairs["labels_repaired"] += 1
                 return text
-        return None
+        if unknown:
+            repairs[UNKNOWN_SERVICE] += 1
+        return unknown
 
     def metadata(self) -> dict[str, Any]:
         """OpenInference's `metadata` attribute (a JSON object), where apps put their own keys."""
         if self._metadata is None:
-            self._metadata = {}
-            raw = self.get(METADATA)
-            if isinstance(raw, str):
-                try:
-                    data = json.loads(raw)
-                except (ValueError, RecursionError):
-                    data = None
-                if isinstance(data, dict):
-                    self._metadata = data
+            self._metadata = _json_object(self.get(METADATA))
         return self._metadata
 
 

@@ -29,6 +29,7 @@ import redis.asyncio
 
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
+from ragmon.store.address import async_client
 from ragmon.store.fields import Kind
 from ragmon.store.ledger import Ledger, Reading, entry_bytes
 
@@ -197,7 +198,7 @@ class AppStorage:
     def _redis(self) -> redis.asyncio.Redis:
         if self._client is None:
             url = self.settings.redis_url or "redis://localhost:6379/0"
-            self._client = redis.asyncio.Redis.from_url(url, health_check_interval=30)
+            self._client = async_client(url, health_check_interval=30)
         return self._client
 
     async def aclose(self) -> None:

@@ -85,7 +85,8 @@ OPERATIONS: tuple[Metric, ...] = (
         "Repairs that made events of /v1/traces spans, by kind: labels_repaired (a label value "
         "outside [A-Za-z0-9_.:-] or over 64 characters, repaired as the SDK repairs it), "
         "k_from_documents (no k attribute nor RAGMON_OTLP_K: measured at the documents "
-        "returned).",
+        "returned), unknown_service (the app named by the OpenTelemetry SDK's default "
+        "service.name, unknown_service...: set OTEL_SERVICE_NAME; the API logs a warning).",
         ("repair",),
     ),
     Metric("ragmon_events_sampled_out", "counter", "Events accepted but not judged (sampling)."),
@@ -110,7 +111,7 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Passages of the top 2K of measured events that the judge could not grade for good "
         "(refused, malformed after repair, budget_exhausted..., or a passing failure such as "
-        "server_error on the event's last try), by series and reason: they "
+        "server_error from the event's fourth try), by series and reason: they "
         "score as not relevant, and judged@K shows the coverage.",
         (*SERIES_LABELS, "reason"),
     ),
@@ -277,9 +278,21 @@ def exposed_names() -> set[str]:
 
 
 def markdown_table() -> str:
-    """The metrics table of docs/metrics.md, generated from this catalog."""
+    """The metrics table of docs/metrics.md, generated from this catalog: the per-series labels
+    written once, and the quality histograms' sums of squares as one row."""
     rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
+    squares = set(SUM_SQUARES)
     for m in ALL:
+        if m in squares:
+            continue
         name = f"{m.name}_total" if m.type == "counter" else m.name
-        rows.append(f"| `{name}` | {m.type} | {', '.join(m.labels) or '—'} | {m.help} |")
+        rest = [x for x in m.labels if x not in SERIES_LABELS]
+        labels = ", ".join((["series"] if set(SERIES_LABELS) <= set(m.labels) else []) + rest)
+        rows.append(f"| `{name}` | {m.type} | {labels or '—'} | {m.help} |")
+        if m is QUALITY[-1]:
+            rows.append(
+                "| `ragmon_retrieval_<measure>_sum_squares_total` | counter | series | Sum of "
+                "squared values of each quality histogram above: with its _sum and _count, the "
+                "variance (for the quality alerts' standard error). |"
+            )
     return "\n".join(rows)

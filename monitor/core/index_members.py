@@ -16,7 +16,7 @@ from typing import Any
 
 from ragmon.core.measure_table import MEASURES
 from ragmon.core.results import digest
-from ragmon.core.wire import SEP, Status, series_labels
+from ragmon.core.wire import SEP, Status, series_labels, split_ref
 
 SORTS: tuple[str, ...] = ("time", *(m.key for m in MEASURES if m.explore))
 FILTERABLE: tuple[str, ...] = tuple(m.key for m in MEASURES if m.histogram)
@@ -66,6 +66,12 @@ def within(member: str, lo: str, hi: str) -> bool:
 def member_ref(member: str, sort: str) -> str:
     """The `app|event_id` at the end of an index member (an event id may hold `|`)."""
     return member.split(SEP, 1 if sort == "time" else 2)[-1]
+
+
+def measure_member_parts(member: str) -> tuple[str, str, str]:
+    """`(value, time, ref)` of a measure's index member `<value>|<time>|<app>|<event id>`."""
+    value, time, ref = member.split(SEP, 2)
+    return value, time, ref
 
 
 def meta_text(value: Any) -> str:
@@ -174,7 +180,7 @@ def row(series: str, ref: str, rec: Mapping[str, Any]) -> dict[str, Any]:
     """One event of a result page."""
     ts = datetime.fromtimestamp(decode_time(rec["t"]), UTC)
     out: dict[str, Any] = {
-        "event_id": rec.get("id", ref.split(SEP, 1)[-1]),
+        "event_id": rec.get("id", split_ref(ref)[1]),
         "status": Status.DONE,
         "labels": series_labels(series),
         "timestamp": ts.isoformat().replace("+00:00", "Z"),

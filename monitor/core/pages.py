@@ -322,7 +322,9 @@ def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = N
         )
     if found.get("error"):
         what = (
-            "Failed" if found.get("status") == "failed" else "Last judge error (waits for a retry)"
+            "Failed"
+            if found.get("status") == Status.FAILED
+            else "Last judge error (waits for a retry)"
         )
         parts.append(f"<p class=worse id=error>{what}: {_e(found['error'])}</p>")
     parts.append("</div>")  # the facts' column

@@ -30,7 +30,7 @@ from ragmon.core.index_members import (
     words,
 )
 from ragmon.core.measure_table import BY_KEY
-from ragmon.core.wire import LABEL_KEYS, LABEL_PATTERN, SEP, Status, series_values
+from ragmon.core.wire import LABEL_KEYS, LABEL_PATTERN, Status, alternatives, series_values
 
 STATUSES = (Status.DONE, Status.FAILED)
 GRADE_SOURCES = ("known", "cache", "judge")
@@ -143,7 +143,7 @@ class Search:
     def series_matches(self, series: str) -> bool:
         values = series_values(series)
         return all(
-            k not in self.labels or v in self.labels[k].split(SEP)
+            k not in self.labels or v in alternatives(self.labels[k])
             for k, v in zip(LABEL_KEYS, values, strict=True)
         )
 
@@ -233,7 +233,7 @@ def _decode_cursor(text: str, sort: str, descending: bool, status: str) -> str:
         raise not_ours from None
     if c_sort != sort or c_desc != descending or not isinstance(member, str):
         raise SearchError("cursor: from a search with another order; start without cursor")
-    if status == "failed" and not math.isfinite(_number(member, not_ours)):
+    if status == Status.FAILED and not math.isfinite(_number(member, not_ours)):
         raise not_ours
     return member
 
@@ -275,7 +275,7 @@ def _label(name: str, value: str) -> str:
     for any (Grafana's All)."""
     if value == ANY:
         return value
-    for v in value.split(SEP):
+    for v in alternatives(value):
         if not _LABEL.match(v):
             raise SearchError(f"{name}: {v!r} is not a label value ({LABEL_PATTERN})")
     return value
@@ -326,7 +326,7 @@ def parse_search(params: Mapping[str, str]) -> Search:
         if not math.isfinite(value):  # nan, inf, 1e400
             raise SearchError(f"{name}: expected a finite number, got {text[:40]!r}")
         bounds.append(Bound(measure, op, value))
-    if status == "failed" and (bounds or sort != "time" or source or query or meta):
+    if status == Status.FAILED and (bounds or sort != "time" or source or query or meta):
         raise SearchError(
             "status=failed: failed events have no grades or measures to filter (nor an indexed "
             "query or metadata)"

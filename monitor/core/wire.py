@@ -68,6 +68,27 @@ def field_parts(field: str) -> list[str]:
     return field.split(SEP)
 
 
+def alternatives(value: str) -> list[str]:
+    """The label values of a filter `a|b` (any of them: Grafana's `${var:pipe}`)."""
+    return value.split(SEP)
+
+
+def event_ref(app: str, event_id: str) -> str:
+    """An event's name inside one deployment: `app|event_id`.
+
+    Event ids are scoped by app: two apps may use the same id, and neither can read, claim or
+    probe the other's event. An app label never holds `|`, so the first `|` splits the two
+    (an event id may hold `|`).
+    """
+    return f"{app}{SEP}{event_id}"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """`(app, event_id)` of an `event_ref`."""
+    app, _, event_id = ref.partition(SEP)
+    return app, event_id
+
+
 class Status(StrEnum):
     """An event's status: stored in its hash, answered by `GET /v1/retrievals/{id}` and the
     202 of its POST (one type for the store, the workers and the API)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from ragmon.core.wire import Status
 from ragmon.demo.summary import format_table, summary_rows
 from ragmon.preflight import judge_url
 from ragmon.settings import Settings
@@ -191,7 +192,7 @@ def wait_done(store: Store, refs: list[str], timeout: float, progress: Progress)
     deadline = time.monotonic() + timeout
     while True:
         statuses = store.statuses(refs)
-        finished = sum(s in ("done", "failed", "sampled_out") for s in statuses)
+        finished = sum(s in (Status.DONE, Status.FAILED, Status.SAMPLED_OUT) for s in statuses)
         progress.update(finished)
         if finished >= len(refs) or time.monotonic() > deadline:
             return sum(s == "done" for s in statuses)

@@ -106,7 +106,9 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin-top:32px;border-bottom
 h3{font-size:15px;margin-top:20px}
 table{border-collapse:collapse;margin:8px 0 12px;font-size:13px}
 th,td{border:1px solid #d5d9de;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f2f4f6}tr.major td:first-child{border-left:5px solid #c92a2a}
+th{background:#f2f4f6}
+tr.major td:first-child,tr.regression td:first-child,tr.poor td:first-child{
+border-left:5px solid #c92a2a}
 tr.moderate td:first-child{border-left:5px solid #e67700}
 tr.minor td:first-child{border-left:5px solid #f2c94c}
 #regressions td{font-size:14px}code{background:#f2f4f6;padding:0 3px;border-radius:3px}
@@ -140,6 +142,10 @@ def to_html(doc: Doc) -> str:
                 cls = ""
                 if css_id == "regressions" and len(row) > 6 and isinstance(row[6], str):
                     cls = f' class="{html.escape(row[6].split()[0])}"'
+                elif css_id == "verdicts" and row[1] == "regression":
+                    cls = ' class="regression"'
+                elif css_id == "verdicts" and str(row[2]).startswith("poor"):
+                    cls = ' class="poor"'
                 out.append(
                     f"<tr{cls}>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>"
                 )

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
 from ragmon.core.signals import SIGNALS
 from ragmon.core.window import Window
-from ragmon.core.wire import SEP
+from ragmon.core.wire import SEP, event_ref
 from ragmon.store import Histogram, Store
-from ragmon.store.keys import event_ref
 from ragmon.store.records import StoredEvent
 
 TREND_WEEKS = 8

@@ -25,6 +25,7 @@ from ragmon.report.judging import agreement_section, anchor_section, estimates_s
 from ragmon.report.ops import JudgeOps
 from ragmon.report.population import MIX_MIN_SHARE, SegmentMix
 from ragmon.report.signal_shifts import GroupSignals
+from ragmon.report.verdict import Verdict
 from ragmon.report.worst import worst_section
 
 
@@ -118,9 +119,14 @@ def verdicts_section(doc: Doc, report: Report) -> None:
     )
     doc.table(
         ["where", "verdict", "level", "why"],
-        [[_where(report, v.group), v.verdict, v.level or "ok", v.why] for v in report.verdicts],
+        [[_where(report, v.group), v.verdict, v.level or "ok", v.why] for v in _first(report)],
         "verdicts",
     )
+
+
+def _first(report: Report) -> list[Verdict]:
+    """The verdicts that need a person first: regressions, then poor levels, then the rest."""
+    return sorted(report.verdicts, key=lambda v: (v.verdict != "regression", not v.level))
 
 
 def _where(report: Report, g: Group) -> Cell:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 
-from ragmon.core.wire import Status
+from ragmon.core.wire import Status, split_ref
 from ragmon.store import scripts
 from ragmon.store.ingest import DRAIN_WANTED_TTL_S, texts
-from ragmon.store.keys import Keys, split_ref
+from ragmon.store.keys import Keys
 from ragmon.store.rq_jobs import DrainJobs
 
 if TYPE_CHECKING:
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 LEASE_S = 30.0  # a claimed event comes back this long after its drain job stopped renewing
 RETRY_DELAYS_S = (10, 30, 120, 600, 1800)  # after a passing judge failure, by attempt
 MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1  # claims of one event before it is failed
+# From this claim on (the first try and three retries, about 3 minutes), a passage still
+# failing for now no longer holds its event back from the hourly alert windows: the event is
+# measured with it unjudged under its reason. One with nothing graded keeps its retries.
+RELEASE_ATTEMPT = 4
 DIED, UNAVAILABLE = "worker_died", "judge_unavailable"  # reasons of failed events (counters)
 
 

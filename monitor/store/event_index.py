@@ -23,6 +23,7 @@ from ragmon.core.index_members import (
     OVERVIEW,
     SORTS,
     encode_time,
+    measure_member_parts,
     member_ref,
     overview_hours,
     record,
@@ -31,11 +32,19 @@ from ragmon.core.index_members import (
     within,
 )
 from ragmon.core.search import SCAN_BUDGET, Search, encode_cursor
-from ragmon.core.wire import LABEL_KEYS, SEP, Status, series_app, series_name
+from ragmon.core.wire import (
+    LABEL_KEYS,
+    SEP,
+    Status,
+    alternatives,
+    event_ref,
+    series_app,
+)
 from ragmon.store import scripts
-from ragmon.store.fields import Field, HourPart, Slot
+from ragmon.store.failed_page import failed_page
+from ragmon.store.fields import HourPart, Slot
 from ragmon.store.index_walk import Page, Walk
-from ragmon.store.keys import OTHER, Keys, event_ref, fold, split_ref
+from ragmon.store.keys import OTHER, Keys, fold
 from ragmon.store.records import result_ttl_s
 
 if TYPE_CHECKING:
@@ -48,8 +57,6 @@ CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walk
 OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held briefly at a time
 SUMMARY_CHUNK = 10  # series per SUMMARIZE call (each may read 191 hourly hashes)
 SUMMED = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]  # a summary's sums, in order
-FAILED_CHUNK = 50  # failed refs read at a time
-FAILED_PARSE_BYTES = 4 << 20  # payload bytes a page of failed events parses at most
 
 
 class ExploreIndex:
@@ -182,7 +189,7 @@ class ExploreIndex:
         """The series of the apps `a|b...`, most recently indexed first; None when an app has
         no set of its own yet (indexed before apps had them: the hourly sweep makes it)."""
         with self.client.pipeline(transaction=False) as pipe:
-            for app in apps.split(SEP):
+            for app in alternatives(apps):
                 pipe.exists(self.keys.explore_app_series(app))
                 pipe.zrevrange(self.keys.explore_app_series(app), 0, -1, withscores=True)
             replies = pipe.execute()
@@ -275,7 +282,7 @@ class ExploreIndex:
         if search.trace_id:
             return self._by_trace(search, series, now)
         if search.status == Status.FAILED:
-            return self._failed(search, now, budget)
+            return failed_page(self.client, self.keys, self.sealer, search, budget)
         listed = self._candidates(search, series)
         if listed is not None:
             return self._check_in_order(search, listed, now, budget)
@@ -309,7 +316,7 @@ class ExploreIndex:
             for s in series:
                 times = {}
                 for raw in next(replies):
-                    _, ts, ref = raw.decode().split(SEP, 2)
+                    _, ts, ref = measure_member_parts(raw.decode())
                     times[ref] = ts
                 found[s] = times if i == 0 else {r: t for r, t in found[s].items() if r in times}
         lo, hi = search.lex_range()  # the time range and the cursor, on time members
@@ -367,76 +374,4 @@ class ExploreIndex:
             page.scanned += 1
             if rec is not None and search.record_matches(r := json.loads(rec), now):
                 page.events.append(row(s, ref, r))
-        return page
-
-    def _failed(self, search: Search, now: float, budget: int) -> Page:
-        """Failed events, newest failure first: a search of one app reads that app's failed
-        set only (`Keys.app_failed`). A page parses at most `FAILED_PARSE_BYTES` of payloads
-        (for their labels and time; at least one event), then stops with a cursor; an event
-        whose payload alone is larger is listed with its app label only."""
-        apps = search.labels["app"].split(SEP) if "app" in search.labels else None
-        key = self.keys.app_failed(apps[0]) if apps and len(apps) == 1 else self.keys.failed
-        hi = f"({search.after}" if search.after else "+inf"
-        page = Page()
-        parsed = 0
-        while len(page.events) < search.limit and page.scanned < budget:
-            chunk = cast(
-                list[tuple[bytes, float]],
-                self.client.zrevrangebyscore(
-                    key, hi, "-inf", start=0, num=FAILED_CHUNK, withscores=True
-                ),
-            )
-            if not chunk:
-                return page
-            refs = [r.decode() for r, _ in chunk]
-            if apps is not None:  # several apps from the fleet's set: only theirs are read
-                wanted = [split_ref(r)[0] in apps for r in refs]
-            else:
-                wanted = [True] * len(refs)
-            with self.client.pipeline(transaction=False) as pipe:
-                for ref in refs:
-                    pipe.hmget(self.keys.event(ref), Field.STATUS, Field.RECEIVED)
-                    pipe.hstrlen(self.keys.event(ref), Field.PAYLOAD)
-                heads = pipe.execute()
-            for i, (ref, (_, score)) in enumerate(zip(refs, chunk, strict=True)):
-                (status, received), size = heads[2 * i], int(heads[2 * i + 1])
-                if size and parsed and parsed + size > FAILED_PARSE_BYTES:  # next page
-                    page.partial = True
-                    page.cursor = encode_cursor(search, hi[1:]) if hi != "+inf" else None
-                    return page
-                page.scanned += 1
-                hi = f"({score!r}"
-                if not wanted[i] or status is None or status.decode() != Status.FAILED:
-                    continue
-                ts = float(received or 0)
-                if not (
-                    (search.since is None or ts >= search.since)
-                    and (search.until is None or ts < search.until)
-                ):
-                    continue
-                app, event_id = split_ref(ref)
-                labels: dict[str, str] = {"app": app}
-                timestamp = None
-                if size <= FAILED_PARSE_BYTES:
-                    raw = self.client.hget(self.keys.event(ref), Field.PAYLOAD)
-                    parsed += size
-                    if raw is not None:
-                        ev = json.loads(self.sealer.open(cast(bytes, raw)))
-                        labels, timestamp = ev["labels"], ev.get("timestamp")
-                if len(labels) < len(LABEL_KEYS):
-                    if set(search.labels) - {"app"}:
-                        continue  # its other labels were not read: no match to claim
-                elif not search.series_matches(series_name(labels)):
-                    continue
-                page.events.append(
-                    {"event_id": event_id, "status": Status.FAILED, "labels": labels,
-                     "timestamp": timestamp}
-                )  # fmt: skip
-                if len(page.events) == search.limit:
-                    page.cursor = encode_cursor(search, repr(score))
-                    return page
-            if len(chunk) < FAILED_CHUNK:
-                return page
-        page.partial = True
-        page.cursor = encode_cursor(search, hi[1:])
         return page

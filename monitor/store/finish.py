@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ragmon.core.catalog import LAG_BUCKETS
 from ragmon.core.measures import HISTOGRAM_MEASURES
-from ragmon.core.wire import SEP, Status, series_name
+from ragmon.core.wire import Status, field_parts, series_name, split_ref
 from ragmon.store import scripts
-from ragmon.store.keys import OTHER, fold, split_ref
+from ragmon.store.keys import OTHER, fold
 from ragmon.store.ledger import KEY_OVERHEAD, Ledger, allocated, entry_bytes
 from ragmon.store.protocol import Call
 from ragmon.store.records import (
@@ -74,7 +74,9 @@ def finish_call(
             obs += [f"retrieval_{m}", bucket_index(bounds[m], v), repr(float(v))]
     folded, folded_count = fold(app)
     orphan, orphan_count = fold(OTHER)
-    counts = sorted((*name.partition(SEP)[::2], n) for name, n in (series_counts or {}).items())
+    counts = sorted(  # `name` or `name|reason`: (name, reason or "", n)
+        (*(field_parts(name) + [""])[:2], n) for name, n in (series_counts or {}).items()
+    )
     day_hist, day_counters, day_events, day_apps = day_keys(keys, event)
     ref = ref_of(event)
     keep_s = text_ttl_s(s)  # 0: the texts go now; the record's TTL or more: they stay in it

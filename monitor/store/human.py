@@ -17,9 +17,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from ragmon.core.wire import event_ref
 from ragmon.store import scripts
 from ragmon.store.fields import Kind
-from ragmon.store.keys import event_ref
 from ragmon.store.ledger import GRADES_KEPT_S
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ import redis.asyncio
 from ragmon.core.signals import SIGNALS
 from ragmon.core.wire import SEP
 from ragmon.store import scripts
+from ragmon.store.failures import NotReplicated
 from ragmon.store.fields import Slot
 from ragmon.store.keys import DAY_TTL_S, OTHER, QUERIES_TTL_S, fold
 from ragmon.store.ledger import Ledger, entry_bytes
@@ -203,7 +204,14 @@ class AsyncIngest:
         without writing anything when Redis runs the write past `deadline`."""
         plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._setup)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
-        return plan.settle(reply)
+        written = plan.settle(reply)
+        wanted = self.settings.wait_replicas
+        if wanted and plan.keys:
+            timeout = self.settings.wait_timeout_ms
+            acked = int(await self.client.wait(wanted, timeout))
+            if acked < wanted:
+                raise NotReplicated(acked, wanted, timeout)
+        return written
 
     async def aclose(self) -> None:
         await self.client.aclose()

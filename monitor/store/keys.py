@@ -21,21 +21,6 @@ def fold(app: str) -> tuple[str, str]:
     return field_name(app, *[OTHER] * (len(LABEL_KEYS) - 1)), field_name(Name.SERIES_FOLDED, app)
 
 
-def event_ref(app: str, event_id: str) -> str:
-    """An event's name inside one deployment: `app|event_id`.
-
-    Event ids are scoped by app: two apps may use the same id, and neither can read, claim or
-    probe the other's event. An app label never holds `|`, so the first `|` splits the two.
-    """
-    return f"{app}{SEP}{event_id}"
-
-
-def split_ref(ref: str) -> tuple[str, str]:
-    """`(app, event_id)` of an `event_ref`."""
-    app, _, event_id = ref.partition(SEP)
-    return app, event_id
-
-
 @dataclass(frozen=True)
 class Keys:
     """Key names under a prefix (one ragmon deployment per prefix)."""

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from ragmon.core.measures import HISTOGRAM_MEASURES
 from ragmon.core.results import digest
 from ragmon.core.signals import SIGNALS, extract
-from ragmon.core.wire import Status, field_parts
+from ragmon.core.wire import Status, event_ref, field_parts
 from ragmon.store.fields import Part
-from ragmon.store.keys import event_ref, utc_day
+from ragmon.store.keys import utc_day
 
 if TYPE_CHECKING:
     from ragmon.settings import Settings

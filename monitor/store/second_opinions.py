@@ -40,9 +40,10 @@ class SecondOpinions:
             pipe.incr(self.keys.second_opinion_generation)
             pipe.execute()
 
-    def records(self) -> list[dict[str, Any]]:
-        apps = sorted(x.decode() for x in cast(set[bytes], self.client.smembers(
-            self.keys.second_opinion_apps)))  # fmt: skip
+    def records(self, app: str | None = None) -> list[dict[str, Any]]:
+        """Every app's records, or one app's (no other app's key is read)."""
+        apps = [app] if app is not None else sorted(x.decode() for x in cast(
+            set[bytes], self.client.smembers(self.keys.second_opinion_apps)))  # fmt: skip
         out = []
         for app in apps:
             rows = cast(dict[str, Any], self.client.hgetall(self.keys.second_opinions(app)))

@@ -13,18 +13,20 @@ import redis.asyncio
 
 from ragmon.core.measures import histogram_bounds
 from ragmon.core.results import describe
-from ragmon.core.wire import SEP, Status
+from ragmon.core.wire import SEP, Status, event_ref
 from ragmon.settings import Settings
 from ragmon.store import scripts
+from ragmon.store.address import async_client, sync_client
 from ragmon.store.anchors import Anchors
 from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
+from ragmon.store.failures import NotReplicated
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, day_records_ttl_s, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
 from ragmon.store.judge_state import JudgeState
-from ragmon.store.keys import DAY_TTL_S, Keys, event_ref
+from ragmon.store.keys import DAY_TTL_S, Keys
 from ragmon.store.ledger import Ledger
 from ragmon.store.pool import QueryPool
 from ragmon.store.records import (
@@ -82,12 +84,8 @@ class Store:
         """Open a connection pool to `settings.redis_url` (RQ needs bytes, not decoded strings)."""
         if not settings.redis_url:
             raise ValueError("REDIS_URL is not set")
-        options = {} if settings.redis_url.startswith("unix:") else {"socket_keepalive": True}
-        client = redis.Redis.from_url(
-            settings.redis_url,
-            health_check_interval=30,
-            socket_connect_timeout=CONNECT_TIMEOUT_S,
-            **options,
+        client = sync_client(
+            settings.redis_url, health_check_interval=30, socket_connect_timeout=CONNECT_TIMEOUT_S
         )
         return cls(client, settings)
 
@@ -139,6 +137,11 @@ class Store:
         """
         plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._signal_setup)
         written = plan.settle(self._ingest(keys=plan.keys, args=plan.args) if plan.keys else [])
+        wanted, timeout = self.settings.wait_replicas, self.settings.wait_timeout_ms
+        if wanted and plan.keys:
+            acked = self.client.wait(wanted, timeout)
+            if acked < wanted:
+                raise NotReplicated(acked, wanted, timeout)
         if written.wake and enqueue:
             self.delivery.jobs.enqueue()
         return written
@@ -148,8 +151,7 @@ class Store:
         url = self.settings.redis_url
         if not url:
             return None
-        options = {} if url.startswith("unix:") else {"socket_keepalive": True}
-        client = redis.asyncio.Redis.from_url(url, health_check_interval=30, **options)
+        client = async_client(url, health_check_interval=30)
         return AsyncIngest(client, self.keys, self.settings)
 
     def statuses(self, refs: Sequence[str]) -> list[str | None]:
@@ -167,7 +169,8 @@ class Store:
         self.incr(f"otlp_spans{SEP}{outcome}", count)
 
     def record_otlp_repairs(self, repair: str, count: int) -> None:
-        """Repairs that made events of /v1/traces spans: `labels_repaired`, `k_from_documents`."""
+        """Repairs that made events of /v1/traces spans: `labels_repaired` and the others
+        of `ragmon_otlp_repairs` (`ragmon.core.catalog`)."""
         self.incr(f"otlp_repairs{SEP}{repair}", count)
 
     # ---- events and results ----------------------------------------------------------------
@@ -346,6 +349,12 @@ class Store:
         HyperLogLogs, kept `QUERIES_TTL_S`; 0 where none is kept)."""
         keys = [self.keys.day_queries(d, name) for d in days for name in series]
         return int(self.client.pfcount(*keys)) if keys else 0
+
+    def app_day_events(self, day: str, app: str) -> list[dict[str, Any]]:
+        """One app's compact per-event results of one UTC day: its own list only (never the
+        list all apps shared before they had their own, nor another app's)."""
+        return [json.loads(x) for x in cast(list[bytes], self.client.lrange(
+            self.keys.day_events(day, app), 0, -1))]  # fmt: skip
 
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest

@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from ragmon.core.measures import compute
+from ragmon.core.wire import event_ref
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.keys import event_ref
 from ragmon.store.sealing import new_key
 from tests.bench.common import exit_on_sigterm, machine, ms, pct
 from tests.support.stack import ragmon_env, redis_server, start_api

@@ -36,9 +36,9 @@ import psutil
 import redis
 
 from ragmon.core.measures import compute
+from ragmon.core.wire import event_ref
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.keys import event_ref
 from tests.bench.common import (
     Bodies,
     Load,

@@ -152,3 +152,12 @@ def test_tenants_benchmark_prints_the_ingest_ratio_while_another_app_explores() 
     quiet, loaded, ratio = (float(g) for g in row.groups())
     assert ratio == pytest.approx(loaded / quiet, rel=0.05, abs=0.01)
     assert re.search(r"^target: ratio <= 1.5: (met|NOT met)$", out, re.M), out
+
+
+def test_neighbours_benchmark_prints_each_latency_and_every_answer_held() -> None:
+    out = run("bench_neighbours", 300)
+    for name in ("health", "ingest", "export"):
+        row = re.search(rf"^appB {name} +n=(\d+)/(\d+) .* p99 {NUM} -> {NUM} ms", out, re.M)
+        assert row and int(row.group(1)) > 0 and int(row.group(2)) > 0, out
+    assert re.search(r"^appB routes: \d+ rounds .* answers changed: none$", out, re.M), out
+    assert re.search(r"^(targets met|TARGETS MISSED)$", out, re.M), out

@@ -424,3 +424,19 @@ def test_deploy_files_parse_as_yaml_and_use_no_tabs():
             "spec"
         ]["containers"][0]["args"][0]
     )
+
+
+def test_the_api_keeps_a_replica_through_a_drain_and_scales_on_cpu(objects):
+    api = find(objects, "Deployment", "ragmon-api")
+    selector = api["spec"]["selector"]["matchLabels"]
+    pdb = find(objects, "PodDisruptionBudget", "ragmon-api")
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+    assert pdb["spec"]["minAvailable"] == 1 < api["spec"]["replicas"]
+    hpa = find(objects, "HorizontalPodAutoscaler", "ragmon-api")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": "ragmon-api"}  # fmt: skip
+    assert hpa["spec"]["minReplicas"] == api["spec"]["replicas"] <= hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+    resources = pod_spec(api)["containers"][0]["resources"]
+    assert resources["requests"]["cpu"]  # utilization is read against the request

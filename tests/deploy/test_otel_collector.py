@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ragmon.api import genai
 from ragmon.api.spans import RETRIEVER, SPAN_KIND, SpanMap, map_request
 from ragmon.settings import Settings
 from tests.deploy.conftest import DEPLOY, load_yaml
@@ -36,20 +37,26 @@ def test_every_component_a_pipeline_names_is_defined():
 
 def test_the_filter_keeps_exactly_the_spans_ragmon_reads():
     (condition,) = load_yaml(CONFIG)["processors"]["filter/retrievers"]["traces"]["span"]
-    m = CONDITION.match(condition)
-    assert m, condition
-    assert (m["key"], m["value"]) == (SPAN_KIND, RETRIEVER)
-
+    parts = [CONDITION.match(part) for part in condition.split(" and ")]
+    assert all(parts), condition
+    wanted = {(m["key"], m["value"]) for m in parts if m}
+    assert wanted == {(SPAN_KIND, RETRIEVER), (genai.OPERATION, genai.RETRIEVAL)}
+    retrieval = {
+        "gen_ai.operation.name": "retrieval",
+        "gen_ai.retrieval.query.text": "q",
+        "gen_ai.retrieval.documents": '[{"id": "a", "score": 1, "content": "A."}]',
+    }
     spans = [span(retriever_attrs()), span({"openinference.span.kind": "LLM"}),
-             span({"http.route": "/ask"}), span(retriever_attrs(query="another"))]  # fmt: skip
+             span({"http.route": "/ask"}), span(retriever_attrs(query="another")),
+             span(retrieval), span({"gen_ai.operation.name": "chat"})]  # fmt: skip
 
-    def dropped(s) -> bool:  # the condition holds (a missing attribute is not equal)
-        value = next((a.value.string_value for a in s.attributes if a.key == m["key"]), None)
-        return value != m["value"]
+    def dropped(s) -> bool:  # every condition holds (a missing attribute is not equal)
+        values = {a.key: a.value.string_value for a in s.attributes}
+        return all(values.get(key) != value for key, value in wanted)
 
     kept = [s for s in spans if not dropped(s)]
     span_map = SpanMap.from_settings(Settings())
     everything = map_request(export(spans), span_map)
     filtered = map_request(export(kept), span_map)
-    assert len(filtered.events) == len(everything.events) == 2
-    assert filtered.ignored == 0 and everything.ignored == 2
+    assert len(filtered.events) == len(everything.events) == 3
+    assert filtered.ignored == 0 and everything.ignored == 3

@@ -13,8 +13,8 @@ import pytest
 
 from ragmon.api.browser import COOKIE
 from ragmon.core.measures import compute
+from ragmon.core.wire import event_ref
 from ragmon.store import Store, text_hash
-from ragmon.store.keys import event_ref
 from ragmon.store.records import without_texts
 from ragmon.store.sealing import new_key
 from tests.support.api_server import ApiServer

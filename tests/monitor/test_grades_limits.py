@@ -13,8 +13,7 @@ import redis
 
 from ragmon.api.grades import MAX_REVIEWERS_PER_EVENT
 from ragmon.api.storage import REFRESH_S
-from ragmon.core.wire import MAX_TEXT_CHARS
-from ragmon.store.keys import event_ref
+from ragmon.core.wire import MAX_TEXT_CHARS, event_ref
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event

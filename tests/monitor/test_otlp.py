@@ -204,6 +204,23 @@ def test_passage_ids_fall_back_to_metadata_then_the_text():
     assert ids[:2] == ["7", "kb-meta"] and ids[2].startswith("sha1:")
 
 
+def test_a_score_in_a_document_metadata_is_its_score_as_the_hook_reads_it():
+    """OpenInference's LangChain instrumentor records a document's metadata, never a score: a
+    score the app put into `Document.metadata["score"]` is read there, by OTLP and the hook."""
+    from types import SimpleNamespace
+
+    from ragmon.client.events import passage
+
+    metas = [{"score": 0.8}, {"score": 0.1}, {"score": "high"}, {"score": float("nan")}]
+    attrs = retriever_attrs(docs=[("a", "one", None), ("b", "two", 0.5), ("c", "three", None),
+                                  ("d", "four", None)])  # fmt: skip
+    for i, meta in enumerate(metas):
+        attrs[f"retrieval.documents.{i}.document.metadata"] = json.dumps(meta)
+    assert [p.score for p in one_event(attrs).passages] == [0.8, 0.5, None, None]
+    hook = passage(SimpleNamespace(page_content="one", metadata=metas[0]))
+    assert hook is not None and hook["score"] == 0.8
+
+
 @pytest.mark.parametrize(
     "attrs",
     [

@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from ragmon.store.keys import event_ref
+from ragmon.core.wire import event_ref
 from tests.support.spans import event_id, export, otlp_json, retriever_attrs, span
 from tests.support.stack import sample_value
 from tests.support.waiting import scaled

@@ -14,7 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.core.agreement import paired_agreement
 from ragmon.core.window import windows
+from ragmon.core.wire import event_ref
 from ragmon.report.publish import write_report
+from ragmon.store.keys import utc_today
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.stack import ragmon_env
@@ -181,3 +183,26 @@ def test_corrected_estimates_beside_the_judge_only_means(judged, tmp_path) -> No
     row = f"| `shop/kb/bm25/all` | nDCG@K | {ndcg['judge_only']:.3f} | {c['estimate']:.3f} "
     assert row + f"[{c['low']:.3f}, {c['high']:.3f}] |" in text
     assert "## The judge against people" in text and f"`{JUDGE}` | people | 72 |" in text
+
+
+def test_an_app_s_estimates_and_review_page_read_no_byte_of_another_app(judged) -> None:
+    # GET /v1/estimates for one app parsed every app's 7 days of per-day records, and the
+    # review page recomputed agreement over every app's grades. Another app's stored bytes,
+    # made unreadable here, must not matter to the shop's key.
+    api, found = judged
+    grade_all(api, found[:12], lambda g, rank: g)
+    store, today = api.store, utc_today()
+    store.client.rpush(store.keys.day_events(today, "other"), b"{not json")
+    store.client.hset(store.keys.human_grades(event_ref("other", "other-0")), "x", b"{not json")
+    store.client.zadd(store.keys.human_refs("other"), {event_ref("other", "other-0"): 1})
+    store.client.sadd(store.keys.human_apps, "other")
+    store.client.incr(store.keys.human_generation)
+    with client(api, SHOP_KEY) as c:
+        r = c.get("/v1/estimates")
+    assert r.status_code == 200, r.text
+    assert r.json()["series"][0]["graded_events"] == 12
+    ui = httpx.Client(base_url=api.url, follow_redirects=False, timeout=60)
+    login = ui.post("/ui/login", data={"key": SHOP_KEY, "next": "/ui"}, headers={"origin": api.url})
+    assert login.status_code == 303
+    page = ui.get("/ui/review/shop/shop-0")
+    assert page.status_code == 200 and "id=agreement" in page.text

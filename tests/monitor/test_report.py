@@ -167,8 +167,12 @@ def test_regression_ranked_first_and_stable_not_flagged(live: Live, tmp_path: Pa
             assert r.status != "regression", (r.group, r.measure, r.diff, r.p_adj)
 
     md = (out / "report.md").read_text()
+    verdicts = md[md.index("## Verdict per retriever") : md.index("## Biggest regressions")]
+    assert "| shop/kb-1/bm25 | regression |" in verdicts
+    assert "| shop/kb-1/stable-a | unchanged |" in verdicts
     first_screen = md[: md.index("## Plots")]
-    assert "shop/kb-1/bm25" in first_screen and "stable-a" not in first_screen
+    regressions = md[md.index("## Biggest regressions") : md.index("## Plots")]
+    assert "shop/kb-1/bm25" in regressions and "stable-a" not in regressions
     assert "evidence" in first_screen and "look at first" in first_screen
     assert "real" not in first_screen  # no wording that reads p as "the change is real"
     html = (out / "report.html").read_text()

@@ -71,11 +71,15 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, Path, st
 def test_markdown_order_and_content(rendered: tuple[Report, Path, str]) -> None:
     report, _, md = rendered
     heads = re.findall(r"^## (.+)$", md, flags=re.M)
-    assert heads[0] == "Biggest regressions" and heads[-1] == "How to read this report"
+    assert heads[:2] == ["Verdict per retriever", "Biggest regressions"]
+    assert heads[-1] == "How to read this report"
     assert md.startswith(f"# {report.title}\n")
+    verdicts = md[md.index("| where | verdict |") :].splitlines()
+    assert verdicts[2].startswith("| shop/kb-1/bm25 | regression | ")  # what needs a person first
     table = md[md.index("| # |") :].splitlines()
     assert table[2].startswith("| 1 | shop/kb-1/bm25 | ")
-    assert "dense" not in md[: md.index("## Plots")]
+    regressions = md[md.index("## Biggest regressions") : md.index("## Plots")]
+    assert "dense" not in regressions
 
 
 @pytest.mark.slow  # the plots take seconds to draw (the module's `rendered`)
@@ -137,7 +141,7 @@ def test_chromium_renders_report(rendered: tuple[Report, Path, str], tmp_path: P
     assert img.shape[:2] == (2000, 1280)
     top = img[:400, :, :3]
     assert top.std() > 0.05, "the first screen is not blank"
-    # the regression row's red marker (#c92a2a) is on the first screen
+    # the regressed retriever's red marker (#c92a2a) is on the first screen
     red = (top[..., 0] > 0.7) & (top[..., 1] < 0.25) & (top[..., 2] < 0.25)
     assert red.sum() > 50
 

@@ -14,10 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.core.measures import compute
+from ragmon.core.wire import event_ref
 from ragmon.export import metrics_text
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.keys import event_ref
 
 JUNK = 600  # more than the fleet's budget (max_series 500), six times appA's (100)
 

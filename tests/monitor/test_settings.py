@@ -79,6 +79,12 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("REDIS_URL", "redis://127.0.0.1:6379/2", "redis_url", "redis://127.0.0.1:6379/2"),
         ("REDIS_URL", " rediss://h:6380/0 ", "redis_url", "rediss://h:6380/0"),
         ("REDIS_URL", "unix:///tmp/redis.sock", "redis_url", "unix:///tmp/redis.sock"),
+        (
+            "REDIS_URL",
+            "redis+sentinel://s1:26379,s2/main/1",
+            "redis_url",
+            "redis+sentinel://s1:26379,s2/main/1",
+        ),
         ("REDIS_URL", "", "redis_url", None),
         ("RAGMON_API_KEYS", f"{KEY}, {KEY}2:app", "api_keys", (KEY, f"{KEY}2:app")),
         ("RAGMON_METRICS_API_KEYS", KEY, "metrics_api_keys", (KEY,)),
@@ -141,6 +147,8 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_MAX_BODY_BYTES", "1048576", "max_body_bytes", 1_048_576),
         ("RAGMON_JOB_BATCH_SIZE", "1", "job_batch_size", 1),
         ("RAGMON_STORE_TIMEOUT_S", "2.5", "store_timeout_s", 2.5),
+        ("RAGMON_WAIT_REPLICAS", "1", "wait_replicas", 1),
+        ("RAGMON_WAIT_TIMEOUT_MS", "250", "wait_timeout_ms", 250),
         ("RAGMON_ANCHOR_FILE", __file__, "anchor_file", __file__),
         ("RAGMON_ANCHOR_SIZE", "500", "anchor_size", 500),
         ("RAGMON_ANCHOR_EVERY_HOURS", "1", "anchor_every_hours", 1),
@@ -493,3 +501,11 @@ def test_text_keys_file_adds_keys_after_the_variables(tmp_path: Path) -> None:
     path.write_text("# none\n")
     with pytest.raises(SettingsError, match="RAGMON_TEXT_KEYS_FILE: .* holds no keys"):
         load({"RAGMON_TEXT_KEYS_FILE": str(path)})
+
+
+def test_a_sentinel_url_names_its_parts() -> None:
+    from ragmon.core.redis_address import parse_sentinel
+
+    a = parse_sentinel("rediss+sentinel://:p%40ss@s1:26380,[::1]/main/2")
+    assert a.sentinels == (("s1", 26380), ("::1", 26379)) and a.service == "main"
+    assert a.db == 2 and a.password == "p@ss" and a.ssl

@@ -16,10 +16,10 @@ import pytest
 from ragmon.core.index_members import moments, overview_hours
 from ragmon.core.measures import compute
 from ragmon.core.search import parse_search
+from ragmon.core.wire import event_ref
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store import event_index as explore
-from ragmon.store.keys import event_ref
 from ragmon.workers.worker import make_worker
 
 START = datetime(2026, 11, 20, tzinfo=UTC)

@@ -12,10 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES, compute
+from ragmon.core.wire import event_ref
 from ragmon.export import metrics_text
 from ragmon.settings import Settings
 from ragmon.store import QUERY_KEY_CHARS, Store, query_hash
-from ragmon.store.keys import event_ref
 
 LABELS = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
 GRADES = [([3, 0, 1, 0], "what does   the plan cost"), ([0, 0, 1, 0], "reset my password")]

@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import pytest
 
+from ragmon.core.wire import event_ref
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.delivery import MAX_ATTEMPTS, RETRY_DELAYS_S
 from ragmon.store.ingest import AppAtLimit
-from ragmon.store.keys import event_ref
 
 PAYLOAD = json.dumps({"k": 1})
 

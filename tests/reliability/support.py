@@ -116,8 +116,8 @@ class Sender(threading.Thread):
 
 def statuses(stack: Stack, ids: Iterable[str], app: str = "rel") -> dict[str, str]:
     """Status of each event of `app` straight from the store (one round trip)."""
+    from ragmon.core.wire import event_ref
     from ragmon.store import Store
-    from ragmon.store.keys import event_ref
 
     ids = list(ids)
     store = Store.connect(_settings(stack))

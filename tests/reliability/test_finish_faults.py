@@ -20,10 +20,10 @@ import pytest
 
 from ragmon.api.schemas import RetrievalEvent
 from ragmon.core.measures import BUCKETS, HISTOGRAM_MEASURES
+from ragmon.core.wire import event_ref
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store, scripts
 from ragmon.store.finish import finish_call
-from ragmon.store.keys import event_ref
 from ragmon.workers import jobs
 from ragmon.workers.context import build_context
 from tests.support.events import make_event

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from ragmon.client import RetrievalMonitor
@@ -24,6 +25,7 @@ def event_keys(redis_url: str) -> int:
         client.close()
 
 
+@pytest.mark.process  # a batch over INLINE_MAX_BYTES: the decoding process
 def test_batch_of_1001_events_is_refused_whole(api, redis_url):
     events = [make_event(n=2, k=1, seed=s) for s in range(1001)]
     r = api.client.post("/v1/retrievals/batch", json={"events": events})
@@ -61,6 +63,7 @@ def test_label_rules_hold_inside_a_batch(api, redis_url):
     assert event_keys(redis_url) == 0
 
 
+@pytest.mark.process  # the SDK's batch (5 KB texts) is over INLINE_MAX_BYTES
 def test_sdk_counts_invalid_events_and_never_sends_them(make_api, redis_url):
     """What the SDK can fix it fixes and sends (counted); what it cannot it counts per reason
     and never sends, so the server refuses nothing."""

@@ -13,9 +13,9 @@ Per judge (good, biased), number of graded events (30, 100, 300) and the way peo
   one grade, and people grade only events of the first half.
 
 Prints how often the 95 % corrected interval holds the true mean, its mean width beside
-classical PPI's (lambda = 1, Angelopoulos et al. 2023, normal interval) and the plain people-only
-t interval on the same replications, and how often the estimate was withheld as not a random
-draw (`flagged`: any measure of the series).
+classical PPI's (lambda = 1, Angelopoulos et al. 2023, normal interval: its width, the ratio and
+its coverage) and the plain people-only t interval's on the same replications, and how often
+the estimate was withheld as not a random draw (`flagged`: any measure of the series).
 """
 
 from __future__ import annotations
@@ -127,10 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--graded", type=int, nargs="*", default=list(GRADED))
     parser.add_argument("--patterns", nargs="*", default=list(PATTERNS))
+    parser.add_argument("--judges", nargs="*", default=["good", "biased"])
     args = parser.parse_args(argv)
-    judges = [j for j in JUDGES if j.label in ("good", "biased")]
+    judges = [j for j in JUDGES if j.label in args.judges]
     print(f"{'judge':7} {'pattern':13} {'graded':>6} {'measure':7} {'cover':>6} {'width':>6} "
-          f"{'PPI':>6} {'ratio':>6} {'people':>6} {'flagged':>7}", flush=True)  # fmt: skip
+          f"{'PPI':>6} {'ratio':>6} {'cover':>6} {'people':>6} {'flagged':>7}",
+          flush=True)  # fmt: skip
     for i, judge in enumerate(judges):
         t = truth(judge, np.random.default_rng(args.seed + i))
         for pattern in args.patterns:
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"{judge.label:7} {pattern:13} {n:6d} {NAMES[m]:7} "
                         f"{case.rate(f'{m}.ppi++'):6.1%} {w:6.3f} {c:6.3f} {w / c:6.2f} "
+                        f"{case.rate(f'{m}.classical'):6.1%} "
                         f"{case.width(f'{m}.people'):6.3f} {np.mean(case.flagged):7.1%}",
                         flush=True,
                     )

@@ -39,7 +39,7 @@ def make_event(
 
 def ref(event: dict[str, Any]) -> str:
     """The store's `event_ref` of an event as sent (ids are scoped by `labels.app`)."""
-    from ragmon.store.keys import event_ref
+    from ragmon.core.wire import event_ref
 
     return event_ref(event.get("labels", {}).get("app", "default"), event["event_id"])
 

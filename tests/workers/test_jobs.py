@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 
 from ragmon.api.schemas import RetrievalEvent
+from ragmon.core.wire import event_ref
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
-from ragmon.store.keys import event_ref
 from ragmon.workers import jobs
 from ragmon.workers.context import build_context
 from ragmon.workers.grading import judge_calls

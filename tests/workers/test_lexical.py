@@ -187,3 +187,42 @@ def test_an_event_is_graded_on_its_own_passages_whatever_was_judged_before(redis
     judge = LexicalJudge()
     asyncio.run(grade_event(event([x, *first]), judge, store))
     assert asyncio.run(grade_event(event([x, *second]), judge, store)).grades == alone
+
+
+@pytest.mark.process
+def test_a_recall_loss_falls_in_the_pooled_measures_under_the_lexical_judge(redis_url) -> None:
+    """The pool is kept whatever the judge: bm25 finds the flea life cycle's answer, dense later
+    only a passage on fleas and distractors. Per event, dense's nDCG@2 is 1 and its RA-nWG
+    null (a zero ideal is NA, as Dallaire reports it); against the query's pool, nDCG@2 is
+    1 / (7 + 1/log2 3) and RA-nWG 0."""
+    import math
+
+    from ragmon.settings import Settings
+    from ragmon.workers.worker import make_worker
+    from tests.support.api_server import ApiServer
+
+    query = "flea life cycle"
+    answer, fleas = "the flea life cycle goes from egg to larva to pupa to adult", "a flea can jump"
+    cats, paris, dogs = "cats sleep most of the day", "paris is in france", "dogs like walks"
+    found, missed = [answer, fleas, cats, paris], [fleas, cats, paris, dogs]
+    assert lexical_grades(query, found) == [3, 1, 0, 0]
+    assert lexical_grades(query, missed) == [1, 0, 0, 0]
+    settings = Settings.from_env({"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical"}, dotenv=None)
+    server = ApiServer(settings).start()
+    try:
+        got = {}
+        for retriever, texts in (("bm25", found), ("dense", missed)):
+            passages = [{"id": f"{retriever}-{i}", "text": t} for i, t in enumerate(texts)]
+            event = {"event_id": retriever, "query": query, "k": 2, "passages": passages,
+                     "labels": {"app": "test", "retriever": retriever}}  # fmt: skip
+            assert server.client.post("/v1/retrievals", json=event).status_code == 202
+            make_worker(server.settings).work(burst=True, with_scheduler=False)
+            got[retriever] = server.client.get(f"/v1/retrievals/{retriever}?app=test").json()
+    finally:
+        server.stop()
+    assert got["bm25"]["status"] == got["dense"]["status"] == "done", got
+    m = got["dense"]["measures"]
+    assert m["ndcg"] == 1.0 and m["ra_nwg"] is None
+    assert m["ndcg_pooled"] == pytest.approx(1 / (7 + 1 / math.log2(3)))
+    assert m["ra_nwg_pooled"] == 0.0 and m["n_recall4_pooled"] == 0.0
+    assert got["bm25"]["measures"]["ndcg_pooled"] == got["bm25"]["measures"]["ndcg"] == 1.0

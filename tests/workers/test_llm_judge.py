@@ -19,7 +19,7 @@ import pytest
 from ragmon.export import RagmonCollector
 from ragmon.settings import Settings
 from ragmon.store import Store
-from ragmon.store.delivery import MAX_ATTEMPTS
+from ragmon.store.delivery import MAX_ATTEMPTS, RELEASE_ATTEMPT, RETRY_DELAYS_S
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import utc_today
 from ragmon.workers.grading import grade_event
@@ -754,40 +754,44 @@ def test_a_refused_passage_stays_unjudged_and_the_event_is_measured(api, fake):
     assert "ragmon_events_failed_total{" not in metrics  # no event failed
 
 
-def _retries_now(api: ApiServer, app: str = "test") -> None:
+def _retries_now(api: ApiServer, app: str = "test") -> float:
     """Make every waiting retry of `app` due now and run a worker (the delivery's own retry
-    path, its delays skipped: the app's pending set scored now)."""
+    path, its delays skipped: the app's pending set scored now); the longest wait skipped."""
     store = Store.connect(api.settings)
     key = store.keys.pending(app)
-    due = dict.fromkeys(store.client.zrange(key, 0, -1), 0)
-    if due:
-        store.client.zadd(key, due, xx=True)
+    scheduled = store.client.zrange(key, 0, -1, withscores=True)
+    now = time.time()
+    if scheduled:
+        store.client.zadd(key, {ref: 0 for ref, _ in scheduled}, xx=True)
     make_worker(api.settings).work(burst=True, with_scheduler=False)
+    return max((due - now for _, due in scheduled), default=0.0)
 
 
-def _through_every_try(api: ApiServer, event: dict) -> tuple[dict, int]:
-    """Post `event`, then run the worker until it is no longer queued; the result and the tries."""
-    res, tries = _post_and_work(api, event), 1
+def _through_every_try(api: ApiServer, event: dict) -> tuple[dict, int, float]:
+    """Post `event`, then run the worker until it is no longer queued; the result, the tries,
+    and the seconds its retries were scheduled to wait in all (the delays the test skipped)."""
+    res, tries, waited = _post_and_work(api, event), 1, 0.0
     while res["status"] == "queued":
         assert res["error"], res  # waiting for a retry, with the judge's last error
-        _retries_now(api)
+        waited += _retries_now(api)
         tries += 1
         assert tries <= 10, res
         res = api.client.get(f"/v1/retrievals/{res['event_id']}?app=test").json()
-    return res, tries
+    return res, tries, waited
 
 
 @pytest.mark.process
-def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_event_measured(
-    api, fake
-):
-    """One passage's judge call answers 500 forever: the event is tried again each time (its
-    other grades cached), and after the last try it is measured with that passage unjudged
-    (`server_error`), judged@K below 1, and not failed."""
+def test_a_passage_failing_with_500_releases_its_event_within_minutes_unjudged(api, fake):
+    """One passage's judge call answers 500 forever: the event is tried again (its other
+    grades cached) only until its `RELEASE_ATTEMPT`-th try, minutes after it came, not through
+    the whole retry ladder; then it is measured with that passage unjudged (`server_error`),
+    judged@K below 1, and not failed. A later event holding the passage asks for it again."""
     failing = _event()["passages"][1]["text"]  # in the top K
     fake.rule = _passage_fails(failing)
-    res, tries = _through_every_try(api, _event())
-    assert tries == MAX_ATTEMPTS  # the first try and five retries
+    res, tries, waited = _through_every_try(api, _event())
+    assert tries == RELEASE_ATTEMPT < MAX_ATTEMPTS
+    assert waited <= sum(RETRY_DELAYS_S[: RELEASE_ATTEMPT - 1]) <= 5 * 60  # scheduled, not slept
+    assert waited < sum(RETRY_DELAYS_S) / 10  # the ladder is about 43 minutes
     assert res["status"] == "done", res
     assert res["unjudged"] == {"server_error": 1}
     assert [p["grade"] is None for p in res["passages"]] == [False, True, False, False]
@@ -797,13 +801,17 @@ def test_a_passage_failing_with_500_through_every_retry_is_unjudged_and_the_even
     assert len(fake.chat_requests()) - len(asked) == 3  # the others once: then the cache
     counters = Store.connect(api.settings).counters()  # what /metrics renders
     assert not any(name.startswith("events_failed") for name in counters), counters
+    fake.rule = None  # the judge recovers: the next event holding the passage gets its grade
+    later, _, _ = _through_every_try(api, _event(event_id="later"))
+    assert later["status"] == "done" and "unjudged" not in later, later
+    assert later["grade_source"] == ["cache", "judge", "cache", "cache"]
 
 
 @pytest.mark.process
 def test_an_event_nothing_of_which_could_be_graded_fails_after_every_retry(api, fake):
     fake.rule = lambda rec: Reply.error(503)
-    res, tries = _through_every_try(api, _event())
-    assert tries == MAX_ATTEMPTS
+    res, tries, _ = _through_every_try(api, _event())
+    assert tries == MAX_ATTEMPTS  # nothing graded: it keeps its retries
     assert res["status"] == "failed" and res["error"].startswith("judge_unavailable"), res
     assert Store.connect(api.settings).counters()["events_failed|judge_unavailable"] == 1
 
