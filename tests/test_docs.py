@@ -415,3 +415,14 @@ def test_every_route_is_in_api_md(api_routes: list[tuple[str, str]]) -> None:
     ]
     assert not missing, f"routes missing from docs/api.md's table: {missing}"
     assert "`GET /ui`" in table
+
+
+MAX_USER_DOC_WORDS = 40_000  # an afternoon's reading (issue 48): history and methods live in tests/
+
+
+def test_the_user_docs_fit_in_an_afternoon() -> None:
+    """docs/ is read by users: at most MAX_USER_DOC_WORDS words (as `wc -w` counts them). A
+    benchmark's method, a simulation's full tables and dated figures go beside their code:
+    tests/bench/README.md, tests/stats/README.md, tests/bench/history.md."""
+    words = {p.name: len(p.read_text().split()) for p in sorted(DOCS.glob("*.md"))}
+    assert sum(words.values()) <= MAX_USER_DOC_WORDS, sorted(words.items(), key=lambda w: -w[1])
