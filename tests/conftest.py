@@ -27,7 +27,7 @@ import pytest
 import redis
 
 from ragmon.settings import Settings
-from tests.support.stack import RedisServer, Stack
+from tests.support.stack import JUDGE_EVERY_EVENT, RedisServer, Stack
 from tests.support.waiting import stretch
 
 if TYPE_CHECKING:  # imported when first used: the API pulls in FastAPI and the whole server
@@ -73,7 +73,8 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
     """Settings for a test: a fresh Redis, the lexical judge, no .env file."""
-    env = {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_METRICS_REFRESH_S": "0"}
+    env = {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_METRICS_REFRESH_S": "0",
+           **JUDGE_EVERY_EVENT}  # fmt: skip
     return Settings.from_env(env, dotenv=None)
 
 
@@ -107,7 +108,8 @@ def make_api(redis_url: str) -> Iterator[Callable[..., ApiServer]]:
 
     def make(**env: str) -> ApiServer:
         s = Settings.from_env(
-            {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", **env}, dotenv=None
+            {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", **JUDGE_EVERY_EVENT, **env},
+            dotenv=None,
         )
         server = ApiServer(s).start()
         servers.append(server)

@@ -204,6 +204,7 @@ def test_text_not_retained_is_said(redis_url: str, tmp_path: Path) -> None:
         {
             "REDIS_URL": redis_url,
             "RAGMON_JUDGE": "lexical",
+            "RAGMON_SAMPLING": "fixed",
             "RAGMON_STORE_TEXT": "false",
             "RAGMON_TEXT_KEYS": Fernet.generate_key().decode(),
             "RAGMON_EXPLORER_URL": "https://ragmon.example.com/",

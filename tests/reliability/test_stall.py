@@ -36,7 +36,8 @@ def own_redis() -> Iterator[RedisServer]:
 @pytest.mark.slow  # real processes for 12-17 s: out of scripts/test --quick
 def test_a_503_during_a_stall_never_lands_later(own_redis: RedisServer) -> None:
     settings = Settings.from_env(
-        {"REDIS_URL": own_redis.url, "RAGMON_JUDGE": "lexical"}, dotenv=None
+        {"REDIS_URL": own_redis.url, "RAGMON_JUDGE": "lexical", "RAGMON_SAMPLING": "fixed"},
+        dotenv=None,
     )
     api = ApiServer(settings).start()
     codes: Counter[int] = Counter()

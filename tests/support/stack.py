@@ -43,10 +43,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+# Tests judge every event they send unless they test sampling: a test's burst of events is, to
+# the planned default (issue 43), a new busy series to pace, so its events would be sampled out.
+JUDGE_EVERY_EVENT = {"RAGMON_SAMPLING": "fixed"}
+
+
 def ragmon_env(redis_url: str, **extra: str) -> dict[str, str]:
-    """The settings of a ragmon child: this Redis, the lexical judge, `extra`; nothing from
-    the caller's own RAGMON_/REDIS_/OPENAI_ environment."""
-    return clean_env(**{"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", **extra})
+    """The settings of a ragmon child: this Redis, the lexical judge, every event judged,
+    `extra`; nothing from the caller's own RAGMON_/REDIS_/OPENAI_ environment."""
+    return clean_env(
+        **{"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", **JUDGE_EVERY_EVENT, **extra}
+    )
 
 
 class Child(subprocess.Popen):

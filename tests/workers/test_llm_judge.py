@@ -55,6 +55,7 @@ def judge_settings(redis_url: str, fake: FakeLLM, **env: str) -> Settings:
         "RAGMON_JUDGE_MODEL": MODEL,
         "RAGMON_JUDGE_MAX_RETRIES": "2",
         "RAGMON_JUDGE_TIMEOUT": "2",
+        "RAGMON_SAMPLING": "fixed",  # every event judged
     }
     return Settings.from_env({**base, **env}, dotenv=None)
 

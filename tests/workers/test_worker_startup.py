@@ -42,7 +42,9 @@ def test_worker_with_redis_down_says_so_at_once_then_works_when_it_comes_up(tmp_
         worker.wait_for(r"cannot reach Redis .*\(attempt 2\)", timeout=15)
         redis.start()
         worker.wait_for(r"Redis reachable after \d+ attempts", timeout=15)
-        settings = Settings.from_env({"REDIS_URL": redis.url, "RAGMON_JUDGE": "lexical"}, None)
+        settings = Settings.from_env(
+            {"REDIS_URL": redis.url, "RAGMON_JUDGE": "lexical", "RAGMON_SAMPLING": "fixed"}, None
+        )
         api = ApiServer(settings).start()
         try:
             event = make_event()
@@ -201,7 +203,9 @@ def test_a_good_judge_endpoint_is_confirmed(redis_url, tmp_path, strict_llm):
 
 def test_a_judge_failing_for_now_is_one_warning_naming_the_endpoint(redis_url, tmp_path):
     with FakeLLM() as fake:
-        settings = Settings.from_env({"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical"}, None)
+        settings = Settings.from_env(
+            {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_SAMPLING": "fixed"}, None
+        )
         api = ApiServer(settings).start()
         env = clean_env(
             REDIS_URL=redis_url,
@@ -228,7 +232,9 @@ def test_a_judge_failing_for_now_is_one_warning_naming_the_endpoint(redis_url, t
 
 
 def test_events_failed_by_a_bad_key_are_one_warning(redis_url, tmp_path, strict_llm):
-    settings = Settings.from_env({"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical"}, None)
+    settings = Settings.from_env(
+        {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_SAMPLING": "fixed"}, None
+    )
     api = ApiServer(settings).start()
     env = clean_env(
         REDIS_URL=redis_url,
