@@ -257,7 +257,7 @@ def operations() -> dict[str, Any]:
                    "in all and per app (RagmonMemoryForecastHigh fires past 90% of maxmemory; "
                    "past RAGMON_MEMORY_HIGH the apps holding most get 507).",
                    [target("max(ragmon_redis_used_memory_bytes)", "used"),
-                    target("max(ragmon_redis_maxmemory_bytes) > 0", "maxmemory"),
+                    target("max(ragmon_redis_maxmemory_bytes)", "maxmemory (0: none set)"),
                     target("max(ragmon_memory_forecast_total_bytes)", "forecast"),
                     target("max by (app) (ragmon_memory_forecast_bytes)", "{{app}} forecast")],
                    w=24, unit="bytes")
