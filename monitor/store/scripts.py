@@ -442,7 +442,8 @@ FINISH = Script(
     + """
 local TYPES = {event = 'hash', hist = 'hash', day_hist = 'hash', counters = 'hash',
   day_counters = 'hash', series = 'zset', day_events = 'list', failed = 'zset', leased = 'zset',
-  pending = 'zset', day_apps = 'set', app_failed = 'zset', series_per_app = 'hash'}
+  pending = 'zset', day_apps = 'set', app_failed = 'zset', series_per_app = 'hash',
+  texts = 'string', lg_record = 'hash', lg_record_rate = 'hash', lg_since = 'hash'}
 for name, want in pairs(TYPES) do
   local got = redis.call('TYPE', K[name]).ok
   if got ~= 'none' and got ~= want then

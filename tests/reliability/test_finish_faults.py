@@ -109,7 +109,10 @@ def test_an_error_at_any_step_of_finish_loses_and_doubles_nothing(store: Store, 
         held = store.client.exists(key)
         if held:
             store.client.rename(key, f"{key}:aside")
-        store.client.set(key, "not a " + step)
+        if step == "day_events":  # a list: a string is the wrong type for it
+            store.client.set(key, "not a " + step)
+        else:  # a list is the wrong type for every other key FINISH writes
+            store.client.rpush(key, "not a " + step)
         try:
             return real_finish(event, result, grades, *args, **kwargs)
         except Exception as exc:
