@@ -229,28 +229,28 @@ class _Spawns:
         os.fork = watched_fork
 
 
+def _called_from(test: Callable[[str], bool]) -> bool:
+    """Whether a frame of the caller's stack (above `_Spawns.note`) is in a file `test` accepts."""
+    frame = sys._getframe(3)
+    while frame is not None:
+        if test(frame.f_code.co_filename):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _importing() -> bool:
     """Whether a module is being imported: a library that runs a helper while it loads
     (trio's `ctypes.util.find_library` runs `ldconfig -p`) does so in whichever test first
     imports it, so that child says nothing about the test."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
+    return _called_from(lambda name: name.startswith("<frozen importlib"))
 
 
 def _caching() -> bool:
     """Whether the standard library's `platform` module runs its one `uname -p` of the process
     (`platform.processor()`, cached; the OpenAI client asks for it on its first request): that
     child, too, says nothing about the test that happens to come first."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith("/platform.py"):
-            return True
-        frame = frame.f_back
-    return False
+    return _called_from(lambda name: name.endswith("/platform.py"))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -46,6 +46,15 @@ class Measure:
     # (RagmonHitRateLow, RagmonHarmHigh), which the explorer's overview and the report use too.
     line: float | None = None
 
+    def past_line(self, low: float, high: float) -> str:
+        """ "below 0.6" (or "above 0.3") when the interval [low, high] lies wholly past this
+        measure's line on its bad side; "" when it does not, or the measure has no line."""
+        if self.line is None:
+            return ""
+        if self.better == "higher":
+            return f"below {self.line:g}" if high < self.line else ""
+        return f"above {self.line:g}" if low > self.line else ""
+
     @property
     def histogram(self) -> bool:
         return bool(self.buckets)

@@ -143,13 +143,9 @@ def poor_level(row: SeriesRow, rule: LevelRule) -> str:
             continue
         poor = []
         for measure, (n, mean, var) in held:
-            line = measure.line
-            assert line is not None
-            higher = measure.better == "higher"
-            past = line - mean if higher else mean - line
-            if past > rule.z * math.sqrt(var / n):
-                side = "below" if higher else "above"
-                poor.append(f"{measure.name} {mean:.3f} {side} {line:g} over {n} events")
+            margin = rule.z * math.sqrt(var / n)
+            if past := measure.past_line(mean - margin, mean + margin):
+                poor.append(f"{measure.name} {mean:.3f} {past} over {n} events")
         return f"poor level: {', '.join(poor)} in {window}" if poor else ""
     return ""
 

@@ -82,15 +82,12 @@ def poor_level(rows: list[Row]) -> str:
     measure with a line lies wholly past it; "" when none does."""
     poor = []
     for r in rows:
-        line, cur = BY_KEY[r.measure].line, r.cur
-        if line is None or cur is None or cur.high <= cur.low:
-            continue  # no line, no data, or an interval that cannot tell
-        higher = r.measure not in LOWER_IS_BETTER
-        if (cur.high < line) if higher else (cur.low > line):
-            side = "below" if higher else "above"
+        cur = r.cur
+        if cur is None or cur.high <= cur.low:
+            continue  # no data, or an interval that cannot tell
+        if past := BY_KEY[r.measure].past_line(cur.low, cur.high):
             poor.append(
-                f"{NAMES[r.measure]} {cur.estimate:.3f} [{cur.low:.3f}, {cur.high:.3f}] "
-                f"{side} {line:g}"
+                f"{NAMES[r.measure]} {cur.estimate:.3f} [{cur.low:.3f}, {cur.high:.3f}] {past}"
             )
     return "poor level: " + ", ".join(poor) if poor else ""
 

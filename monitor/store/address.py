@@ -27,20 +27,24 @@ def _options(url: str, options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def _primary(url: str, options: dict[str, Any], sentinel_class: Any, redis_class: Any) -> Any:
+    """A client of the primary the Sentinels of `url` name, of `redis_class`."""
+    a = parse_sentinel(url)
+    timeout = options.get("socket_connect_timeout")
+    sentinel = sentinel_class(
+        list(a.sentinels), socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    return sentinel.master_for(
+        a.service, redis_class=redis_class, db=a.db, password=a.password, ssl=a.ssl, **options
+    )
+
+
 def sync_client(url: str, **options: Any) -> redis.Redis:
     """A client of the primary at `url` (a plain or a Sentinel URL)."""
     options = _options(url, options)
     if not is_sentinel(url):
         return redis.Redis.from_url(url, **options)
-    a = parse_sentinel(url)
-    timeout = options.get("socket_connect_timeout")
-    sentinel = redis.sentinel.Sentinel(
-        list(a.sentinels), socket_timeout=timeout, socket_connect_timeout=timeout
-    )
-    client = sentinel.master_for(
-        a.service, redis_class=redis.Redis, db=a.db, password=a.password, ssl=a.ssl, **options
-    )
-    return cast(redis.Redis, client)
+    return cast(redis.Redis, _primary(url, options, redis.sentinel.Sentinel, redis.Redis))
 
 
 def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
@@ -48,17 +52,5 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
     options = _options(url, options)
     if not is_sentinel(url):
         return redis.asyncio.Redis.from_url(url, **options)
-    a = parse_sentinel(url)
-    timeout = options.get("socket_connect_timeout")
-    sentinel = redis.asyncio.sentinel.Sentinel(
-        list(a.sentinels), socket_timeout=timeout, socket_connect_timeout=timeout
-    )
-    client = sentinel.master_for(
-        a.service,
-        redis_class=redis.asyncio.Redis,
-        db=a.db,
-        password=a.password,
-        ssl=a.ssl,
-        **options,
-    )
-    return cast(redis.asyncio.Redis, client)
+    primary = _primary(url, options, redis.asyncio.sentinel.Sentinel, redis.asyncio.Redis)
+    return cast(redis.asyncio.Redis, primary)

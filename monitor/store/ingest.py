@@ -205,16 +205,20 @@ class AsyncIngest:
         plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._setup)
         reply = await self._script(keys=plan.keys, args=plan.args) if plan.keys else []
         written = plan.settle(reply)
-        wanted = self.settings.wait_replicas
-        if wanted and plan.keys:
-            timeout = self.settings.wait_timeout_ms
-            acked = int(await self.client.wait(wanted, timeout))
-            if acked < wanted:
-                raise NotReplicated(acked, wanted, timeout)
+        if plan.keys and self.settings.wait_replicas:
+            s = self.settings
+            replicated(int(await self.client.wait(s.wait_replicas, s.wait_timeout_ms)), s)
         return written
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def replicated(acked: int, settings: Settings) -> None:
+    """Raise `NotReplicated` when fewer replicas than RAGMON_WAIT_REPLICAS acknowledged a
+    write (`WAIT`'s answer: `acked`)."""
+    if acked < settings.wait_replicas:
+        raise NotReplicated(acked, settings.wait_replicas, settings.wait_timeout_ms)
 
 
 def texts(raw: Any) -> list[str]:

@@ -20,11 +20,10 @@ from ragmon.store.address import async_client, sync_client
 from ragmon.store.anchors import Anchors
 from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
-from ragmon.store.failures import NotReplicated
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, day_records_ttl_s, fail_call, finish_call, weight
 from ragmon.store.human import HumanGrades
-from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, signal_setup
+from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, replicated, signal_setup
 from ragmon.store.judge_state import JudgeState
 from ragmon.store.keys import DAY_TTL_S, Keys
 from ragmon.store.ledger import Ledger
@@ -137,11 +136,9 @@ class Store:
         """
         plan = plan_ingest(self.keys, self.settings, items, deadline, sizes, self._signal_setup)
         written = plan.settle(self._ingest(keys=plan.keys, args=plan.args) if plan.keys else [])
-        wanted, timeout = self.settings.wait_replicas, self.settings.wait_timeout_ms
-        if wanted and plan.keys:
-            acked = self.client.wait(wanted, timeout)
-            if acked < wanted:
-                raise NotReplicated(acked, wanted, timeout)
+        if plan.keys and self.settings.wait_replicas:
+            s = self.settings
+            replicated(self.client.wait(s.wait_replicas, s.wait_timeout_ms), s)
         if written.wake and enqueue:
             self.delivery.jobs.enqueue()
         return written

@@ -25,18 +25,23 @@ ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 SERIES = {"app": "shop", "index": "kb", "retriever": "bm25", "segment": "faq"}
 
 
-@pytest.fixture
-def judged(make_api: Callable[..., ApiServer]) -> tuple[ApiServer, dict[str, dict]]:
-    api = make_api(RAGMON_API_KEYS=f"{ADMIN},{SHOP_KEY}:shop", RAGMON_GROUP_WINDOW_S="0")
-    events = {f"shop-{i}": make_event(n=4, k=2, labels=SERIES, seed=i, event_id=f"shop-{i}")
-              for i in range(5)}  # fmt: skip
-    events["other-0"] = make_event(n=4, k=2, labels={"app": "other"}, seed=9, event_id="other-0")
+def post_and_judge(api: ApiServer, events: dict[str, dict]) -> None:
+    """Send `events` as the admin and judge them with an in-process worker."""
     with httpx.Client(
         base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=scaled(30)
     ) as c:
         for e in events.values():
             assert c.post("/v1/retrievals", json=e).status_code == 202
     make_worker(api.settings).work(burst=True, with_scheduler=False)
+
+
+@pytest.fixture
+def judged(make_api: Callable[..., ApiServer]) -> tuple[ApiServer, dict[str, dict]]:
+    api = make_api(RAGMON_API_KEYS=f"{ADMIN},{SHOP_KEY}:shop", RAGMON_GROUP_WINDOW_S="0")
+    events = {f"shop-{i}": make_event(n=4, k=2, labels=SERIES, seed=i, event_id=f"shop-{i}")
+              for i in range(5)}  # fmt: skip
+    events["other-0"] = make_event(n=4, k=2, labels={"app": "other"}, seed=9, event_id="other-0")
+    post_and_judge(api, events)
     return api, events
 
 
@@ -123,12 +128,7 @@ def test_the_review_page_draws_from_the_estimates_window_only(
               for i in range(3)}  # fmt: skip
     events |= {f"old-{i}": make_event(n=3, k=2, labels=SERIES, seed=10 + i, event_id=f"old-{i}",
                                       timestamp=old) for i in range(12)}  # fmt: skip
-    with httpx.Client(
-        base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=scaled(30)
-    ) as c:
-        for e in events.values():
-            assert c.post("/v1/retrievals", json=e).status_code == 202
-    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    post_and_judge(api, events)
     ui = signed_in(api, SHOP_KEY)
     listing = ui.get("/ui/review")
     assert re.search(r"shop/kb/bm25/faq</a></td><td class=n>3<", listing.text)
