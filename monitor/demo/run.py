@@ -387,7 +387,7 @@ def _stop_all(procs: list[subprocess.Popen]) -> None:
     for sig, wait_s in ((signal.SIGTERM, WORKER_GRACE_S), (signal.SIGTERM, 5.0), (None, 5.0)):
         alive = [p for p in procs if p.poll() is None]
         if not alive:
-            return
+            break
         for p in alive:
             if sig is None:
                 p.kill()
@@ -397,3 +397,19 @@ def _stop_all(procs: list[subprocess.Popen]) -> None:
         for p in alive:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        _end_group(p.pid)
+
+
+def _end_group(pgid: int, wait_s: float = 5.0) -> None:
+    """Wait until the session a child led is empty, then SIGKILL what is left: a worker's work
+    horse can still be exiting when the worker is reaped, and the demo leaves no process behind."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            os.killpg(pgid, 0 if time.monotonic() < deadline else signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if time.monotonic() > deadline + 1.0:
+            return
+        time.sleep(0.05)
