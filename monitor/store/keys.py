@@ -96,6 +96,20 @@ class Keys:
         a lease that ends puts its event back into its app's pending set."""
         return f"{self.prefix}:leased"
 
+    def apart(self, app: str) -> str:
+        """Sorted set of one app's passages retried apart from their event (ids), by when the
+        next try is due (`ragmon.store.apart`)."""
+        return f"{self.prefix}:apart:q:{app}"
+
+    def apart_payloads(self, app: str) -> str:
+        """Hash of the same: id → the sealed passage, its query, judge identity and tries."""
+        return f"{self.prefix}:apart:p:{app}"
+
+    @property
+    def apart_apps(self) -> str:
+        """Set of the apps with passages retried apart."""
+        return f"{self.prefix}:apart:apps"
+
     @property
     def drain_wanted(self) -> str:
         """Present while a drain job waits in RQ's queue (set by whoever enqueues it, deleted

@@ -18,6 +18,7 @@ from ragmon.settings import Settings
 from ragmon.store import scripts
 from ragmon.store.address import async_client, sync_client
 from ragmon.store.anchors import Anchors
+from ragmon.store.apart import PassageRetries
 from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
@@ -61,11 +62,12 @@ class Store:
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST.source)
         self._signal_setup = signal_setup(self.keys, settings)  # INGEST's, built once
-        self.delivery = Delivery(client, self.keys, settings)
         self._finish = client.register_script(scripts.FINISH.source)
         self._fail = client.register_script(scripts.FAIL.source)
         self.series = SeriesBudget(client, self.keys, settings, self.counters)
         self.sealer = Sealer(settings)
+        self.apart = PassageRetries(client, self.keys, self.sealer)
+        self.delivery = Delivery(client, self.keys, settings, self.apart)
         self.explore = ExploreIndex(client, self.keys, settings, self.sealer)
         self.pool = QueryPool(client, self.keys, settings)
         self.ledger = Ledger(client, self.keys, settings)  # what each app holds, by class
