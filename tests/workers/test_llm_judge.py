@@ -908,7 +908,8 @@ def test_a_retriever_that_misses_what_another_found_falls_in_the_pooled_measures
     """The pooled ideal end to end: bm25 finds the query's two relevant passages; dense, later,
     only its two distractors. Against its own pool dense's nDCG@2 is 1 (the best order of what
     it found); against the query's pool (per app) it is 0.183, and RA-nWG 0, per event too (its
-    own passages weigh nothing, the query's pool does: not null). Another app asking the same question has a pool of its own."""
+    own passages weigh nothing, the query's pool does: not null). Another app asking the same
+    question has a pool of its own."""
     grades = {"Fleas go from egg to adult": 3, "A flea lives": 2, "Fleas are insects": 1,
               "Fleas bite": 1, "The Eiffel": 0, "Paris has": 0}  # fmt: skip
 
