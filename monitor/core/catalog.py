@@ -111,7 +111,7 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Passages of the top 2K of measured events that the judge could not grade for good "
         "(refused, malformed after repair, budget_exhausted..., or a passing failure such as "
-        "server_error from the event's fourth try), by series and reason: they "
+        "server_error from the event's second try), by series and reason: they "
         "score as not relevant, and judged@K shows the coverage.",
         (*SERIES_LABELS, "reason"),
     ),
