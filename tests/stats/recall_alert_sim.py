@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for rate in RATES:
         fired, weeks = null_weeks(rate, rule, a.series, a.weeks, a.seed)
-        lo, hi = stats.poisson.interval(0.95, fired) if fired else (0.0, 3.689)
+        lo = stats.chi2.ppf(0.025, 2 * fired) / 2 if fired else 0.0  # Garwood's exact interval
+        hi = stats.chi2.ppf(0.975, 2 * fired + 2) / 2
         d = np.array(delays(rate, rule, a.series, a.seed))
         print(
             f"| {rate} | {fired / weeks:.2f} [{lo / weeks:.2f}, {hi / weeks:.2f}] | "
