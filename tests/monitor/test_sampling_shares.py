@@ -88,14 +88,14 @@ def test_two_api_processes_pace_a_new_series_as_one(redis_url: str) -> None:
                 assert r.status_code == 202, r.text
                 chosen += sum(x["status"] != "sampled_out" for x in r.json()["results"])
                 sent += len(events)
-            wait_until(
-                lambda: (
-                    int(store.client.hget(pace_n, series) or 0) == sent  # noqa: B023
-                    and all(x.app.state.sampler.seen[series][0] == sent for x in apis)
-                ),  # noqa: B023
-                30,
-                "both processes' choices shared, and read back by each",
-            )
+
+            def shared(sent: int = sent) -> bool:
+                fleet = int(store.client.hget(pace_n, series) or 0)
+                return fleet == sent and all(
+                    x.app.state.sampler.seen[series][0] == sent for x in apis
+                )
+
+            wait_until(shared, 30, "both processes' choices shared, and read back by each")
     finally:
         for api in apis:
             api.stop()
