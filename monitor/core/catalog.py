@@ -75,8 +75,17 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Spans received on /v1/traces, by outcome: event (a retriever span, stored as an event), "
         "nested (a retriever span under another one in the same export, skipped: "
-        "RAGMON_OTLP_NESTED), ignored (any other span), rejected (a retriever span that cannot "
-        "be an event).",
+        "RAGMON_OTLP_NESTED), held (its parent in another export: ragmon_otlp_holds_total), "
+        "ignored (any other span), rejected (a retriever span that cannot be an event).",
+        ("outcome",),
+    ),
+    Metric(
+        "ragmon_otlp_holds",
+        "counter",
+        "Retriever spans on /v1/traces whose parent was in another export, by outcome: held "
+        "(waiting, RAGMON_OTLP_HOLD_S), then nested (a retriever above: skipped), own (the "
+        "same, RAGMON_OTLP_NESTED=own: an event), released (no retriever above: an event) or "
+        "expired (an event); full (its app's hold full: an event at once), again (held already).",
         ("outcome",),
     ),
     Metric(

@@ -288,6 +288,16 @@ class Keys:
         """Hash `kind|app` → unix seconds of the class' first charge (the ledger's rates)."""
         return f"{self.prefix}:lg:since"
 
+    def hold(self, app: str, part: str = "") -> str:
+        """One app's OTLP spans held for their parent (`ragmon.store.holds`): the hash (`part`
+        ""), and its `|due`, `|w` and `|seen` sorted sets (`|`: never in an app name)."""
+        return f"{self.prefix}:hold:{app}{SEP + part if part else ''}"
+
+    @property
+    def holds(self) -> str:
+        """Sorted set of the apps holding spans, by when the first of them is due."""
+        return f"{self.prefix}:holds"
+
     def event_texts(self, ref: str) -> str:
         """A judged event's payload with its texts, kept RAGMON_TEXT_TTL_DAYS; its hash keeps
         the compact record (texts as hashes) for RAGMON_RESULT_TTL_DAYS."""

@@ -22,6 +22,7 @@ from ragmon.store.delivery import Delivery
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, day_records_ttl_s, fail_call, finish_call, weight
+from ragmon.store.holds import Holds
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, replicated, signal_setup
 from ragmon.store.judge_state import JudgeState
@@ -73,6 +74,7 @@ class Store:
         self.human = HumanGrades(client, self.keys, self.ledger)
         self.sampling = SamplingState(client, self.keys, self.ledger)
         self.second_opinions = SecondOpinions(client, self.keys, self.ledger)
+        self.holds = Holds(client, self.keys, self.ledger, settings)  # OTLP spans held
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
@@ -164,6 +166,10 @@ class Store:
     def record_otlp_spans(self, outcome: str, count: int) -> None:
         """Spans received on /v1/traces: `event`, `nested`, `ignored` or `rejected`."""
         self.incr(f"otlp_spans{SEP}{outcome}", count)
+
+    def record_otlp_holds(self, outcome: str, count: int) -> None:
+        """What became of /v1/traces retriever spans whose parent was in another export."""
+        self.incr(f"otlp_holds{SEP}{outcome}", count)
 
     def record_otlp_repairs(self, repair: str, count: int) -> None:
         """Repairs that made events of /v1/traces spans: `labels_repaired` and the others
