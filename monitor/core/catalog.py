@@ -82,10 +82,9 @@ OPERATIONS: tuple[Metric, ...] = (
     Metric(
         "ragmon_otlp_holds",
         "counter",
-        "Retriever spans on /v1/traces whose parent was in another export, by outcome: held "
-        "(waiting, RAGMON_OTLP_HOLD_S), then nested (a retriever above: skipped), own (the "
-        "same, RAGMON_OTLP_NESTED=own: an event), released (no retriever above: an event) or "
-        "expired (an event); full (its app's hold full: an event at once), again (held already).",
+        "What became of /v1/traces retriever spans whose parent was in another export: held, "
+        "then nested (skipped), own (RAGMON_OTLP_NESTED=own), released or expired (events); "
+        "full (not held: an event at once); again (a re-export).",
         ("outcome",),
     ),
     Metric(
