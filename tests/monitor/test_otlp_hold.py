@@ -136,3 +136,31 @@ def test_one_app_filling_its_hold_neither_holds_nor_drops_anothers(api):
     wait_for(lambda: holds(api, "nested") == 1, "appB's inner span nested")
     assert stored(api, inner[0]) is None and stored(api, outer) == "queued"
     assert holds(api, "full") == 1
+
+
+def test_a_decided_span_not_stored_is_claimed_again_until_it_is(settings):
+    """Never lost: a span claimed (its hold over) whose store failed before `done` is claimed
+    again once its lease ends, and leaves only with `done`."""
+    from ragmon.store import Store
+    from ragmon.store.holds import LEASE_S
+
+    store = Store.connect(settings)
+    t0, hold = 1_000_000.0, settings.otlp_hold_s
+    child, parent = "a" * 48, "b" * 48
+    assert store.holds.admit("app", [], [(child, parent, "blob")], now=t0) == [(child, "held", "")]
+    assert store.holds.admit("app", [], [(child, parent, "blob")], now=t0 + 1) == [
+        (child, "again", "")
+    ]
+    assert store.holds.admit("app", now=t0 + hold + 1) == [(child, "expired", "blob")]
+    assert (
+        store.holds.admit("app", [(parent, "n")], now=t0 + hold + 2) == []
+    )  # leased: out of reach
+    assert store.holds.due_apps(now=t0 + hold + 2) == []
+    later = t0 + hold + 2 + LEASE_S
+    assert store.holds.due_apps(now=later) == ["app"]
+    assert store.holds.admit("app", now=later) == [(child, "expired", "blob")]
+    store.holds.done("app", [child], now=later)
+    assert store.holds.admit("app", now=later + 2 * LEASE_S) == []
+    assert store.holds.due_apps(now=later + 2 * LEASE_S) == []
+    assert store.ledger.read(later).held["app"]["hold"] == 0
+    store.close()
