@@ -19,6 +19,7 @@ from ragmon.store import scripts
 from ragmon.store.address import async_client, sync_client
 from ragmon.store.anchors import Anchors
 from ragmon.store.delivery import Delivery
+from ragmon.store.estimate_summaries import EstimateSummaries
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, day_records_ttl_s, fail_call, finish_call, weight
@@ -75,6 +76,7 @@ class Store:
         self.sampling = SamplingState(client, self.keys, self.ledger)
         self.second_opinions = SecondOpinions(client, self.keys, self.ledger)
         self.holds = Holds(client, self.keys, self.ledger, settings)  # OTLP spans held
+        self.estimates = EstimateSummaries(client, self.keys, self.delivery.jobs)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
@@ -358,6 +360,13 @@ class Store:
         list all apps shared before they had their own, nor another app's)."""
         return [json.loads(x) for x in cast(list[bytes], self.client.lrange(
             self.keys.day_events(day, app), 0, -1))]  # fmt: skip
+
+    def apps_on(self, days: Iterable[str]) -> set[str]:
+        """The apps with per-day records on any of these UTC days."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for day in days:
+                pipe.smembers(self.keys.day_apps(day))
+            return {x.decode() for found in pipe.execute() for x in found}
 
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest
