@@ -295,17 +295,14 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
         )
     if report.spans:
         names = ", ".join(
-            f"{group_name(g)} over {s.weeks} weeks ({s.base} → {s.cur})"
+            f"{group_name(g)}: the last {s.weeks} weeks against the {s.base_weeks} before "
+            f"({s.base} → {s.cur})"
             for g, s in report.spans.items()
         )
         notes.append(
             f"fewer than {MIN_EVENTS} events from {MIN_QUERIES} queries in one week, compared "
-            f"over the last weeks against as many weeks before: {names}"
-            + (
-                "; below that minimum even over 4 weeks, p comes from an exact permutation test"
-                if any(s.permutation for s in report.spans.values())
-                else ""
-            )
+            "over the trend's weeks split where the mean moves most (p from a permutation test "
+            f"of the whole scan): {names}"
         )
     sources = {r.source for r in report.rows if r.change is not None}
     if "kept records (sample)" in sources:

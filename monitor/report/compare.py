@@ -13,7 +13,7 @@ from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
-from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SPANS, SpanWindows
+from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SpanWindows
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
@@ -307,54 +307,66 @@ def compare_measure(
 
 @dataclass(frozen=True)
 class Span:
-    """A small series compared over `weeks` weeks per window, with those windows' volumes."""
+    """A small series compared over its last `weeks` weeks against the `base_weeks` before them
+    (the split of its headline measure), with those windows' volumes."""
 
     weeks: int
     base: Volume
     cur: Volume
-    permutation: bool  # below the weekly minimum even then: the exact permutation test
+    base_weeks: int = 0
+    permutation: bool = True  # p from the change-point scan's permutation test
+
+
+def _splits(events: Events, weeks: list[int], total: int) -> list[int]:
+    """The weeks a series can be split at: both sides with the small minimum of events and
+    distinct queries."""
+    out = []
+    for s in range(1, total):
+        sides = ([q for q, w in zip(events.queries, weeks, strict=True) if (w >= s) == after]
+                 for after in (False, True))  # fmt: skip
+        if all(len(q) >= SMALL_MIN_EVENTS and len(set(q)) >= SMALL_MIN_QUERIES for q in sides):
+            out.append(s)
+    return out
 
 
 def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
-    """A group too small for one week, over the shortest span of weeks with enough events (or
-    four weeks with the small minimum and the permutation test); None when none has."""
-    for weeks in SPANS:
-        if not spans.available(weeks):
-            return None
-        cur, base = spans.get(weeks, g)
+    """A group too small for one week, over the trend's weeks split where each measure moves
+    most (`drift.changepoint_pvalue`); None when no split has the small minimum on both sides."""
+    events, weeks = spans.series(g)
+    total = len(spans.trend)
+    splits = _splits(events, weeks, total)
+    if not splits:
+        return None
+    clusters = drift.retrieval_clusters(events.queries, _passages(events))
+    w_all = weights_of(events)
+    week_of = np.array(weeks)
+    seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
+    rows, span = [], None
+    for m in MEASURES:
+        values = np.array(events.values.get(m, [np.nan] * len(events)), dtype=float)
+        ok = ~np.isnan(values)
+        split, p = drift.changepoint_pvalue(
+            values[ok], clusters[ok], week_of[ok], splits, seed=seed,
+            weights=None if w_all is None else w_all[ok],
+        )  # fmt: skip
+        cur, base = spans.get(split, g)
         eb, ec = base.events.get(g), cur.events.get(g)
-        vb, vc = volume(eb), volume(ec)
-        if vb.enough and vc.enough:
-            exact = False
-        elif (
-            weeks == SPANS[-1]
-            and min(vb.events, vc.events) >= SMALL_MIN_EVENTS
-            and min(vb.queries, vc.queries) >= SMALL_MIN_QUERIES
-        ):
-            exact = True
-        else:
+        if eb is None or ec is None:
             continue
-        assert eb is not None and ec is not None
         coded = Coded.of(eb, ec)
-        rows = []
-        for m in MEASURES:
-            row = compare_measure(coded, cur, base, g, m)
-            if m in OPTIONAL and row.base is None and row.cur is None:
-                continue
-            row.weeks, row.permutation = weeks, exact
-            if exact and row.change is not None:
-                sb, sc = coded.samples(m)
-                # few events: segments pooled (the plain change), p by re-assigning questions
-                plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
-                seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
-                p = drift.permutation_pvalue(
-                    sb.values, sb.clusters, sc.values, sc.clusters, seed=seed,
-                    base_weights=sb.weights, cur_weights=sc.weights,
-                )  # fmt: skip
-                row.change = replace(plain, pvalue=p)
-            rows.append(row)
-        return Span(weeks, vb, vc, exact), rows
-    return None
+        row = compare_measure(coded, cur, base, g, m)
+        if m in OPTIONAL and row.base is None and row.cur is None:
+            continue
+        row.weeks, row.permutation = total - split, True
+        if row.change is not None:
+            sb, sc = coded.samples(m)
+            # few events: segments pooled (the plain change), p from the scan
+            plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
+            row.change = replace(plain, pvalue=p)
+        if span is None:  # the headline measure's split describes the series
+            span = Span(total - split, volume(eb), volume(ec), split)
+        rows.append(row)
+    return (span, rows) if span is not None else None
 
 
 @dataclass

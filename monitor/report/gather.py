@@ -18,7 +18,6 @@ from ragmon.store.records import StoredEvent
 TREND_WEEKS = 8
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
 MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
-SMALL_WEEKS = 4  # below that, a retriever is compared over up to this many weeks (small_series)
 WORST_N = 10  # events listed per drill-down table
 HIST_BOUNDS: dict[str, Sequence[float]] = {
     **{f"retrieval_{m}": BUCKETS[m] for m in HISTOGRAM_MEASURES},
@@ -193,8 +192,8 @@ def gather(
     progress(f"reading baseline {baseline.label} ({len(baseline.days)} days)")
     base = cache.window(baseline, with_events=True)
     progress(f"  {base.records} per-event records, {base.days_with_data} days with data")
-    # a small series is compared over up to SMALL_WEEKS weeks per window (small_series): the
-    # trend's weekly blocks carry its records
+    # a small series is compared over the trend's weeks (small_series): the weekly blocks carry
+    # its records
     for w in (cur, base):
         w.distinct_queries = _distinct_queries(store, w)
     small = _small_groups(cur, base) if _weekly(current, baseline) else set()
@@ -207,7 +206,7 @@ def gather(
         elif block == baseline and small:
             trend.append(base)
         else:
-            with_events = bool(small) and back < 2 * SMALL_WEEKS
+            with_events = bool(small)
             trend.append(cache.window(block, with_events, keep=small))
     progress(f"read {len(cache.hists)} days of histograms for the {TREND_WEEKS}-week trend")
     s = store.settings

@@ -194,10 +194,11 @@ def measures_section(doc: Doc, report: Report) -> None:
         discounted = {id(r) for r, _ in v.discounted} if v else set()
         span = report.spans.get(g)
         if span is not None:
-            how = "; p from the exact permutation test, segments pooled" if span.permutation else ""
             doc.p(
                 f"{said}Too few events in one week ({vb} → {vc}): the last {span.weeks} weeks "
-                f"against the {span.weeks} before ({span.base} → {span.cur}){how}."
+                f"against the {span.base_weeks} before ({span.base} → {span.cur}), the split of "
+                "the 8 weeks where the mean moves most; p from a permutation test of that "
+                "scan, segments pooled."
             )
         elif vb is not None:
             mix = mixes.get(g)
@@ -354,10 +355,9 @@ def methods_section(doc: Doc) -> None:
         [
             f"A retriever is judged only with at least {MIN_EVENTS} events from {MIN_QUERIES} "
             "distinct queries in each window. A retriever below that in one week is compared "
-            "over the last 2, 3 or 4 weeks against as many before (the shortest span that has "
-            "enough), and at 4 weeks with at least 8 events from 5 queries per window by an "
-            "exact permutation test; below that the report says 'too few events to tell' with "
-            "the counts.",
+            "over the 8-week trend split in two where its mean moves most (each side with at "
+            "least 8 events from 5 queries), the p-value from a permutation test of the whole "
+            "scan; below that the report says 'too few events to tell' with the counts.",
             "A regression is a measure whose change within segments, at the baseline's segment "
             "mix, points the bad way (Harm@K up, every other measure down), with a "
             f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "

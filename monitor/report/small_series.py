@@ -1,18 +1,18 @@
-"""Small series: the last 2, 3 or 4 weeks against as many weeks before, when one week is too few.
+"""Small series: a change-point scan over the 8-week trend, when one week is too few.
 
-A retriever with 2-12 events a week never has the weekly minimum (`compare.MIN_EVENTS` events
-from `compare.MIN_QUERIES` questions in each window), so a one-week report could only ever say
-"too few events to tell". For such a retriever the report widens both windows, a week at a
-time, to the shortest span that meets the minimum; at four weeks, below it, it still compares
-when each window has `SMALL_MIN_EVENTS` events from `SMALL_MIN_QUERIES` questions, with an exact
-permutation test (`drift.permutation_pvalue`) instead of the t reference. Every series of at
-least 2 events a week therefore gets a verdict within four weeks; the comparisons join the
-report's one Holm family, so the false-alarm rate of the report is unchanged
-(`tests/stats/report_sim.py`, the "tiny" scenarios).
+A retriever below the weekly minimum (`compare.MIN_EVENTS` events from `compare.MIN_QUERIES`
+questions in each window) never gets a one-week verdict. For such a retriever the report splits
+its weeks of the trend (7-day blocks ending on the report's last day) in two at every week where
+both sides hold `SMALL_MIN_EVENTS` events from `SMALL_MIN_QUERIES` questions, compares the weeks
+after the split with the weeks before it, and keeps the split where the mean moves most; the p
+of that largest move comes from re-assigning (question, week) blocks between the weeks
+(`drift.changepoint_pvalue`), so it holds for the scan as a whole. Comparing the weeks since a
+change with the weeks before it keeps a drop showing week after week until it recovers (a
+baseline of the weeks just before this window would soon hold the dropped weeks). The
+comparisons join the report's one Holm family (`tests/stats/report_sim.py`, the "tiny" and
+"small" scenarios; `tests/stats/small_drop_sim.py`, weeks after a drop).
 
-The weeks come from the report's 8-week trend (`Dataset.trend`, 7-day blocks ending on the
-report's last day), so spans apply to a 7-day report against the 7 days before it (the weekly
-report's default), not to other windows.
+Spans apply to a 7-day report against the 7 days before it (the weekly report's default).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import replace
 
 from ragmon.core.window import Window
 from ragmon.report.gather import (
-    SMALL_WEEKS,
     Events,
     Group,
     WindowData,
@@ -30,9 +29,7 @@ from ragmon.report.gather import (
     merge_hists,
 )
 
-# weeks per window, tried in this order (the shortest that has enough)
-SPANS = tuple(range(2, SMALL_WEEKS + 1))
-SMALL_MIN_EVENTS = 8  # 2 events a week over four weeks: the smallest series compared
+SMALL_MIN_EVENTS = 8  # on each side of a split (2 a week over four weeks: the smallest compared)
 # With fewer distinct questions per window no permutation p-value can be below 0.01:
 # 2 / C(5 + 5, 5) = 0.008.
 SMALL_MIN_QUERIES = 5
@@ -71,8 +68,9 @@ def merge_windows(parts: Sequence[WindowData], groups: Iterable[Group] | None = 
 
 
 class SpanWindows:
-    """The current and baseline windows `weeks` long, merged from the trend's weekly blocks:
-    histograms once per span, one group's records when asked for."""
+    """The trend's weekly blocks split into a baseline (the weeks before a split) and a current
+    window (the weeks from it on), merged: histograms once per split, one group's records when
+    asked for."""
 
     def __init__(self, trend: Sequence[WindowData], cur: WindowData, base: WindowData) -> None:
         weekly = (
@@ -84,20 +82,20 @@ class SpanWindows:
         self.trend = list(trend) if weekly else []
         self._cache: dict[int, tuple[WindowData, WindowData]] = {}
 
-    def available(self, weeks: int) -> bool:
-        return len(self.trend) >= 2 * weeks
+    def series(self, group: Group) -> tuple[Events, list[int]]:
+        """The group's records of every week, and each record's week (0 the oldest)."""
+        parts = [(i, p.events[group]) for i, p in enumerate(self.trend) if group in p.events]
+        weeks = [i for i, ev in parts for _ in range(len(ev))]
+        return merge_events([ev for _, ev in parts]), weeks
 
-    def get(self, weeks: int, group: Group) -> tuple[WindowData, WindowData]:
-        """(current, baseline): the last `weeks` weekly blocks and the `weeks` before them, with
+    def get(self, split: int, group: Group) -> tuple[WindowData, WindowData]:
+        """(current, baseline): the weekly blocks from `split` on and the ones before it, with
         the records of `group` only."""
-        blocks = self.trend[-2 * weeks :]
-        if weeks not in self._cache:
-            self._cache[weeks] = (
-                merge_windows(blocks[weeks:], ()),
-                merge_windows(blocks[:weeks], ()),
-            )
+        halves = (self.trend[split:], self.trend[:split])
+        if split not in self._cache:
+            self._cache[split] = (merge_windows(halves[0], ()), merge_windows(halves[1], ()))
         out = []
-        for merged, parts in zip(self._cache[weeks], (blocks[weeks:], blocks[:weeks]), strict=True):
+        for merged, parts in zip(self._cache[split], halves, strict=True):
             one = replace(merged, events={})
             if any(group in p.events for p in parts):
                 one.events[group] = merge_events(

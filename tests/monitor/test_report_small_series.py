@@ -1,10 +1,13 @@
-"""Small series (issue 34 item 5): a retriever with a few events a week is compared over the
-last 2-4 weeks against as many before, and gets a verdict instead of "too few events to tell"."""
+"""Small series (issue 34 item 5, issue 46 item 3): a retriever with a few events a week is
+compared over the 8-week trend split where its mean moves most, and gets a verdict instead of
+"too few events to tell"; a drop keeps showing while it lasts."""
 
 from __future__ import annotations
 
 import random
 from types import SimpleNamespace
+
+import pytest
 
 from ragmon.core.window import Window, windows
 from ragmon.report.analyze import analyze
@@ -18,16 +21,16 @@ WEEKS = [CUR.shifted(back - 7) for back in range(8)]  # oldest first; the last i
 
 
 def trend(
-    per_week: dict[str, int], noise_after: dict[str, float] | None = None
+    per_week: dict[str, int], noise_after: dict[str, float] | None = None, since: int = 4
 ) -> list[WindowData]:
     """8 weekly blocks: retriever -> events a week (each its own question); `noise_after`: the
-    ranking noise of a retriever in the last 4 weeks (a drop)."""
+    ranking noise of a retriever from week `since` on (a drop)."""
     rng = random.Random(7)
     blocks = []
     for i, w in enumerate(WEEKS):
         events = []
         for r, n in per_week.items():
-            noise = (noise_after or {}).get(r, GOOD) if i >= 4 else GOOD
+            noise = (noise_after or {}).get(r, GOOD) if i >= since else GOOD
             events += [(r, ranked_grades(rng, noise)) for _ in range(n)]
         data = window_data(w, events)
         for ev in data.events.values():  # distinct questions in every week
@@ -40,37 +43,36 @@ def report_of(blocks: list[WindowData]):  # noqa: ANN201 - the report
     return analyze(Dataset(blocks[-1], blocks[-2], blocks, True, 35.0))
 
 
-def test_a_few_events_a_week_get_a_verdict_over_four_weeks() -> None:
+def test_a_few_events_a_week_get_a_verdict_over_the_trend() -> None:
     report = report_of(trend({"tiny": 3, "big": 40}))
     g = (APP, INDEX, "tiny")
     span = report.spans[g]
-    assert (span.weeks, span.permutation) == (4, True)
-    assert (span.base.events, span.cur.events) == (12, 12)
+    assert span.permutation and span.weeks + span.base_weeks == 8
+    assert 3 <= span.weeks <= 5  # each side holds at least 8 events (3 a week: 3 weeks)
+    assert (span.base.events, span.cur.events) == (3 * span.base_weeks, 3 * span.weeks)
     assert report.too_few == []
     (v,) = [v for v in report.verdicts if v.group == g]
     assert v.verdict == "unchanged"
     rows = [r for r in report.rows if r.group == g]
-    assert rows and all(r.weeks == 4 and r.permutation for r in rows if r.change)
+    assert rows and all(r.permutation and 3 <= r.weeks <= 5 for r in rows if r.change)
     assert (APP, INDEX, "big") not in report.spans
     md = to_markdown(build(report, {}))
-    assert "the last 4 weeks against the 4 before" in md
-    assert any("compared over the last weeks" in n for n in report.notes)
+    assert f"the last {span.weeks} weeks against the {span.base_weeks} before" in md
+    assert any("split where the mean moves most" in n for n in report.notes)
 
 
-def test_the_shortest_span_with_enough_events_and_the_t_reference() -> None:
-    report = report_of(trend({"small": 12}))  # 24 in 2 weeks, 36 in 3: three weeks
-    span = report.spans[(APP, INDEX, "small")]
-    assert (span.weeks, span.permutation) == (3, False)
-
-
-def test_a_big_drop_of_a_small_series_is_a_regression() -> None:
-    report = report_of(trend({"tiny": 5}, noise_after={"tiny": 8.0}))
+@pytest.mark.parametrize("since", [3, 5, 6])
+def test_a_big_drop_of_a_small_series_shows_in_every_week_after_it(since: int) -> None:
+    """Weeks 3, 5 and 2 after the drop (a baseline of the weeks just before the current ones
+    would hold dropped weeks): the split is at the drop and the drop is a regression."""
+    report = report_of(trend({"tiny": 5}, noise_after={"tiny": 8.0}, since=since))
     assert [r.group[2] for r in report.regressions] == ["tiny"]
     assert report.regressions[0].headline.permutation
+    assert report.spans[(APP, INDEX, "tiny")].base_weeks == since
 
 
 def test_too_few_even_over_four_weeks_and_without_a_trend() -> None:
-    report = report_of(trend({"one": 1}))  # 4 events per 4 weeks: under 8
+    report = report_of(trend({"one": 1}))  # 8 events in 8 weeks: under 8 on either side
     assert report.too_few == [(APP, INDEX, "one")] and not report.spans
     blocks = trend({"tiny": 3})
     report = analyze(Dataset(blocks[-1], blocks[-2], [], True, 35.0))  # no trend: one week
@@ -105,7 +107,10 @@ def test_gather_reads_older_weeks_for_small_series_only() -> None:
     assert set(older.events) == {(APP, INDEX, "tiny")}
     assert len(older.events[(APP, INDEX, "tiny")]) == 3
     report = analyze(data)
-    assert report.spans[(APP, INDEX, "tiny")].weeks == 4
+    assert (
+        report.spans[(APP, INDEX, "tiny")].weeks + report.spans[(APP, INDEX, "tiny")].base_weeks
+        == 8
+    )
     # a report over other windows never widens
     two = Window(CUR.start.fromordinal(CUR.start.toordinal() - 7), CUR.end)
     data = gather(_Store(blocks), two, Window(two.start.fromordinal(two.start.toordinal() - 14),

@@ -39,7 +39,7 @@ from ragmon.core.drift.changes import (
 )
 from ragmon.core.drift.clusters import OVERLAP, retrieval_clusters
 from ragmon.core.drift.distributions import chi2_sf, t_ppf, t_sf
-from ragmon.core.drift.permutation import permutation_pvalue
+from ragmon.core.drift.permutation import changepoint_pvalue, permutation_pvalue
 from ragmon.core.drift.shift import (
     PSI_MAJOR,
     PSI_MODERATE,
@@ -62,6 +62,7 @@ __all__ = [
     "Interval",
     "Sample",
     "bin_midpoints",
+    "changepoint_pvalue",
     "binned_change",
     "binned_moments",
     "chi2_sf",
