@@ -39,7 +39,7 @@ from ragmon.core.drift.changes import (
 )
 from ragmon.core.drift.clusters import OVERLAP, retrieval_clusters
 from ragmon.core.drift.distributions import chi2_sf, t_ppf, t_sf
-from ragmon.core.drift.permutation import changepoint_pvalue, permutation_pvalue
+from ragmon.core.drift.permutation import MORE_REPS, changepoint_pvalue, permutation_pvalue
 from ragmon.core.drift.shift import (
     PSI_MAJOR,
     PSI_MODERATE,
@@ -54,6 +54,7 @@ from ragmon.core.drift.shift import (
 
 __all__ = [
     "MIN_CELL",
+    "MORE_REPS",
     "OVERLAP",
     "PSI_MAJOR",
     "PSI_MODERATE",

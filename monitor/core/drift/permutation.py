@@ -19,6 +19,10 @@ from functools import lru_cache
 import numpy as np
 
 REPS = 4999  # random re-assignments when there are more than this many; p >= 1 / (REPS + 1)
+# The change-point scan draws this many more when its first REPS leave p below REFINE_BELOW:
+# a small p is then resolved finely enough for Holm over a report's many comparisons.
+MORE_REPS = 15_000
+REFINE_BELOW = 0.002
 _TIE = 1e-12  # a permuted change this close to the observed one counts as as large
 
 
@@ -91,6 +95,7 @@ def changepoint_pvalue(
     reps: int = REPS,
     seed: int = 0,
     weights: np.ndarray | None = None,
+    more: int = MORE_REPS,
 ) -> tuple[int, float]:
     """The split where the mean moves most, and the p-value of that largest move over all splits.
 
@@ -100,7 +105,8 @@ def changepoint_pvalue(
     the largest over `splits`. Under "nothing changed over these weeks" the (question, week)
     blocks are exchangeable between the weeks, so re-assigning them (each week keeping its number
     of blocks) and taking the scan's largest each time gives a p-value that holds for the scan as
-    a whole, whichever split it picks (a change-point test; Good 2005, ch. 3). A baseline of the
+    a whole, whichever split it picks (a change-point test; Good 2005, ch. 3); `more` draws
+    refine a p below `REFINE_BELOW`. A baseline of the
     weeks before the change, found this way, does not hold the changed weeks, so a drop keeps
     showing until it recovers.
     """
@@ -128,8 +134,20 @@ def changepoint_pvalue(
 
     observed = scan(counts, sums)
     best = int(np.argmax(observed))
-    rng = np.random.default_rng(seed)
-    order = np.argsort(rng.random((reps, len(present))), axis=1)
-    largest = scan(counts[order], sums[order]).max(axis=1)
-    as_large = int(np.count_nonzero(largest >= observed[best] - _TIE))
-    return int(kept[best]), (1 + as_large) / (1 + reps)
+    drawn = as_large = 0
+    for n, salt in ((reps, 0), (more, 1)):
+        order = _shuffles(len(present), n, seed, salt)
+        largest = scan(counts[order], sums[order]).max(axis=1)
+        as_large += int(np.count_nonzero(largest >= observed[best] - _TIE))
+        drawn += n
+        if (1 + as_large) / (1 + drawn) >= REFINE_BELOW:
+            break
+    return int(kept[best]), (1 + as_large) / (1 + drawn)
+
+
+@lru_cache(maxsize=16)
+def _shuffles(m: int, reps: int, seed: int, salt: int) -> np.ndarray:
+    """`reps` seeded random orders of `m` blocks, one per row (cached: a series' measures share
+    them)."""
+    rng = np.random.default_rng([seed, salt])
+    return np.argsort(rng.random((reps, m)), axis=1)
