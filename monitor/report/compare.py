@@ -342,6 +342,7 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
     week_of = np.array(weeks)
     seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
     rows, span = [], None
+    halves: dict[int, tuple[WindowData, WindowData, Coded | None]] = {}  # by split
     for m in MEASURES:
         values = np.array(events.values.get(m, [np.nan] * len(events)), dtype=float)
         ok = ~np.isnan(values)
@@ -349,11 +350,14 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
             values[ok], clusters[ok], week_of[ok], splits, seed=seed,
             weights=None if w_all is None else w_all[ok],
         )  # fmt: skip
-        cur, base = spans.get(split, g)
-        eb, ec = base.events.get(g), cur.events.get(g)
-        if eb is None or ec is None:
+        if split not in halves:
+            cur, base = spans.get(split, g)
+            eb, ec = base.events.get(g), cur.events.get(g)
+            halves[split] = (cur, base, Coded.of(eb, ec) if eb and ec else None)
+        cur, base, coded = halves[split]
+        if coded is None:
             continue
-        coded = Coded.of(eb, ec)
+        eb, ec = coded.base, coded.cur
         row = compare_measure(coded, cur, base, g, m)
         if m in OPTIONAL and row.base is None and row.cur is None:
             continue

@@ -124,10 +124,11 @@ def changepoint_pvalue(
         return (int(splits[0]) if len(splits) else 0), 1.0
     cuts, kept = bounds[ok], np.asarray(splits)[ok]
 
+    n, total = float(counts.sum()), float(sums.sum())
+
     def scan(c: np.ndarray, s: np.ndarray) -> np.ndarray:
-        cc, cs = np.cumsum(c, axis=-1), np.cumsum(s, axis=-1)
-        n, total = cc[..., -1:], cs[..., -1:]
-        nb, sb = cc[..., cuts - 1], cs[..., cuts - 1]
+        # each split's baseline: the blocks placed first
+        nb, sb = np.cumsum(c, axis=-1)[..., cuts - 1], np.cumsum(s, axis=-1)[..., cuts - 1]
         with np.errstate(divide="ignore", invalid="ignore"):
             move = np.abs((total - sb) / (n - nb) - sb / nb) * np.sqrt(nb * (n - nb) / n)
         return np.nan_to_num(move, nan=0.0)
@@ -135,11 +136,11 @@ def changepoint_pvalue(
     observed = scan(counts, sums)
     best = int(np.argmax(observed))
     drawn = as_large = 0
-    for n, salt in ((reps, 0), (more, 1)):
-        order = _shuffles(len(present), n, seed, salt)
+    for draws, salt in ((reps, 0), (more, 1)):
+        order = _shuffles(len(present), draws, seed, salt)
         largest = scan(counts[order], sums[order]).max(axis=1)
         as_large += int(np.count_nonzero(largest >= observed[best] - _TIE))
-        drawn += n
+        drawn += draws
         if (1 + as_large) / (1 + drawn) >= REFINE_BELOW:
             break
     return int(kept[best]), (1 + as_large) / (1 + drawn)
