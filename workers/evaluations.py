@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,16 +80,21 @@ class Evaluations:
 
     def _send(self, event: StoredEvent, result: Result) -> None:
         from opentelemetry._logs import LogRecord
-        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+        from opentelemetry.trace import (
+            NonRecordingSpan,
+            SpanContext,
+            TraceFlags,
+            set_span_in_context,
+        )
 
         trace_id = _hex_id(event.get("trace_id"), 32)
         span_id = _hex_id((event.get("metadata") or {}).get("span_id"), 16)
         context = None
-        if trace_id is not None and span_id is not None:  # parented to the retrieval span
-            span = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(1))
+        if trace_id is not None:  # parented to the retrieval span, or in its trace at least
+            span = SpanContext(trace_id, span_id or 0, is_remote=True, trace_flags=TraceFlags(1))
             context = set_span_in_context(NonRecordingSpan(span))
         labels = event["labels"]
-        common = {
+        common: dict[str, str | int | float] = {
             "ragmon.event_id": event["event_id"],
             "ragmon.app": labels.get("app", "default"),
             "ragmon.k": event["k"],
@@ -98,26 +104,25 @@ class Evaluations:
             value = result["measures"].get(name)
             if value is None:  # undefined for this event (docs/measures.md)
                 continue
-            attributes = {
+            attributes: dict[str, str | int | float] = {
                 "gen_ai.evaluation.name": name,
                 "gen_ai.evaluation.score.value": float(value),
                 **common,
             }
-            record = LogRecord(
-                event_name=EVENT_NAME,
-                context=context,
-                trace_id=None if context else trace_id,  # an id alone still links the trace
-                attributes=attributes,
+            self.logger.emit(
+                LogRecord(event_name=EVENT_NAME, context=context, attributes=attributes)
             )
-            self.logger.emit(record)
             self.emitted += 1
 
     def close(self) -> dict[str, int]:
         """Send what is queued, waiting at most `CLOSE_S`; count the outcomes."""
-        try:
-            self.processor.shutdown(timeout_millis=int(CLOSE_S * 1000))
-        except Exception as exc:  # noqa: BLE001
-            log.warning("evaluations out: closing the exporter failed: %r", exc)
+        # The SDK's shutdown sends what is queued but takes no timeout: it runs in a thread this
+        # waits for at most CLOSE_S; then the exporter's shutdown ends any export still retrying.
+        closing = threading.Thread(target=self.processor.shutdown, daemon=True)
+        closing.start()
+        closing.join(CLOSE_S)
+        if closing.is_alive():
+            self.exporter.shutdown()
         sent, failed = self.exporter.sent, self.exporter.failed
         outcomes = {"sent": sent, "failed": failed, "dropped": self.emitted - sent - failed}
         if failed or outcomes["dropped"]:
@@ -135,6 +140,7 @@ class _Counted:
     def __init__(self, inner: LogRecordExporter) -> None:
         self.inner = inner
         self.sent = self.failed = 0
+        self.closed = threading.Event()
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> Any:
         from opentelemetry.sdk._logs.export import LogRecordExportResult
@@ -153,4 +159,6 @@ class _Counted:
         return True
 
     def shutdown(self) -> None:
-        self.inner.shutdown()
+        if not self.closed.is_set():  # once: by the processor or, when it hangs, by `close`
+            self.closed.set()
+            self.inner.shutdown()  # type: ignore[no-untyped-call]
