@@ -58,6 +58,7 @@ class Evaluations:
         self.store = store
         self.emitted = 0
         self.exporter = _Counted(
+            # headers (a key) from OTEL_EXPORTER_OTLP_HEADERS, as for any OTLP exporter
             OTLPLogExporter(endpoint=settings.otlp_export_endpoint, timeout=EXPORT_TIMEOUT_S)
         )
         self.processor: BatchLogRecordProcessor = BatchLogRecordProcessor(
