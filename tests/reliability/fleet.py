@@ -1,0 +1,165 @@
+"""The fleet under faults (issue 49): a Redis primary, a replica and three Sentinels; two APIs and
+three workers on them; the fake OpenAI judge; single events posted at a steady rate, alternating
+between the two APIs and retried on `503` as the SDK does. Under that traffic the primary dies by
+SIGKILL (the Sentinels fail over, and the old primary comes back as a replica, as a restarted node
+would), then the worker in a drain job, then one API.
+
+`tests/reliability/test_fleet.py` runs it short; `python -m tests.bench.bench_fleet` runs it long
+and prints the figures.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import redis
+from rq import Worker
+
+from tests.reliability.conftest import llm_env
+from tests.reliability.support import (
+    Sender,
+    Tally,
+    events,
+    labeled,
+    observed,
+    statuses,
+    wait_status,
+    worker_name,
+)
+from tests.support.fake_llm import FakeLLM
+from tests.support.sentinel import SentinelFleet
+from tests.support.stack import Stack
+from tests.support.waiting import scaled, wait_until
+
+# What the docs promise without RAGMON_WAIT_REPLICAS: an event acknowledged this long before the
+# primary died is on the replica (the replication lag on a healthy link is far shorter).
+WINDOW_S = 1.0
+# Each fault once this share of the events is acknowledged: the primary, a worker, an API.
+PRIMARY_AT, WORKER_AT, API_AT = 0.2, 0.45, 0.7
+
+
+@dataclass
+class Outcome:
+    """What one run saw: the tally (sent, accepted, done, counted) and the failover's figures."""
+
+    tally: Tally
+    lost: list[str] = field(default_factory=list)  # acknowledged, absent after the failover
+    lost_before_kill_s: list[float] = field(default_factory=list)  # each lost one's ack to kill
+    acked_last_window: int = 0  # events acknowledged in the WINDOW_S before the kill
+    failover_s: float = 0.0  # the kill to the Sentinels naming the replica
+    unavailable_s: float = 0.0  # the kill to the next event acknowledged
+    replica_back_s: float = 0.0  # the kill to the old primary replicating the new one
+    leased_at_worker_kill: int = 0
+    retries: int = 0
+    rate: float = 0.0  # events acknowledged per second, start to end of the traffic
+    observed: tuple[int, int] = (0, 0)  # support.observed() on the new primary
+
+
+def _wait_share(sender: Sender, share: float) -> None:
+    want = int(len(sender.evs) * share)
+    wait_until(lambda: len(sender.accepted) >= want or not sender.is_alive(), 60,
+               f"{want} events acknowledged", every=0.02)  # fmt: skip
+    assert sender.is_alive(), "the traffic ended before the fault"
+
+
+def _replicating(fleet: SentinelFleet) -> bool:
+    """The restarted old primary is a replica with its link up."""
+    try:
+        info = redis.Redis(port=fleet.primary.port).info("replication")
+    except redis.ConnectionError:
+        return False
+    return info.get("role") == "slave" and info.get("master_link_status") == "up"
+
+
+def _kill_a_judging_worker(stacks: list[Stack], conn: redis.Redis) -> int:
+    """SIGKILL the worker (and its work horse) that runs a drain job holding leases, or, if none
+    does within a few seconds, the first; the leases it held."""
+    workers = {worker_name(w.pid): w for s in stacks for w in s.workers if w.poll() is None}
+    deadline = time.monotonic() + scaled(10)
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        try:
+            for w in Worker.all(connection=conn):
+                if w.name in workers and w.get_current_job_id() and conn.zcard("ragmon:leased"):
+                    victim = workers[w.name]
+        except redis.RedisError:  # a connection still on its way to the new primary
+            pass
+        time.sleep(0.05)
+    held = int(conn.zcard("ragmon:leased"))
+    (victim or next(iter(workers.values()))).kill_tree()
+    return held
+
+
+def run(n: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcome:
+    """The whole scenario on `n` events, one every `pause` seconds (plus the request's own time);
+    RAGMON_WAIT_REPLICAS=`wait_replicas`."""
+    fleet = SentinelFleet(sentinels=3, quorum=2)
+    fake = FakeLLM(latency=0.05).start()
+    env = llm_env(fake, RAGMON_WAIT_REPLICAS=str(wait_replicas))
+    stacks: list[Stack] = []
+    conn = None
+    try:
+        stacks += [Stack(fleet.url, workers=2, env=env).start()]
+        stacks += [Stack(fleet.url, workers=1, env=env).start()]
+        conn = redis.Redis(port=fleet.primary.port)  # replaced by the new primary's client below
+        evs = events(n, seed0, passages=2, k=1)
+        sender = Sender([s.url for s in stacks], evs, batch=1, pause=pause)
+        outcome = Outcome(Tally(f"fleet, RAGMON_WAIT_REPLICAS={wait_replicas}", sent=n))
+        started = time.monotonic()
+        sender.start()
+
+        _wait_share(sender, PRIMARY_AT)
+        fleet.primary.stop(kill=True)
+        killed = time.monotonic()
+        acked_before = dict(sender.acked_at)
+        fleet.wait_promoted()
+        outcome.failover_s = time.monotonic() - killed
+        fleet.primary.start()  # empty (no persistence): the Sentinels make it a replica
+        wait_until(lambda: _replicating(fleet), 60, "the old primary to replicate the new one")
+        outcome.replica_back_s = time.monotonic() - killed
+        conn.close()
+        conn = redis.Redis(port=fleet.replica.port)
+
+        _wait_share(sender, WORKER_AT)
+        outcome.leased_at_worker_kill = _kill_a_judging_worker(stacks, conn)
+        _wait_share(sender, API_AT)
+        assert stacks[1].api is not None
+        stacks[1].api.kill_tree()
+
+        sender.join(scaled(120))
+        assert not sender.is_alive() and not sender.errors, sender.errors
+        after = sorted(t for t in sender.acked_at.values() if t > killed)
+        outcome.unavailable_s = (after[0] if after else time.monotonic()) - killed
+        outcome.rate = len(sender.accepted) / (max(sender.acked_at.values()) - started)
+        outcome.retries = sender.retries
+        outcome.acked_last_window = sum(t > killed - WINDOW_S for t in acked_before.values())
+
+        ids = sorted(sender.accepted)
+        present = statuses(stacks[0], ids)
+        outcome.lost = [i for i in ids if present[i] == "unknown"]
+        outcome.lost_before_kill_s = [killed - sender.acked_at[i] for i in outcome.lost]
+        kept = [i for i in ids if i not in set(outcome.lost)]
+        st = wait_status(stacks[0], kept, timeout=150)
+        t = outcome.tally
+        t.accepted = len(sender.accepted)
+        t.done = sum(s == "done" for s in st.values())
+        t.failed = sum(s == "failed" for s in st.values())
+        t.counted = labeled(stacks[0])
+        outcome.observed = observed(fleet.url)
+        t.notes += [
+            f"lost {len(outcome.lost)} acknowledged (of {outcome.acked_last_window} "
+            f"acknowledged in the {WINDOW_S:g} s before the kill)",
+            f"failover {outcome.failover_s:.1f} s, first 202 after {outcome.unavailable_s:.1f} s",
+            f"old primary replicating after {outcome.replica_back_s:.1f} s",
+            f"killed worker held {outcome.leased_at_worker_kill} leases",
+            f"{outcome.retries} retries, {outcome.rate:.0f} events/s acknowledged",
+        ]
+        return outcome
+    finally:
+        if conn is not None:
+            conn.close()
+        for s in stacks:
+            s.stop()
+        fake.stop()
+        fleet.stop()
