@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import redis
 from rq import Worker
 
+from tests.bench.common import pct
 from tests.reliability.conftest import llm_env
 from tests.reliability.support import (
     Sender,
@@ -35,8 +36,6 @@ from tests.support.waiting import scaled, wait_until
 # What the docs promise without RAGMON_WAIT_REPLICAS: an event acknowledged this long before the
 # primary died is on the replica (the replication lag on a healthy link is far shorter).
 WINDOW_S = 1.0
-# Each fault once this share of the events is acknowledged: the primary, a worker, an API.
-PRIMARY_AT, WORKER_AT, API_AT = 0.2, 0.45, 0.7
 
 
 @dataclass
@@ -53,11 +52,13 @@ class Outcome:
     leased_at_worker_kill: int = 0
     retries: int = 0
     rate: float = 0.0  # events acknowledged per second, start to end of the traffic
+    latency_ms: tuple[float, float] = (0.0, 0.0)  # p50, p99 of a 202 before the kill
     observed: tuple[int, int] = (0, 0)  # support.observed() on the new primary
 
 
-def _wait_share(sender: Sender, share: float) -> None:
-    want = int(len(sender.evs) * share)
+def _more(sender: Sender, step: int) -> None:
+    """Until `step` more events are acknowledged."""
+    want = len(sender.accepted) + step
     wait_until(lambda: len(sender.accepted) >= want or not sender.is_alive(), 60,
                f"{want} events acknowledged", every=0.02)  # fmt: skip
     assert sender.is_alive(), "the traffic ended before the fault"
@@ -91,9 +92,10 @@ def _kill_a_judging_worker(stacks: list[Stack], conn: redis.Redis) -> int:
     return held
 
 
-def run(n: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcome:
-    """The whole scenario on `n` events, one every `pause` seconds (plus the request's own time);
-    RAGMON_WAIT_REPLICAS=`wait_replicas`."""
+def run(step: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcome:
+    """The whole scenario with RAGMON_WAIT_REPLICAS=`wait_replicas`: one event every `pause`
+    seconds (plus the request's own time); each fault once `step` more events were acknowledged
+    since the last, and the traffic ends `step` events after the last fault."""
     fleet = SentinelFleet(sentinels=3, quorum=2)
     fake = FakeLLM(latency=0.05).start()
     env = llm_env(fake, RAGMON_WAIT_REPLICAS=str(wait_replicas))
@@ -103,13 +105,17 @@ def run(n: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcom
         stacks += [Stack(fleet.url, workers=2, env=env).start()]
         stacks += [Stack(fleet.url, workers=1, env=env).start()]
         conn = redis.Redis(port=fleet.primary.port)  # replaced by the new primary's client below
-        evs = events(n, seed0, passages=2, k=1)
+        evs = events(100 * step, seed0, passages=2, k=1)  # more than the run needs
         sender = Sender([s.url for s in stacks], evs, batch=1, pause=pause)
-        outcome = Outcome(Tally(f"fleet, RAGMON_WAIT_REPLICAS={wait_replicas}", sent=n))
+        outcome = Outcome(
+            Tally(
+                f"fleet, RAGMON_WAIT_REPLICAS={wait_replicas}",
+            )
+        )
         started = time.monotonic()
         sender.start()
 
-        _wait_share(sender, PRIMARY_AT)
+        _more(sender, step)
         fleet.primary.stop(kill=True)
         killed = time.monotonic()
         acked_before = dict(sender.acked_at)
@@ -121,11 +127,13 @@ def run(n: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcom
         conn.close()
         conn = redis.Redis(port=fleet.replica.port)
 
-        _wait_share(sender, WORKER_AT)
+        _more(sender, step)
         outcome.leased_at_worker_kill = _kill_a_judging_worker(stacks, conn)
-        _wait_share(sender, API_AT)
+        _more(sender, step)
         assert stacks[1].api is not None
         stacks[1].api.kill_tree()
+        _more(sender, step)
+        sender.halt.set()
 
         sender.join(scaled(120))
         assert not sender.is_alive() and not sender.errors, sender.errors
@@ -133,6 +141,9 @@ def run(n: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcom
         outcome.unavailable_s = (after[0] if after else time.monotonic()) - killed
         outcome.rate = len(sender.accepted) / (max(sender.acked_at.values()) - started)
         outcome.retries = sender.retries
+        outcome.tally.sent = len(sender.sent)
+        steady = sorted(sender.took[i] * 1000 for i in acked_before)
+        outcome.latency_ms = (pct(steady, 50), pct(steady, 99))
         outcome.acked_last_window = sum(t > killed - WINDOW_S for t in acked_before.values())
 
         ids = sorted(sender.accepted)
@@ -154,6 +165,7 @@ def run(n: int, wait_replicas: int, pause: float, seed0: int = 20_000) -> Outcom
             f"old primary replicating after {outcome.replica_back_s:.1f} s",
             f"killed worker held {outcome.leased_at_worker_kill} leases",
             f"{outcome.retries} retries, {outcome.rate:.0f} events/s acknowledged",
+            "202 before the kill: p50 {:.1f} ms, p99 {:.1f} ms".format(*outcome.latency_ms),
         ]
         return outcome
     finally:

@@ -80,9 +80,11 @@ class Sender(threading.Thread):
         self.sent: set[str] = set()
         self.accepted: set[str] = set()
         self.acked_at: dict[str, float] = {}  # event id -> time.monotonic() of its 2xx
+        self.took: dict[str, float] = {}  # event id -> seconds its accepting request took
         self.retries = 0
         self.errors: list[str] = []
         self.down: set[str] = set()
+        self.halt = threading.Event()  # set: no more requests after the one in hand
 
     def _next(self, clients: dict[str, httpx.Client], turn: int) -> httpx.Client:
         up = [u for u in self.urls if u not in self.down] or self.urls
@@ -93,11 +95,14 @@ class Sender(threading.Thread):
         turn = 0
         try:
             for i in range(0, len(self.evs), self.batch):
+                if self.halt.is_set():
+                    break
                 chunk = list(self.evs[i : i + self.batch])
                 self.sent.update(e["event_id"] for e in chunk)
                 deadline = time.monotonic() + self.give_up
                 while True:
                     client, turn = self._next(clients, turn), turn + 1
+                    asked = time.monotonic()
                     try:
                         if self.batch == 1:
                             r = client.post("/v1/retrievals", json=chunk[0])
@@ -116,6 +121,7 @@ class Sender(threading.Thread):
                             if res["status"] in ("queued", "done", "failed"):
                                 self.accepted.add(res["event_id"])
                                 self.acked_at[res["event_id"]] = now
+                                self.took[res["event_id"]] = now - asked
                         break
                     if r is not None and r.status_code < 500:
                         self.errors.append(f"{r.status_code}: {r.text[:200]}")

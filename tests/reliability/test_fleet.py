@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_with_wait_every_acknowledged_event_is_judged_and_counted_once() -> None:
-    o = fleet.run(n=240, wait_replicas=1, pause=0.02)
+    o = fleet.run(step=40, wait_replicas=1, pause=0.04)
     t = o.tally.record()
     assert not o.lost, o.lost
     assert t.sent == t.accepted == t.done == t.counted, t.line()
@@ -24,7 +24,7 @@ def test_with_wait_every_acknowledged_event_is_judged_and_counted_once() -> None
 
 
 def test_without_wait_the_loss_is_within_the_replication_window() -> None:
-    o = fleet.run(n=240, wait_replicas=0, pause=0.02)
+    o = fleet.run(step=40, wait_replicas=0, pause=0.04)
     t = o.tally.record()
     assert all(s <= scaled(fleet.WINDOW_S) for s in o.lost_before_kill_s), o.lost_before_kill_s
     assert len(o.lost) <= o.acked_last_window
