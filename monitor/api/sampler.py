@@ -1,7 +1,9 @@
 """The API's side of sampling: the rate each new event is judged with, and the plan behind it.
 
-Each API process counts the events it accepts per series (flushed to Redis every second),
-reads the current plan every few seconds, and once a minute one API process (a lock in Redis)
+Each API process counts the events it accepts per series (flushed to Redis every second, with
+the events it chose this planning interval: the pacing counts every process' choices, so a fleet
+of API processes paces a new series as one process would), reads the current plan every few
+seconds, and once a minute one API process (a lock in Redis)
 makes the next plan with `ragmon.core.sampling.plan`: the series' hourly traffic, the day's
 spend, each series' age, spread of nDCG@K and the cost of judging one event so far. With
 `RAGMON_SAMPLING=planned` (the default) new events take the plan's rates, paced within each
@@ -56,8 +58,11 @@ class Sampler:
         self.current = Rates({}, 1.0 if self.planned else settings.sample_rate)
         if self.planned:
             self.current = Rates({}, 1.0, cold_cap(settings, 0.0))
-        # this interval's events and the sum of their probabilities, by series and by app
+        # this interval's events and the sum of their probabilities, by series and by app: the
+        # fleet's at the last flush (`shared`) and this process' since (`unshared`, by interval)
         self.seen: dict[str, tuple[int, float]] = {}
+        self.shared: dict[str, tuple[int, float]] = {}
+        self.unshared: dict[tuple[int, str], tuple[int, float]] = {}
         self.interval = -1
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.planned_series: set[str] = set()  # the series of the last plan read
@@ -79,11 +84,12 @@ class Sampler:
         interval = int(self.clock() // PLAN_S)
         if interval != self.interval:
             self.interval = interval
-            self.seen = {
-                k: v
-                for k, v in self.seen.items()
-                if not k.startswith(APP_MARK) and k not in self.planned_series
-            }
+            self.seen = {k: v for k, v in self.seen.items() if self._carried(k)}
+            self.shared = {k: v for k, v in self.shared.items() if self._carried(k)}
+
+    def _carried(self, key: str) -> bool:
+        """Counted on into the next interval: a series no plan has seen yet."""
+        return not key.startswith(APP_MARK) and key not in self.planned_series
 
     def note(self, items: Iterable[IngestItem], created: Iterable[bool]) -> None:
         """Count the events just accepted (not the duplicates) for the forecast, each under the
@@ -91,10 +97,38 @@ class Sampler:
         self._roll()
         for it, new in zip(items, created, strict=True):
             if new:
-                self.counts[self.counted_as(it.app, it.series)] += 1
+                counted = self.counted_as(it.app, it.series)
+                self.counts[counted] += 1
                 for key in (it.series, APP_MARK + it.app):
                     n, chosen = self.seen.get(key, (0, 0.0))
                     self.seen[key] = (n + 1, chosen + it.probability)
+                    if key != it.series or counted == it.series:  # shared: within the budget
+                        n, chosen = self.unshared.get((self.interval, key), (0, 0.0))
+                        self.unshared[self.interval, key] = (n + 1, chosen + it.probability)
+
+    async def share(self) -> None:
+        """Flush this process' chosen events to the fleet's counts and pace by the fleet's
+        from now on (on the event loop's thread, where `note` and `rates` run)."""
+        if self.current.cap is None:
+            self.unshared.clear()
+            return
+        self._roll()
+        interval, sent, self.unshared = self.interval, self.unshared, {}
+        now, before = await asyncio.to_thread(self.state.pace, interval, sent)
+        self._roll()
+        if interval != self.interval:
+            return  # an interval began meanwhile: its counts start from this process' own
+        fleet = dict(now)
+        for key, (n, p) in before.items():
+            if self._carried(key):
+                m, q = fleet.get(key, (0, 0.0))
+                fleet[key] = (m + n, q + p)
+        seen = {k: v for k, v in self.seen.items() if k not in fleet and k not in self.shared}
+        for (i, key), (n, p) in self.unshared.items():  # chosen while the flush ran
+            if i == interval:
+                m, q = fleet.get(key, (0, 0.0))
+                seen[key] = (m + n, q + p)
+        self.shared, self.seen = fleet, {**fleet, **seen}
 
     def counted_as(self, app: str, series: str) -> str:
         """`series`, or its app's folded series past the series budget, as INGEST admits it:
@@ -138,6 +172,7 @@ class Sampler:
                 counts = self.take()
                 self.unplanned |= counts.keys() - self.planned_series
                 await asyncio.to_thread(self.state.count, counts, now)
+                await self.share()
                 if now - last_read >= READ_S:
                     last_read = now
                     await asyncio.to_thread(self.refresh, now)

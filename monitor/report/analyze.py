@@ -26,7 +26,7 @@ from ragmon.report.compare import (
     groups_of,
     segment_hists,
 )
-from ragmon.report.coverage import Judged, judged_shares
+from ragmon.report.coverage import Judged, judged_shares, received_events
 from ragmon.report.gather import Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
@@ -390,7 +390,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         mix=[m for m in mixes.values() if m is not None],
         population=list(pops.values()),
         verdicts=judged,
-        judged=judged_shares(cur.events),
+        judged=judged_shares(cur.events, received_events(cur)),
         spans=compared.spans,
         signals=signal_changes(cur, base),
     )

@@ -269,6 +269,11 @@ class Keys:
         """JSON of the current sampling plan (`sampling_state.StoredPlan`)."""
         return f"{self.prefix}:sampling:plan"
 
+    def pace(self, interval: int, what: str) -> str:
+        """Hash series (and `app:` + app) → the events every API process chose in one planning
+        interval: `what` "n" their count, "p" the sum of their probabilities (the pacing)."""
+        return f"{self.prefix}:sampling:pace:{interval}:{what}"
+
     @property
     def sampling_lead(self) -> str:
         """Present while one API process plans; its value names the process."""

@@ -23,6 +23,9 @@ TRAFFIC_TTL_S = (HOURS + 2) * 3600
 MIN_FOR_SD = 30  # judged events a series needs before its own spread is used
 PLAN_STALE_S = 600.0  # an older plan is not used: its planner stopped
 FIELD_OVERHEAD = 64  # bytes a hash field costs besides its name and value
+PACE_TTL_S = 180  # the pacing's counts of an interval: read in it and in the next one
+
+Paced = dict[str, tuple[int, float]]  # key → (events chosen, sum of their probabilities)
 
 
 def hour_of(ts: float) -> str:
@@ -123,6 +126,30 @@ class SamplingState:
         if self.client.set(key, owner, nx=True, ex=max(1, int(ttl_s))):
             return True
         return self.client.get(key) == owner.encode()
+
+    def pace(
+        self, interval: int, chosen: Mapping[tuple[int, str], tuple[int, float]]
+    ) -> tuple[Paced, Paced]:
+        """Add one API process' newly chosen events (by planning interval and key: a series or
+        `app:` + app) to the fleet's, and return the fleet's of `interval` and of the one
+        before: the pacing's counts, shared by every API process."""
+        k = self.keys
+        with self.client.pipeline(transaction=False) as pipe:
+            for (i, key), (n, p) in chosen.items():
+                pipe.hincrby(k.pace(i, "n"), key, n)
+                pipe.hincrbyfloat(k.pace(i, "p"), key, p)
+            for i in {i for i, _ in chosen}:
+                pipe.expire(k.pace(i, "n"), PACE_TTL_S)
+                pipe.expire(k.pace(i, "p"), PACE_TTL_S)
+            for i in (interval, interval - 1):
+                pipe.hgetall(k.pace(i, "n"))
+                pipe.hgetall(k.pace(i, "p"))
+            rows = cast(list[dict[bytes, bytes]], pipe.execute()[-4:])
+
+        def paced(ns: dict[bytes, bytes], ps: dict[bytes, bytes]) -> Paced:
+            return {text_of(x): (int(ns[x]), float(ps.get(x, 0.0))) for x in ns}
+
+        return paced(rows[0], rows[1]), paced(rows[2], rows[3])
 
     def cost_per_event(self) -> float:
         """USD spent on the judge per judged event so far (every model), 0 before any."""

@@ -106,10 +106,13 @@ def test_trickle_benchmark_prints_single_events_against_batched() -> None:
     assert re.search(r"^targets (met|MISSED)", out, re.M), out
 
 
-def test_metrics_benchmark_prints_each_option_and_the_ratio() -> None:
-    out = run("bench_metrics", 300, "--seconds", "2", "--interval", "1")  # --short has 4 s, 2 s
+def test_metrics_benchmark_prints_the_default_option_and_the_ratio() -> None:
+    """The default rendering only: each option is a full quiet/scraped cycle of its own."""
+    out = run(
+        "bench_metrics", 300, "--seconds", "2", "--interval", "1", "--only", "child-cached"
+    )  # --short has 4 s, 2 s
     assert re.search(rf"^max {NUM} events/s single; half load {NUM} events/s$", out, re.M), out
-    for option in ("inline-every-scrape", "inline-cached", "child-cached"):
+    for option in ("child-cached",):
         phases = re.findall(
             rf"^  {option} round 1 (quiet|scraped) +p99 {NUM} ms .*errors \d+", out, re.M
         )
@@ -161,3 +164,26 @@ def test_neighbours_benchmark_prints_each_latency_and_every_answer_held() -> Non
         assert row and int(row.group(1)) > 0 and int(row.group(2)) > 0, out
     assert re.search(r"^appB routes: \d+ rounds .* answers changed: none$", out, re.M), out
     assert re.search(r"^(targets met|TARGETS MISSED)$", out, re.M), out
+
+
+def test_capacity_benchmark_prints_cpu_per_event_and_the_fleet_for_each_rate(tmp_path) -> None:
+    """The model's processes follow from the CPU per event it measured (issue 49)."""
+    import json
+    import math
+
+    out = run("bench_capacity", 300, "--json", str(tmp_path / "c.json"))
+    for phase in ("nothing judged", "every event judged"):
+        assert re.search(rf"^CPU per accepted event, {phase}: API {NUM} us, Redis {NUM} us, "
+                         rf"workers {NUM} us$", out, re.M), out  # fmt: skip
+    figures = json.loads((tmp_path / "c.json").read_text())
+    ingest, judged, headroom = figures["ingest"], figures["judged"], figures["headroom"]
+    assert ingest["api_s"] > 0 and ingest["redis_s"] > 0
+    assert judged["workers_s"] > ingest["workers_s"]  # judging costs the workers
+    rows = figures["model"]
+    assert len(rows) == 6 and len(re.findall(r"^ +[\d,]+ +\d+% ", out, re.M)) == 6
+    for r in rows:
+        extra = max(0.0, judged["api_s"] - ingest["api_s"])
+        api = r["events_per_s"] * (ingest["api_s"] + r["judged_share"] * extra)
+        assert r["api_processes"] == max(1, math.ceil(api / headroom))
+    big = [r for r in rows if r["events_per_s"] == 10_000]
+    assert big[1]["worker_processes"] >= big[0]["worker_processes"]  # more judged, more workers

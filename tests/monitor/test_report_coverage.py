@@ -39,3 +39,19 @@ def test_older_records_without_a_probability_count_as_all_judged() -> None:
     (row,) = judged_shares({("a", "b", "c"): ev})
     assert row.share == 1.0
     assert "100 % judged" in judged_line(row)
+
+
+def test_the_share_the_judged_events_stand_for_shows_unjudged_events() -> None:
+    """Half a retriever's 200 events were never judged (the budget ran out): its 50 judged
+    ones, chosen at 0.5, stand for 100 of them, and the line says so."""
+    ev = Events()
+    for i in range(50):
+        ev.add(record(i, 0.5, 0.5))
+    group = ("app", "kb", "bm25")
+    (row,) = judged_shares({group: ev}, {group: 200})
+    assert row.stands_for == pytest.approx(100.0)
+    assert judged_line(row).startswith(
+        "app/kb/bm25: 50 % judged, standing for 50 % of its 200 events, weekly nDCG"
+    )
+    (whole,) = judged_shares({group: ev}, {group: 100})
+    assert "standing for 100 % of its 100 events" in judged_line(whole)

@@ -4,6 +4,7 @@ traffic hash nor the plan, and another app's series keep their place in it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -51,3 +52,54 @@ def test_junk_index_values_fill_neither_the_traffic_nor_the_plan(
     # the traffic counts are charged to each app's ledger
     held = store.ledger.read(now).held
     assert held["appA"][Kind.SAMPLING] > 0 and held["appB"][Kind.SAMPLING] > 0
+
+
+def test_two_api_processes_pace_a_new_series_as_one(redis_url: str) -> None:
+    """The pacing's counts are the fleet's: a new series sent half to each of two API processes
+    has about one cap of events chosen in a planning interval, not one cap per process. Each
+    round waits until both processes have shared their choices (the fleet's count in Redis) and
+    read the fleet's back (a second's flush: what the others chose meanwhile is the overshoot)."""
+    from ragmon.api.sampler import PLAN_S, cold_cap
+    from ragmon.core.clock import SteppedClock
+    from ragmon.settings import Settings
+    from tests.support.waiting import wait_until
+
+    s = Settings.from_env(
+        {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_SAMPLING": "planned",
+         "RAGMON_MIN_JUDGED_PER_DAY": "20"},
+        dotenv=None,
+    )  # fmt: skip
+    cap = cold_cap(s, 0.0)
+    assert cap == 20  # without a budget: the daily minimum, per interval
+    clock = SteppedClock(PLAN_S * (int(time.time() // PLAN_S)) + 1)  # one interval throughout
+    apis = [ApiServer(s, clock=clock).start(), ApiServer(s, clock=clock).start()]
+    series = "test|default|fresh|default"
+    try:
+        store, chosen, sent = apis[0].store, 0, 0
+        pace_n = store.keys.pace(int(clock() // PLAN_S), "n")
+        for round_ in range(6):
+            for a, api in enumerate(apis):
+                events = [
+                    make_event(n=2, k=1, seed=1000 * round_ + 100 * a + i,
+                               labels={"app": "test", "retriever": "fresh"})
+                    for i in range(10)
+                ]  # fmt: skip
+                r = api.client.post("/v1/retrievals/batch", json={"events": events})
+                assert r.status_code == 202, r.text
+                chosen += sum(x["status"] != "sampled_out" for x in r.json()["results"])
+                sent += len(events)
+
+            def shared(sent: int = sent) -> bool:
+                fleet = int(store.client.hget(pace_n, series) or 0)
+                return fleet == sent and all(
+                    x.app.state.sampler.seen[series][0] == sent for x in apis
+                )
+
+            wait_until(shared, 30, "both processes' choices shared, and read back by each")
+    finally:
+        for api in apis:
+            api.stop()
+    # one process alone chooses its first `cap` events whole and then few: two that did not
+    # share would choose about 2 * cap
+    print(f"\n{sent} events of a new series over two API processes: {chosen} chosen, cap {cap:g}")
+    assert cap <= chosen < 1.5 * cap, chosen

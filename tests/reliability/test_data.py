@@ -216,12 +216,12 @@ def test_requeue_forgets_failed_ids_whose_event_expired(api, redis_url):
     client.close()
 
 
-@pytest.mark.slow  # real processes for 12-17 s: out of scripts/test --quick
+@pytest.mark.slow  # real processes for seconds: out of scripts/test --quick
 def test_no_text_reaches_the_aof_or_an_rdb_dump(aof_redis):
-    """RAGMON_STORE_TEXT=false, 1,000 events judged on a Redis with AOF: neither the AOF (every
+    """RAGMON_STORE_TEXT=false, 300 events judged on a Redis with AOF: neither the AOF (every
     write since start, before any rewrite) nor an uncompressed RDB dump holds any query or
     passage text; the labels, which are not secret, are there (the grep sees clear text)."""
-    n = 1000
+    n = 300
     env = {"RAGMON_STORE_TEXT": "false", "RAGMON_TEXT_KEYS": TEXT_KEY}
     stack = Stack(aof_redis.url, workers=2, env=env).start()
     texts = []
