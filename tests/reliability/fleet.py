@@ -147,7 +147,10 @@ def run(step: int, wait_replicas: int, pause: float, lag: bool, seed0: int = 20_
         fleet.wait_promoted()
         outcome.failover_s = time.monotonic() - killed
         fleet.primary.start()  # empty (no persistence): the Sentinels make it a replica
-        wait_until(lambda: _replicating(fleet), 60, "the old primary to replicate the new one")
+        try:
+            wait_until(lambda: _replicating(fleet), 60, "the old primary to replicate")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{fleet.logs()}") from None
         outcome.replica_back_s = time.monotonic() - killed
         conn.close()
         conn = redis.Redis(port=fleet.replica.port)

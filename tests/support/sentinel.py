@@ -39,6 +39,7 @@ class SentinelFleet:
             conf = self.dir / f"sentinel-{port}.conf"  # each its own: a Sentinel rewrites it
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.dir}\n"
+                f"logfile {self.dir / f'sentinel-{port}.log'}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} {quorum}\n"
                 f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {SERVICE} 10000\n"
@@ -64,6 +65,13 @@ class SentinelFleet:
         host, port = self.client.sentinel_get_master_addr_by_name(SERVICE)
         return int(port)
 
+    def _all_name(self, port: int) -> bool:
+        for p in self.ports:
+            with redis.Redis(port=p, decode_responses=True) as s:
+                if int(s.sentinel_get_master_addr_by_name(SERVICE)[1]) != port:
+                    return False
+        return True
+
     def failover(self) -> None:
         """A failover the Sentinel runs (as on a primary's loss), waited for until the replica
         is the primary."""
@@ -71,8 +79,17 @@ class SentinelFleet:
         self.wait_promoted()
 
     def wait_promoted(self, seconds: float = 30) -> None:
-        """Until the Sentinels name the replica as the primary."""
-        wait_until(lambda: self.primary_port() == self.replica.port, seconds, "the failover")
+        """Until every Sentinel names the replica as the primary (one still naming the old
+        primary would take it back as the primary when it restarts empty)."""
+        wait_until(lambda: self._all_name(self.replica.port), seconds, "the failover", every=0.1)
+
+    def logs(self, lines: int = 40) -> str:
+        """The last `lines` of each Sentinel's log, for a failure's message."""
+        return "\n".join(
+            f"--- sentinel {port}\n" + "\n".join(log.read_text().splitlines()[-lines:])
+            for port in self.ports
+            if (log := self.dir / f"sentinel-{port}.log").exists()
+        )
 
     def stop(self) -> None:
         self.client.close()
