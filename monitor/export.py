@@ -25,7 +25,7 @@ from ragmon.core import catalog
 from ragmon.core.anchor import WATCH_REASONS, drift, watch_state
 from ragmon.core.drift import Interval
 from ragmon.core.wire import SEP, field_parts, series_values
-from ragmon.oversight import Oversight, last_days
+from ragmon.oversight import LAST, Oversight, summarized
 from ragmon.store import Histogram, Store
 from ragmon.store.judge_state import Budget
 from ragmon.store.keys import utc_day
@@ -236,7 +236,7 @@ class RagmonCollector:
             for r, row in enumerate(a.confusion):
                 for j, n in enumerate(row):
                     fams["ragmon_judge_agreement_confusion"].add_metric([*who, str(r), str(j)], n)
-        for series in self.oversight.estimates(last_days(), cached=True):
+        for series in summarized(self.store, LAST)[2]:
             for measure, c in series.measures.items():
                 where = [*series.labels.values(), measure]
                 if c.judge_only is not None:

@@ -2,18 +2,20 @@
 identity, and the corrected (PPI++) estimates of a series' measures over a window of days.
 
 The statistics are `ragmon.core.agreement` and `ragmon.core.corrected`; this module only
-gathers their inputs (people's grades, the per-day records of judged events) and keeps the
-results while nothing changed: `/metrics` renders every few seconds, people's grades change
-rarely, and a week of per-day records is up to 350k events to read.
+gathers their inputs (people's grades, the per-day records of judged events). A week of per-day
+records is up to 350k events to read, so the API never does: a worker summarizes each app's
+estimates (`summarize`: the last 7 days and every ISO week still kept) when people grade it and
+every `ESTIMATE_REFRESH_S`, and the API, the review page and `/metrics` read those summaries
+(`summarized`). The report and the CLI compute theirs (`estimates`).
 """
 
 from __future__ import annotations
 
-import time
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ragmon.core.agreement import Agreement, paired_agreement
@@ -27,7 +29,7 @@ from ragmon.core.reviews import (
     people_by_event,
     second_judge_pairs,
 )
-from ragmon.core.window import Window
+from ragmon.core.window import Window, iso_week
 from ragmon.core.wire import LABEL_KEYS
 
 if TYPE_CHECKING:
@@ -35,11 +37,10 @@ if TYPE_CHECKING:
     from ragmon.store import Store
 
 HUMAN = "human"  # the `reference` of agreement with people's grades
-# The gauges' estimates are at most ESTIMATE_REFRESH_S old, and REGRADE_S once people's grades
-# changed: a week of per-day records is read at most once a minute while people grade.
+# A worker summarizes an app's estimates at least this often, and within seconds of a grade.
 ESTIMATE_REFRESH_S = 600.0
-REGRADE_S = 60.0
 GAUGE_DAYS = 7  # the gauges' window: the last 7 UTC days, today included
+LAST = "last"  # the summaries' name of that window (the others: their ISO week)
 UNITS = {
     "passage": "every top-K passage people graded",
     "event": "events whose passages the measure reads were all graded by people",
@@ -65,23 +66,16 @@ def last_days(days: int = GAUGE_DAYS, today: datetime | None = None) -> Window:
 @dataclass
 class Oversight:
     """Agreement and corrected estimates of one deployment: agreement cached by the people's
-    grades' generation, the gauges' estimates as `ESTIMATE_REFRESH_S` says."""
+    grades' generation."""
 
     store: Store
     params: MeasureParams
-    refresh_s: float = ESTIMATE_REFRESH_S
-    regrade_s: float = REGRADE_S
     _agreement: dict[str | None, tuple[tuple[int, int], dict]] = field(default_factory=dict)
-    _estimates: dict[tuple, tuple[int, float, list[SeriesEstimates]]] = field(default_factory=dict)
 
     @classmethod
     def for_metrics(cls, store: Store) -> Oversight:
-        """The one `/metrics` keeps between renderings: with RAGMON_METRICS_REFRESH_S=0
-        (every scrape rendered afresh) its estimates are never older than the scrape either."""
-        settings = store.settings
-        fresh = settings.metrics_refresh_s <= 0
-        return cls(store, settings.measure_params(), 0.0 if fresh else ESTIMATE_REFRESH_S,
-                   0.0 if fresh else REGRADE_S)  # fmt: skip
+        """The one `/metrics` and the review page keep between renderings."""
+        return cls(store, store.settings.measure_params())
 
     def records(self, apps: Iterable[str] | None = None) -> list[dict]:
         """People's grades of the apps (all when None)."""
@@ -105,19 +99,12 @@ class Oversight:
         return kept[1]
 
     def estimates(
-        self, window: Window, labels: Mapping[str, str] | None = None, cached: bool = False
+        self, window: Window, labels: Mapping[str, str] | None = None
     ) -> list[SeriesEstimates]:
         """Per series matching `labels` (any of `LABEL_KEYS`), the corrected estimates of its
-        judged events in `window`. `cached`: answer a result at most `refresh_s` old when
-        people's grades did not change since (the gauges)."""
+        judged events in `window`, computed from the per-day records (a worker's summary, the
+        report, the CLI)."""
         wanted = dict(labels or {})
-        key = (window.start, window.end, tuple(sorted(wanted.items())))
-        generation = self.store.human.generation()
-        kept = self._estimates.get(key)
-        if cached and kept is not None:
-            age = time.monotonic() - kept[1]
-            if age < (self.refresh_s if kept[0] == generation else self.regrade_s):
-                return kept[2]
         by_series: dict[tuple[str, ...], list[dict]] = defaultdict(list)
         app = wanted.get("app")
         for day in window.days:
@@ -141,9 +128,69 @@ class Oversight:
                     measures=estimates(events, self.params),
                 )
             )
-        if cached:
-            self._estimates[key] = (generation, time.monotonic(), out)
         return out
+
+
+def summary_text(window: Window, found: list[SeriesEstimates], at: float) -> str:
+    """One window's estimates as a worker stores them."""
+    return json.dumps({"from": window.start.isoformat(), "to": window.end.isoformat(), "at": at,
+                       "series": [asdict(s) for s in found]})  # fmt: skip
+
+
+def summary_of(text: str) -> tuple[Window, float, list[SeriesEstimates]]:
+    """`summary_text` read back: the window, when it was summarized, its series."""
+    raw = json.loads(text)
+
+    def interval(d: dict | None) -> Interval | None:
+        return None if d is None else Interval(**d)
+
+    series = [
+        SeriesEstimates(s["labels"], s["events"], s["graded"], {
+            m: Corrected(**{**c, "estimate": interval(c["estimate"]),
+                            "human_only": interval(c["human_only"])})
+            for m, c in s["measures"].items()
+        })
+        for s in raw["series"]
+    ]  # fmt: skip
+    window = Window(date.fromisoformat(raw["from"]), date.fromisoformat(raw["to"]))
+    return window, float(raw["at"]), series
+
+
+def summary_windows(today: date, kept_days: int) -> dict[str, Window]:
+    """The windows a worker summarizes: the last 7 days, and each ISO week with a day kept."""
+    out = {LAST: last_days(today=datetime.combine(today, datetime.min.time(), UTC))}
+    for back in range(kept_days + 1):
+        y, w, _ = (today - timedelta(days=back)).isocalendar()
+        out.setdefault(f"{y}-W{w:02d}", iso_week(f"{y}-W{w:02d}"))
+    return out
+
+
+def summarize(oversight: Oversight, app: str, now: float, kept_days: int) -> dict[str, str]:
+    """An app's estimates for every window a worker keeps (`summary_windows`), as stored."""
+    today = datetime.fromtimestamp(now, UTC).date()
+    return {
+        key: summary_text(window, oversight.estimates(window, {"app": app}), now)
+        for key, window in summary_windows(today, kept_days).items()
+    }
+
+
+def summarized(
+    store: Store, key: str, labels: Mapping[str, str] | None = None
+) -> tuple[Window | None, float | None, list[SeriesEstimates]]:
+    """The estimates a worker summarized for window `key` (`LAST` or an ISO week) of the series
+    matching `labels`: of `labels["app"]` alone when given (no other app's key is read), else
+    of every app summarized. The window and the oldest summary's time (None: none found)."""
+    wanted = dict(labels or {})
+    apps = [wanted["app"]] if "app" in wanted else sorted(store.estimates.summarized_at())
+    window, at, out = None, None, []
+    for app in apps:
+        text = store.estimates.load(app, key)
+        if text is None:
+            continue
+        window, when, found = summary_of(text)
+        at = when if at is None else min(at, when)
+        out += [s for s in found if all(s.labels.get(k) == v for k, v in wanted.items())]
+    return window, at, sorted(out, key=lambda s: tuple(s.labels.values()))
 
 
 def interval_json(interval: Interval | None) -> dict[str, float] | None:
@@ -152,11 +199,14 @@ def interval_json(interval: Interval | None) -> dict[str, float] | None:
     return {"estimate": interval.estimate, "low": interval.low, "high": interval.high}
 
 
-def estimates_json(window: Window, found: list[SeriesEstimates]) -> dict[str, Any]:
-    """What `GET /v1/estimates` answers."""
+def estimates_json(
+    window: Window, found: list[SeriesEstimates], at: float | None = None
+) -> dict[str, Any]:
+    """What `GET /v1/estimates` answers (`at`: when a worker summarized them; None: never)."""
     return {
         "window": {"from": window.start.isoformat(), "to": window.end.isoformat(),
                    "label": window.label},
+        "summarized_at": None if at is None else datetime.fromtimestamp(at, UTC).isoformat(),
         "series": [
             {
                 "labels": s.labels,

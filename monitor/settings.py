@@ -327,6 +327,10 @@ class Settings:
         default="skip",
         metadata={"env": "RAGMON_OTLP_NESTED", "parse": values.choice("skip", "own")},
     )
+    # How long a retriever span whose parent is in another export waits for it (0: not at all).
+    otlp_hold_s: float = field(
+        default=15.0, metadata={"env": "RAGMON_OTLP_HOLD_S", "parse": values.number(0.0, 300.0)}
+    )
 
     @classmethod
     def from_env(

@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from ragmon.settings import Settings
 from ragmon.store import Store
 from tests.support.stack import Stack, sample_value
+from tests.support.waiting import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("otlp-protobuf", "otlp-json", "hooks")
@@ -147,3 +149,38 @@ def test_nested_retrievers_count_once_and_alike_over_otlp_and_the_hooks(
             **counts,
             "BM25": 2 * counts["ensemble"] + counts["reranked"],
         }
+
+
+@pytest.mark.parametrize("mode", ["otlp-simple", "otlp-split"])
+def test_nested_retrievers_count_once_when_spans_come_alone_or_in_cut_batches(
+    make_api, redis_url: str, mode: str
+) -> None:
+    """The nested app through the real exporter with `SimpleSpanProcessor` (each span alone,
+    inner ones first) and with batches of 2 spans (cut between inner and outer): one event per
+    outermost retrieval, as the hook gives (`test_nested_retrievers_count_once_and_alike...`),
+    each with the app's ranking and the name the app gave it; the inner spans held, then nested
+    (with RAGMON_OTLP_HOLD_S=0 each inner span is an event too)."""
+    api = make_api(RAGMON_OTLP_INDEX_ATTRIBUTES="rag.index")
+    asked, _ = run_app(mode, api.url, "nested", "skip")
+    hold = api.store.keys.hold(f"rag-{mode.removeprefix('otlp-')}", "due")
+    deadline = time.monotonic() + scaled(30)
+    while api.store.client.zcard(hold):  # every held span decided: no event can follow
+        assert time.monotonic() < deadline, "spans still held"
+        time.sleep(0.1)
+    events = stored_events(redis_url)
+    assert sorted((ev["labels"]["retriever"], ev["query"]) for ev in events.values()) == sorted(
+        (r["retriever"], r["query"]) for r in asked
+    )
+    by_call = {(ev["labels"]["retriever"], ev["query"]): ev for ev in events.values()}
+    for r in asked:
+        ev = by_call[(r["retriever"], r["query"])]
+        assert [p["text"] for p in ev["passages"]] == r["texts"], r
+    metrics = api.client.get("/metrics").text
+    inner = 2 * sum(r["retriever"] == "ensemble" for r in asked) + sum(
+        r["retriever"] == "reranked" for r in asked
+    )
+    nested = sample_value(metrics, "ragmon_otlp_holds_total", {"outcome": "nested"})
+    if mode == "otlp-simple":  # every inner span came before its outer one
+        assert nested == inner
+    else:  # some came with it, some were cut from it
+        assert 0 < nested <= inner

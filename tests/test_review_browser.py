@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.support.stack import Stack
+from tests.support.waiting import wait_until
 from tests.test_explorer_browser import browser, follow, static_page  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
@@ -42,6 +43,23 @@ def api(stack: Stack, key: str) -> httpx.Client:
     return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
 
+def corrected_ndcg(stack: Stack) -> dict | None:
+    """shop's corrected nDCG@K as a worker last summarized it (None: no summary yet)."""
+    with api(stack, ADMIN) as c:
+        found = c.get("/v1/estimates", params={"app": "shop"}).json()["series"]
+    return found[0]["measures"]["ndcg"]["corrected"] if found else None
+
+
+def summarized(stack: Stack, other_than: dict | None = None) -> dict:
+    """Until a worker's summary of shop's estimates has a corrected nDCG@K other than
+    `other_than` (the API asks for a summary when people grade; the review page reads it)."""
+    return wait_until(
+        lambda: (got := corrected_ndcg(stack)) is not None and got != other_than and got,
+        60,
+        "shop's corrected nDCG@K summarized anew",
+    )
+
+
 def judged(c: httpx.Client, app: str, event_id: str) -> dict:
     return c.get(f"/v1/retrievals/{event_id}", params={"app": app}).json()
 
@@ -63,6 +81,7 @@ def fed(redis_url: str) -> Iterator[tuple[Stack, list[dict]]]:
             for r in results[:SEEDED] for p in r["passages"]
         ]  # fmt: skip
         assert c.post("/v1/grades", json={"grades": seed}).status_code == 200
+    summarized(stack)
     yield stack, results
     stack.stop()
 
@@ -104,6 +123,7 @@ def test_grading_in_the_browser_moves_agreement_and_the_corrected_estimate(
     shown = next(r for r in results if r["event_id"] == event_id)
     assert browser.find_element(By.ID, "query").text == shown["query"]
     pairs, kappa, ndcg = standing(browser)
+    summary = corrected_ndcg(stack)
     assert pairs == 4 * SEEDED and kappa != "n/a" and ndcg != "n/a"
 
     browser.find_element(By.ID, "reviewer").send_keys("ann")
@@ -111,6 +131,8 @@ def test_grading_in_the_browser_moves_agreement_and_the_corrected_estimate(
         row = browser.find_elements(By.CSS_SELECTOR, "#review tr")[rank]
         click(browser, row.find_element(By.XPATH, ".//button[starts-with(., '0 ')]"))
     assert browser.find_element(By.ID, "progress").text == "4 of 4"
+    summarized(stack, summary)  # a worker summarized the estimates anew
+    browser.refresh()
     after = standing(browser)
     assert after[0] == pairs + 4  # ann's four grades are pairs with the judge's
     assert after[1] != kappa and after[2] != ndcg  # agreement and the estimate moved

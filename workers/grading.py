@@ -30,13 +30,15 @@ class Graded:
     `duplicate_of[i]` is the 1-based rank of the earlier passage with the same id (None for a
     first occurrence): a repeat is not judged again and scores as not relevant. `unjudged`
     counts, per reason, the passages of the top 2K the judge could not grade for good: a
-    lasting failure, or a passing one on the event's last attempt.
+    lasting failure, or a passing one on the event's last attempt; those of a passing one are
+    listed in `apart` (0-based ranks), to be retried apart from the event.
     """
 
     grades: list[int | None]
     sources: list[str | None]
     duplicate_of: list[int | None]
     unjudged: dict[str, int] = field(default_factory=dict)
+    apart: list[int] = field(default_factory=list)
 
     def repeats(self) -> list[bool]:
         return [d is not None for d in self.duplicate_of]
@@ -209,9 +211,11 @@ async def _ask(
         out.grades[i], out.sources[i] = g, (JUDGE if g is not None else None)
     if failure is not None and all(g is None for g in out.grades):
         raise failure  # nothing could be graded: the event fails (or waits, if passing)
-    for g, reason in zip(got, reasons, strict=True):
+    for i, g, reason in zip(idx, got, reasons, strict=True):
         if g is None and reason is not None:
             out.unjudged[reason] = out.unjudged.get(reason, 0) + 1
+            if failure is not None and failure.retryable and cache is not None:
+                out.apart.append(i)
 
 
 def pooled(event: StoredEvent, graded: Graded, judge: Judge, store: Store) -> list[int] | None:

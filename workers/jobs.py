@@ -21,7 +21,8 @@ from ragmon.core.wire import SEP, Status
 from ragmon.preflight import judge_url
 from ragmon.settings import Settings
 from ragmon.store import Store, event_day, ref_of
-from ragmon.store.delivery import LEASE_S, RELEASE_ATTEMPT
+from ragmon.store.apart import Apart
+from ragmon.store.delivery import LEASE_S, RELEASE_ATTEMPT, RETRY_DELAYS_S
 from ragmon.store.finish import inclusion_probability
 from ragmon.store.records import Result, StoredEvent, without_texts
 from ragmon.workers.context import WorkerContext, current_context
@@ -33,7 +34,9 @@ from ragmon.workers.grading import (
     pooled,
     probe_event,
 )
+from ragmon.workers.judges.accounting import paying
 from ragmon.workers.judges.base import Judge, JudgeError
+from ragmon.workers.judges.cache import JudgmentCache, scope
 from ragmon.workers.second import second_opinion
 
 log = logging.getLogger("ragmon.worker")
@@ -128,6 +131,7 @@ async def drain_pending(
     counts: Counter[str] = Counter()
     lasting: dict[str, str] = {}
     began = busy_at = renewed_at = time.monotonic()
+    apart = asyncio.ensure_future(retry_apart(store, judge, slots.calls))
     taking, left = True, False
     try:
         while True:
@@ -188,7 +192,10 @@ async def drain_pending(
                 end = delivery.renew(list(leases))
                 leases = dict.fromkeys(leases, end)
     finally:
-        await judge.aclose()  # on an error of the job itself, the leases bring its events back
+        try:
+            counts.update(await apart)
+        finally:  # on an error of the job itself, the leases bring its events back
+            await judge.aclose()
     if lasting:  # say it in the log too, not only in GET: a bad key fails every event
         log.warning(
             "%d events failed for good (%s); `ragmon requeue-failed` once it is fixed",
@@ -198,6 +205,32 @@ async def drain_pending(
     if left and delivery.due():  # ended with work left: another drain job takes over
         delivery.wake()
     return dict(counts)
+
+
+async def retry_apart(store: Store, judge: Judge, n: int) -> Counter[str]:
+    """Grade up to `n` due passages retried apart from their events (`Store.apart`), at once,
+    into the judgment cache; one failing for now again waits for its next delay."""
+    items = [] if judge.per_call else store.apart.claim(n)
+    return Counter(await asyncio.gather(*(_apart(store, judge, item) for item in items)))
+
+
+async def _apart(store: Store, judge: Judge, item: Apart) -> str:
+    who = judge.identity
+    got: list[int | None] = [None]
+    if (item.model, item.version) == (who.model, who.cache_version):  # else: no use now
+        try:
+            with paying(item.app):
+                got = list(await judge.grade(item.query, [(item.passage_id, item.text)]))
+        except JudgeError as exc:
+            if exc.retryable and store.apart.again(item, RETRY_DELAYS_S):
+                return "apart_retry"
+        except Exception as exc:  # noqa: BLE001 - one passage must not end the job
+            log.warning("a passage retried apart was dropped: %r", exc)
+    store.apart.done(item)
+    if got[0] is None:
+        return "apart_dropped"
+    JudgmentCache(store, who, item.scope).keep(item.query, [(item.text, got[0])])
+    return "apart_graded"
 
 
 async def _one(
@@ -259,6 +292,13 @@ async def _one(
         series_counts=counts,
         inclusion=decision.probability,
     )
+    if done and graded.apart:  # measured once as it is: the passages go on apart
+        who, where = judge.identity, scope(store, event)
+        for i in graded.apart:
+            p = event["passages"][i]
+            item = Apart(event["labels"]["app"], where, who.model, who.cache_version,
+                         event["query"], p["id"], p["text"])  # fmt: skip
+            store.apart.add(item, RETRY_DELAYS_S)
     if done and missing:  # once per event: a re-run finish is not done
         store.incr(f"udcg_missing{SEP}{missing}", day=event_day(event))
     if done and ctx.settings.second_judge_model:  # on a sample, beside the event (docs)

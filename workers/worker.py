@@ -22,6 +22,7 @@ from ragmon.preflight import describe, wait_for_redis, warn_memory
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.workers.context import build_context, set_context
+from ragmon.workers.summaries import keep_estimates
 
 log = logging.getLogger("ragmon.worker")
 
@@ -82,6 +83,7 @@ class RagmonWorker(Worker):
             if self.store is not None:
                 wake_drain(self.store)
                 keep_summaries(self.store)
+                keep_estimates(self.store)
         finally:
             self.in_maintenance = False
         if self._stop_requested:

@@ -57,7 +57,9 @@ def create_app(settings: Settings, store: Store | None = None, clock: Clock = ti
         gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
         await writer.start()
         service.sampler.start()
+        service.held.start()
         yield
+        await service.held.stop()
         await service.sampler.stop()
         await writer.stop()
         await service.aclose()

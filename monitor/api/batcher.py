@@ -62,6 +62,7 @@ class IngestWriter:
         self._rejections: Counter[str] = Counter()
         self._spans: Counter[str] = Counter()  # /v1/traces spans by outcome
         self._repairs: Counter[str] = Counter()  # /v1/traces repairs by kind
+        self._holds: Counter[str] = Counter()  # held /v1/traces spans by outcome
         self._ingest: AsyncIngest | None = None
         self._last_write = 0
 
@@ -105,6 +106,12 @@ class IngestWriter:
         them; written like the rejections."""
         self._spans.update({outcome: n for outcome, n in outcomes.items() if n})
         self._repairs.update({repair: n for repair, n in repairs.items() if n})
+        if self._wake is not None:
+            self._wake.set()
+
+    def count_holds(self, outcomes: Mapping[str, int]) -> None:
+        """Count what became of held spans (`ragmon.api.holding`), written like the rest."""
+        self._holds.update({outcome: n for outcome, n in outcomes.items() if n})
         if self._wake is not None:
             self._wake.set()
 
@@ -189,11 +196,12 @@ class IngestWriter:
             self._drain_wanted.set()
 
     async def _flush_rejections(self) -> None:
-        if not (self._rejections or self._spans or self._repairs):
+        if not (self._rejections or self._spans or self._repairs or self._holds):
             return
         pending, self._rejections = self._rejections, Counter()
         spans, self._spans = self._spans, Counter()
         repairs, self._repairs = self._repairs, Counter()
+        holds, self._holds = self._holds, Counter()
         try:
             for reason, n in pending.items():
                 await asyncio.to_thread(self.store.record_rejection, reason, n)
@@ -201,10 +209,13 @@ class IngestWriter:
                 await asyncio.to_thread(self.store.record_otlp_spans, outcome, n)
             for repair, n in repairs.items():
                 await asyncio.to_thread(self.store.record_otlp_repairs, repair, n)
+            for outcome, n in holds.items():
+                await asyncio.to_thread(self.store.record_otlp_holds, outcome, n)
         except Exception as exc:  # Redis is down: kept for the next try, one line per 10 s
             self._rejections.update(pending)
             self._spans.update(spans)
             self._repairs.update(repairs)
+            self._holds.update(holds)
             why = " ".join(str(exc).split()) or type(exc).__name__
             self.log.warning("counts", "could not record counts (kept for later): %s", why)
 

@@ -19,6 +19,8 @@ from ragmon.api.grades import GRADES_MAX_BYTES, MAX_GRADE_EVENTS
 from ragmon.api.otlp import MAX_SPANS
 from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
+from ragmon.store.holds import MAX_BYTES as HELD_BYTES
+from ragmon.store.holds import MAX_SPANS as HELD_SPANS
 
 MAX_BODY = -1  # the body limit is RAGMON_MAX_BODY_BYTES
 
@@ -45,13 +47,15 @@ COSTS: dict[str, Cost] = {
         "each event's labels.app; a bound key's app only", MAX_BODY, MAX_BATCH, OWN_EVENTS,
         "loop; a decoding process over 256 KiB, a share per app"),
     "POST /v1/traces": Cost(
-        "each span's app attribute; a bound key's app only", MAX_BODY, MAX_SPANS, OWN_EVENTS,
-        "a decoding process, a share per app"),
+        "each span's app attribute; a bound key's app only", MAX_BODY, MAX_SPANS,
+        f"{OWN_EVENTS}; its apps' held spans (a span's waiters, at most {HELD_SPANS:,} held "
+        f"spans and {HELD_BYTES >> 20} MiB an app)", "a decoding process, a share per app"),
     "POST /v1/grades": Cost(
         "each grade's app; a bound key's app only", GRADES_MAX_BYTES, MAX_BATCH,
         f"the graded events of its apps, at most {MAX_GRADE_EVENTS}", "thread"),
     "GET /v1/estimates": Cost(
-        "the key's app, else ?app=", 0, 0, "its app's per-day records of the window", "thread"),
+        "the key's app, else ?app=", 0, 0, "its app's summary of the window, a worker's",
+        "thread"),
     "GET /v1/retrievals": Cost(
         "the key's app, else ?app=", 0, 0, "its app's explorer index, a page's scan budget",
         "thread"),

@@ -11,6 +11,7 @@ read (events it grades) and when it is written (people per event; each app's roo
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,8 @@ from ragmon.core.wire import MAX_BATCH
 from ragmon.settings import Settings
 from ragmon.store import Store
 from ragmon.store.human import OverRoom
+
+log = logging.getLogger("ragmon.api")
 
 # What one request may cost (`ragmon.api.costs` declares the route with these).
 GRADES_MAX_BYTES = 4 << 20  # a full batch with every note at its longest fits
@@ -134,6 +137,11 @@ class GradeService:
                 f"{limit} (room left: {room / MIB:.2f} MB): nothing of this request was stored",
                 {"Retry-After": str(STORAGE_RETRY_AFTER_S)},
             ) from None
+        changed = {r["app"] for r, st in zip(records, states, strict=True) if st != "unchanged"}
+        try:  # a worker summarizes their estimates anew (else its tick, within minutes)
+            self.store.estimates.want(sorted(changed))
+        except Exception as exc:  # noqa: BLE001 - the grades are stored: answer them
+            log.warning("could not ask for the estimates of %s: %r", sorted(changed), exc)
         return [
             {"event_id": r["event_id"], "passage_id": r["passage_id"], "reviewer": r["reviewer"],
              "status": st}

@@ -26,7 +26,7 @@ from ragmon.core import pages, review_pages
 from ragmon.core.pages import GradeForm
 from ragmon.core.search import parse_search
 from ragmon.core.wire import LABEL_KEYS, Status, series_name, split_ref
-from ragmon.oversight import GAUGE_DAYS, HUMAN, Oversight, last_days
+from ragmon.oversight import GAUGE_DAYS, HUMAN, LAST, Oversight, last_days, summarized
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -76,7 +76,7 @@ def add_review_routes(
 ) -> None:
     """`/ui/review`, `/ui/review/{app}/{event_id}` and the buttons' `POST /ui/grades`."""
 
-    oversight = Oversight.for_metrics(store)  # the estimates: at most a minute old
+    oversight = Oversight.for_metrics(store)  # agreement: at most a minute old
 
     def standing_of(labels: dict[str, str]) -> str:
         """What people's grades say so far about this app's judge and this series."""
@@ -85,7 +85,7 @@ def add_review_routes(
             for (_, judge, ref), a in oversight.agreement(labels["app"]).items()
         }
         window = last_days()
-        found = oversight.estimates(window, labels, cached=True)
+        _, _, found = summarized(store, LAST, labels)
         measures = found[0].measures if found else {}
         return review_pages.standing(agreement, measures, len(window.days))
 

@@ -36,7 +36,7 @@ from ragmon.api.service import IngestService, Refused, otlp_refused, sharer
 from ragmon.api.ui import scope
 from ragmon.core.search import SEARCH_HELP, SearchError, parse_search
 from ragmon.core.window import iso_week
-from ragmon.oversight import Oversight, estimates_json, last_days
+from ragmon.oversight import LAST, estimates_json, last_days, summarized
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -87,7 +87,6 @@ def add_event_routes(
     """`/v1/retrievals` (write one, write a batch, search, read one), `/v1/traces` and
     `/v1/grades`."""
     store = service.store
-    oversight = Oversight(store, settings.measure_params())
 
     def authorize(request: Request) -> Principal | None:
         if not keys.enabled:
@@ -223,7 +222,8 @@ def add_event_routes(
         "people's grades (`POST /v1/grades`), the PPI++ corrected mean with its 95 % "
         "interval, the people-only interval on the same data and the effective number of "
         "people's grades it is worth; `corrected` is null with a `reason` below 10 graded "
-        "units from 10 events.",
+        "units from 10 events. A worker summarizes each app's estimates when people grade it "
+        "and every 10 minutes (`summarized_at`; null: not yet): this route reads the summary.",
         tags=["grades"],
     )
     async def get_estimates(
@@ -245,8 +245,9 @@ def add_event_routes(
         wanted = {"app": bound or app, "index": index, "retriever": retriever,
                   "segment": segment}  # fmt: skip
         labels = {k: v for k, v in wanted.items() if v is not None}
-        found = await read_store(oversight.estimates, window, labels)
-        return JSONResponse(estimates_json(window, found))
+        key = window.label if week else LAST
+        kept, at, found = await read_store(summarized, store, key, labels)
+        return JSONResponse(estimates_json(kept or window, found, at))
 
     @app.get(
         "/v1/retrievals",

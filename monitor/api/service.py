@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +27,8 @@ from pydantic import BaseModel, ValidationError
 from ragmon.api import otlp
 from ragmon.api.auth import Principal
 from ragmon.api.batcher import IngestWriter, sampled_in
+from ragmon.api.holding import HeldSpans
+from ragmon.api.nesting import Hold, blob
 from ragmon.api.sampler import Sampler
 from ragmon.api.schemas import FIELD_INVALID, RetrievalBatch, RetrievalEvent
 from ragmon.api.shares import FairChild, QueueFull
@@ -86,6 +88,7 @@ class Export:
     items: list[IngestItem]
     mapped: Mapped
     cut: int
+    holds: list[Hold] = field(default_factory=list)  # per app: for `ragmon.api.holding`
 
 
 def prepare(
@@ -207,6 +210,9 @@ def prepare_export(
         raise otlp_refused(exc) from None
     span_map = SpanMap.from_settings(settings)
     mapped = map_request(request, span_map)
+    if settings.otlp_hold_s <= 0:  # no hold: a span whose parent is elsewhere is an event now
+        mapped.events += [o.event for o in mapped.orphans]
+        mapped.orphans, mapped.arrivals = [], []
     over = mapped.events[MAX_RETRIEVER_SPANS:]
     mapped.rejected[:0] = [  # first: the exporter's message names the limit
         f"span {ev.event_id}: over the limit of {MAX_RETRIEVER_SPANS:,} retriever spans per "
@@ -224,7 +230,34 @@ def prepare_export(
         rates,
     )
     mapped.events = []
-    return Export(items, mapped, len(over))
+    return Export(items, mapped, len(over), holds(settings, mapped, app, app_from, rates))
+
+
+def holds(
+    settings: Settings, mapped: Mapped, app: str | None, app_from: str, rates: Rates | None
+) -> list[Hold]:
+    """Per app, the export's arrivals and orphans for the hold, their items prepared as any
+    span's; a key bound to an app hears of no other app's."""
+    orphans, mapped.orphans = mapped.orphans, []
+    arrivals, mapped.arrivals = mapped.arrivals, []
+    sealer = Sealer(settings)
+
+    def where(i: int) -> str:
+        return f"span {orphans[i].event.event_id}: labels.app (from {app_from})"
+
+    outer = prepare(settings, sealer, app, [o.event for o in orphans], where, rates)
+    own = [o.own for o in orphans if o.own is not None]
+    owns = iter(prepare(settings, sealer, app, own, where, rates))
+    out: dict[str, Hold] = {}
+    for orphan, item in zip(orphans, outer, strict=True):
+        hold = out.setdefault(item.app, Hold(item.app))
+        text = blob(item, next(owns) if orphan.own is not None else None)
+        hold.spans.append((orphan.key, orphan.awaits, text))
+        hold.blobs[orphan.key] = text
+    for span_app, span, code in arrivals:
+        if app is None or span_app == app:
+            out.setdefault(span_app, Hold(span_app)).arrivals.append((span, code))
+    return list(out.values())
 
 
 def sharer(principal: Principal | None, client: str | None) -> str:
@@ -252,6 +285,7 @@ class IngestService:
         self.decoder = decoder or FairChild()
         self.sampler = sampler or Sampler(settings, store)
         self.storage = AppStorage(settings, store)
+        self.held = HeldSpans(settings, store, self.write_all, writer.count_holds)
 
     def close(self) -> None:
         self.decoder.close()
@@ -302,12 +336,21 @@ class IngestService:
                 "set OTEL_SERVICE_NAME in the app, or Phoenix's register(project_name=...)",
                 mapped.repairs["unknown_service"],
             )
+        held = {h.app: h.nbytes for h in export.holds}
+        if items or any(held.values()):
+            await self.check_storage(items, held)
         if items:
-            await self.check_storage(items)
-            results = await self.write(items)
-            self.storage.count(items, [created for _, created in results])
+            await self.write_all(items)
+        if export.holds:
+            try:
+                await self.held.admit(export.holds)
+            except Refused:
+                raise
+            except Exception as exc:
+                raise self.unavailable(exc) from exc
         outcomes = {"event": len(items), "nested": mapped.nested, "ignored": mapped.ignored,
-                    "rejected": len(mapped.rejected)}  # fmt: skip
+                    "rejected": len(mapped.rejected),
+                    "held": sum(len(h.spans) for h in export.holds)}  # fmt: skip
         self.writer.count_spans(outcomes, mapped.repairs)
         if len(mapped.rejected) > export.cut:  # retrievals that will not be monitored: the
             self.writer.reject("invalid", len(mapped.rejected) - export.cut)  # alert sees them
@@ -328,12 +371,19 @@ class IngestService:
                 500, None, "the decoding process stopped while reading this body; retry once"
             ) from None
 
-    async def check_storage(self, items: list[IngestItem]) -> None:
+    async def write_all(self, items: list[IngestItem]) -> None:
+        """`write`, and the bytes created counted for the storage checks."""
+        results = await self.write(items)
+        self.storage.count(items, [created for _, created in results])
+
+    async def check_storage(
+        self, items: list[IngestItem], extra: dict[str, int] | None = None
+    ) -> None:
         """A `507` naming the app and the limit when an app of the request holds its share of
         Redis (RAGMON_APP_STORAGE_MB) or is among those holding most while Redis is near its
         maxmemory (RAGMON_MEMORY_HIGH); nothing of the request stored."""
         try:
-            await self.storage.check(items)
+            await self.storage.check(items, extra or {})
         except AppOverStorage as exc:
             raise Refused(
                 507, exc.reason, str(exc), {"Retry-After": str(STORAGE_RETRY_AFTER_S)}

@@ -3,14 +3,14 @@
 An OpenInference RETRIEVER span (`openinference.span.kind`) carries the query in `input.value`
 and the ranked documents in `retrieval.documents.{i}.document.{id,content,score,metadata}`: the
 outermost one of a call is one event, what the app put into its prompt. A retriever span under
-another one in the same export (an ensemble's members, a wrapper's inner retriever) is nested:
-skipped, or recorded under its own name (`RAGMON_OTLP_NESTED`), never under the labels it
-inherited. A GenAI retrieval span (`ragmon.api.genai`) is read as a retriever span. Every
-other span is ignored (and counted). A retriever span that cannot be an event
-is rejected with a reason, which the exporter gets back in OTLP's partial success. Labels and
-`k` come from span or resource attributes through `SpanMap` (settings `RAGMON_OTLP_*`); the
-event id is derived from the trace and span ids, so a re-exported span is stored once.
-`ragmon.api.otlp` reads the export off the wire.
+another one (an ensemble's members, a wrapper's inner retriever) is nested: skipped, or recorded
+under its own name (`RAGMON_OTLP_NESTED`), never under the labels it inherited; one whose
+ancestry leaves the export is held for it (`ragmon.api.nesting`). A GenAI retrieval span
+(`ragmon.api.genai`) is read as a retriever span. Every other span is ignored (and counted). A
+retriever span that cannot be an event is rejected with a reason, which the exporter gets back
+in OTLP's partial success. Labels and `k` come from span or resource attributes through
+`SpanMap` (settings `RAGMON_OTLP_*`); the event id is derived from the trace and span ids, so a
+re-exported span is stored once. `ragmon.api.otlp` reads the export off the wire.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from pydantic import ValidationError
 
-from ragmon.api import genai
+from ragmon.api import genai, nesting
+from ragmon.api.nesting import Orphan, Tree, ancestry, arrival
 from ragmon.api.schemas import RetrievalEvent
 from ragmon.client.events import InvalidEvent, passage
 from ragmon.core.wire import LABEL_KEYS, MAX_PASSAGES, MAX_SCORE, default_k, label_value
@@ -44,7 +45,6 @@ DOCUMENTS_DOT = DOCUMENTS + "."
 REDACTED = "__REDACTED__"  # OpenInference's placeholder under OPENINFERENCE_HIDE_INPUTS
 SPAN_NAME = "span.name"  # a pseudo-attribute: the span's name
 JOIN = "+"  # `span.name+metadata.ls_vector_store_provider`: the parts present, joined by ":"
-MAX_DEPTH = 256  # parent links followed up from a span (a loop in a bad export ends there)
 MESSAGES_SHOWN = 3
 _QUERY_KEYS = ("query", "query_str", "question", "input")
 UNKNOWN_SERVICE = "unknown_service"  # the SDK's service.name when the app sets none
@@ -82,6 +82,8 @@ class Mapped:
     events: list[RetrievalEvent] = field(default_factory=list)
     ignored: int = 0
     nested: int = 0  # retriever spans under another retriever span, skipped
+    orphans: list[Orphan] = field(default_factory=list)  # their parent elsewhere: held
+    arrivals: list[tuple[str, str, str]] = field(default_factory=list)  # (app, span, code)
     rejected: list[str] = field(default_factory=list)  # one reason per rejected span
     #: repairs made so that spans could be events: `labels_repaired` (as the SDK counts it),
     #: `k_from_documents` (no k attribute nor RAGMON_OTLP_K: measured at the documents returned)
@@ -106,7 +108,8 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
     """Every outermost retriever span of the export as a validated event; the others counted."""
     out = Mapped()
     retrievers: list[tuple[Span, dict[str, AnyValue], Any, dict[str, Any], str]] = []
-    tree: dict[tuple[bytes, bytes], tuple[bytes, bool]] = {}  # (trace, span) → (parent, kind)
+    tree: Tree = {}
+    spans: list[tuple[Span, str, bool]] = []  # every span, its app, whether a retriever
     for rs in request.resource_spans:
         resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
         for ss in rs.scope_spans:
@@ -124,24 +127,37 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
                 else:  # a span that lost its kind to the SDK's attribute limit
                     retriever = span.dropped_attributes_count > 0 and docs is not None
                 tree[(span.trace_id, span.span_id)] = (span.parent_span_id, retriever)
+                app = _Lookup(span, attrs, resource).label(span_map.app, Counter())
+                spans.append((span, app or "default", retriever))
                 if retriever:
                     retrievers.append((span, attrs, docs, resource, problem))
                 else:
                     out.ignored += 1
+    out.arrivals = [(app, nesting.key(s.trace_id, s.span_id), arrival(s, tree, r))
+                    for s, app, r in spans]  # fmt: skip
     for span, attrs, docs, resource, problem in retrievers:
-        nested = _inside_a_retriever(span, tree)
-        if nested and span_map.nested == "skip":
+        nested = ancestry(span, tree)
+        if nested is True and span_map.nested == "skip":
             out.nested += 1
             continue
         where = f"span {span.span_id.hex() or '?'} ({span.name[:100] or 'unnamed'})"
         try:
             if problem:
                 raise _Rejected(problem)
-            event = span_event(span, attrs, docs, resource, span_map, nested, out.repairs)
+            event = span_event(span, attrs, docs, resource, span_map, nested is True, out.repairs)
             if event is None:
                 out.ignored += 1
                 continue
-            out.events.append(RetrievalEvent.model_validate(event))
+            if not isinstance(nested, bytes):
+                out.events.append(RetrievalEvent.model_validate(event))
+                continue
+            own = None  # its parent is in another export: held, as the one or the other
+            if span_map.nested == "own":
+                inner = span_event(span, attrs, docs, resource, span_map, True, Counter())
+                own = RetrievalEvent.model_validate(inner)
+            out.orphans.append(Orphan(RetrievalEvent.model_validate(event), own,
+                                      nesting.key(span.trace_id, span.span_id),
+                                      nesting.key(span.trace_id, nested)))  # fmt: skip
         except _Rejected as exc:
             out.rejected.append(f"{where}: {exc}")
         except ValidationError as exc:
@@ -150,21 +166,6 @@ def map_request(request: ExportTraceServiceRequest, span_map: SpanMap) -> Mapped
             msg = err["msg"].removeprefix("Value error, ")
             out.rejected.append(f"{where}: {loc + ': ' if loc else ''}{msg}")
     return out
-
-
-def _inside_a_retriever(span: Span, tree: dict[tuple[bytes, bytes], tuple[bytes, bool]]) -> bool:
-    """Whether a retriever span of the export is an ancestor of `span` (parent links)."""
-    parent = span.parent_span_id
-    for _ in range(MAX_DEPTH):
-        if not parent:
-            return False
-        found = tree.get((span.trace_id, parent))
-        if found is None:
-            return False
-        parent, retriever = found
-        if retriever:
-            return True
-    return False
 
 
 def _scan(span: Span) -> tuple[dict[str, AnyValue], dict[int, dict[str, AnyValue]] | None]:

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import redis.asyncio
@@ -95,10 +95,13 @@ class AppStorage:
         limits = self.settings.app_storage_mb
         return limits.get(app, limits.get("*", 0.0))
 
-    async def check(self, items: Sequence[IngestItem]) -> None:
-        """Raise `AppOverStorage` when an app of `items` would pass its share with them, or
-        is among those holding most while Redis is near its maxmemory."""
-        wanted: Counter[str] = Counter()
+    async def check(
+        self, items: Sequence[IngestItem], extra: Mapping[str, int] | None = None
+    ) -> None:
+        """Raise `AppOverStorage` when an app of `items` (and `extra` bytes per app: spans to
+        hold) would pass its share with them, or is among those holding most while Redis is
+        near its maxmemory."""
+        wanted: Counter[str] = Counter(extra or {})
         for it in items:
             wanted[it.app] += item_bytes(it)
         await self.refresh()

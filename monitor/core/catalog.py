@@ -75,8 +75,16 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Spans received on /v1/traces, by outcome: event (a retriever span, stored as an event), "
         "nested (a retriever span under another one in the same export, skipped: "
-        "RAGMON_OTLP_NESTED), ignored (any other span), rejected (a retriever span that cannot "
-        "be an event).",
+        "RAGMON_OTLP_NESTED), held (its parent in another export: ragmon_otlp_holds_total), "
+        "ignored (any other span), rejected (a retriever span that cannot be an event).",
+        ("outcome",),
+    ),
+    Metric(
+        "ragmon_otlp_holds",
+        "counter",
+        "What became of /v1/traces retriever spans whose parent was in another export: held, "
+        "then nested (skipped), own (RAGMON_OTLP_NESTED=own), released or expired (events); "
+        "full (not held: an event at once); again (a re-export).",
         ("outcome",),
     ),
     Metric(
@@ -111,7 +119,7 @@ OPERATIONS: tuple[Metric, ...] = (
         "counter",
         "Passages of the top 2K of measured events that the judge could not grade for good "
         "(refused, malformed after repair, budget_exhausted..., or a passing failure such as "
-        "server_error from the event's fourth try), by series and reason: they "
+        "server_error from the event's second try), by series and reason: they "
         "score as not relevant, and judged@K shows the coverage.",
         (*SERIES_LABELS, "reason"),
     ),

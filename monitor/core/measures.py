@@ -266,11 +266,17 @@ def compute(
         counts5, top, k, params.ra_alpha
     )
     out["n_recall5"] = n_recall5_counts(counts5, top, k)
+    # The event's passages weigh nothing but the query has some that do (the app counts its
+    # relevant passages, or the pooled ideal holds them): G_obs = 0 over a positive G_ideal.
+    if out["ra_nwg"] is None and relevant_total:
+        out["ra_nwg"] = 0.0
     out["ndcg_pooled"], out["ra_nwg_pooled"], out["n_recall4_pooled"] = (
         (out["ndcg"], out["ra_nwg"], out["n_recall4"])
         if pool is None
         else _pooled(dcg, counts, counts5, top, pool, pool_utility, k, params)
     )
+    if out["ra_nwg"] is None and out["ra_nwg_pooled"] is not None:
+        out["ra_nwg"] = 0.0
     if len(grades) >= 2 * k:
         below = grades[k : 2 * k]  # ranks K+1..2K; the top K's share is n_p
         np_hat = n_p

@@ -25,14 +25,16 @@ from ragmon.store.rq_jobs import DrainJobs
 
 if TYPE_CHECKING:
     from ragmon.settings import Settings
+    from ragmon.store.apart import PassageRetries
 
 LEASE_S = 30.0  # a claimed event comes back this long after its drain job stopped renewing
 RETRY_DELAYS_S = (10, 30, 120, 600, 1800)  # after a passing judge failure, by attempt
 MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1  # claims of one event before it is failed
-# From this claim on (the first try and three retries, about 3 minutes), a passage still
+# From this claim on (the first try and one retry, RETRY_DELAYS_S[0] later), a passage still
 # failing for now no longer holds its event back from the hourly alert windows: the event is
-# measured with it unjudged under its reason. One with nothing graded keeps its retries.
-RELEASE_ATTEMPT = 4
+# measured with it unjudged under its reason, once, and the passage is retried apart
+# (`ragmon.store.apart`). One with nothing graded keeps its retries.
+RELEASE_ATTEMPT = 2
 DIED, UNAVAILABLE = "worker_died", "judge_unavailable"  # reasons of failed events (counters)
 
 
@@ -48,8 +50,11 @@ class Claimed:
 class Delivery:
     """`Store.delivery`: claim, renew, retry, requeue, and the drain jobs that do it."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, settings: Settings) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, settings: Settings, apart: PassageRetries
+    ) -> None:
         self.client = client
+        self.apart = apart
         self.keys = keys
         self.jobs = DrainJobs(client, settings.queue_name)
         self._shares = json.dumps(dict(settings.app_shares))
@@ -140,13 +145,14 @@ class Delivery:
         return texts(self.client.zrange(self.keys.pending_apps, 0, -1))
 
     def due(self) -> bool:
-        """Whether a claim now would find something: a due pending event or an ended lease."""
+        """Whether a claim now would find something: a due pending event, an ended lease, or
+        a passage's retry apart."""
         now = time.time()
         with self.client.pipeline(transaction=False) as pipe:
             pipe.zcount(self.keys.leased, "-inf", now)
             for app in self._apps():
                 pipe.zcount(self.keys.pending(app), "-inf", now)
-            return any(int(n) for n in pipe.execute())
+            return any(int(n) for n in pipe.execute()) or self.apart.due()
 
     def counts(self) -> tuple[int, int]:
         """Events waiting to be judged (pending or leased, every app), and of those the ones

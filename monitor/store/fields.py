@@ -52,6 +52,7 @@ class Kind(StrEnum):
     GRADES = "grades"  # people's grades
     ANCHORS = "anchors"  # the anchor set and its runs (kept until deleted)
     SAMPLING = "sampling"  # the sampling planner's hourly traffic counts
+    HOLD = "hold"  # OTLP retriever spans held for their parent span (kept until decided)
 
 
 class Part(StrEnum):

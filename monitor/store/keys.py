@@ -96,6 +96,20 @@ class Keys:
         a lease that ends puts its event back into its app's pending set."""
         return f"{self.prefix}:leased"
 
+    def apart(self, app: str) -> str:
+        """Sorted set of one app's passages retried apart from their event (ids), by when the
+        next try is due (`ragmon.store.apart`)."""
+        return f"{self.prefix}:apart:q:{app}"
+
+    def apart_payloads(self, app: str) -> str:
+        """Hash of the same: id → the sealed passage, its query, judge identity and tries."""
+        return f"{self.prefix}:apart:p:{app}"
+
+    @property
+    def apart_apps(self) -> str:
+        """Set of the apps with passages retried apart."""
+        return f"{self.prefix}:apart:apps"
+
     @property
     def drain_wanted(self) -> str:
         """Present while a drain job waits in RQ's queue (set by whoever enqueues it, deleted
@@ -269,6 +283,26 @@ class Keys:
         """JSON of the current sampling plan (`sampling_state.StoredPlan`)."""
         return f"{self.prefix}:sampling:plan"
 
+    def estimates(self, app: str) -> str:
+        """Hash of one app's corrected estimates, summarized by a worker: window (`last`, the
+        last 7 UTC days, or an ISO week `YYYY-Www`) → the summary's JSON (`ragmon.oversight`)."""
+        return f"{self.prefix}:est:{app}"
+
+    @property
+    def estimates_at(self) -> str:
+        """Hash app → unix seconds its estimates were last summarized."""
+        return f"{self.prefix}:est:at"
+
+    @property
+    def estimates_due(self) -> str:
+        """Set of the apps whose estimates a worker summarizes next (people graded)."""
+        return f"{self.prefix}:est:due"
+
+    @property
+    def estimates_queued(self) -> str:
+        """Present while a summarizing job waits to start (one at a time for the fleet)."""
+        return f"{self.prefix}:est:queued"
+
     def pace(self, interval: int, what: str) -> str:
         """Hash series (and `app:` + app) → the events every API process chose in one planning
         interval: `what` "n" their count, "p" the sum of their probabilities (the pacing)."""
@@ -292,6 +326,16 @@ class Keys:
     def ledger_since(self) -> str:
         """Hash `kind|app` → unix seconds of the class' first charge (the ledger's rates)."""
         return f"{self.prefix}:lg:since"
+
+    def hold(self, app: str, part: str = "") -> str:
+        """One app's OTLP spans held for their parent (`ragmon.store.holds`): the hash (`part`
+        ""), and its `|due`, `|w` and `|seen` sorted sets (`|`: never in an app name)."""
+        return f"{self.prefix}:hold:{app}{SEP + part if part else ''}"
+
+    @property
+    def holds(self) -> str:
+        """Sorted set of the apps holding spans, by when the first of them is due."""
+        return f"{self.prefix}:holds"
 
     def event_texts(self, ref: str) -> str:
         """A judged event's payload with its texts, kept RAGMON_TEXT_TTL_DAYS; its hash keeps

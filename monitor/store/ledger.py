@@ -56,6 +56,7 @@ def windows(settings: Settings) -> dict[Kind, float | None]:
         Kind.GRADES: GRADES_KEPT_S,
         Kind.ANCHORS: None,
         Kind.SAMPLING: 50 * 3600.0,  # the planner's hourly traffic (`sampling_state`)
+        Kind.HOLD: None,  # charged when a span is held, credited when it is decided
     }
 
 

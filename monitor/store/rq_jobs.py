@@ -1,4 +1,5 @@
-"""The one module that speaks to RQ: drain jobs enqueued through its public API.
+"""The one module that speaks to RQ: drain jobs (and the estimates' summarizing jobs) enqueued
+through its public API.
 
 Events never become RQ jobs. A drain job (`ragmon.workers.jobs.drain`, no arguments) takes
 events from the pending sets while it runs (`ragmon.store.delivery`); RQ runs it in a work
@@ -13,6 +14,8 @@ from rq.worker import BaseWorker
 
 # The worker function RQ imports by name (the store never imports worker code).
 DRAIN_FUNC = "ragmon.workers.jobs.drain"
+SUMMARIZE_FUNC = "ragmon.workers.summaries.summarize_job"
+SUMMARIZE_TIMEOUT_S = 600
 # A drain job claims for a minute, then finishes what it holds (the judge's own retries
 # included); past this RQ kills its work horse, and the leases bring the events back.
 DRAIN_TIMEOUT_S = 600
@@ -33,6 +36,17 @@ class DrainJobs:
             result_ttl=60,
             failure_ttl=7 * 86400,
             description="ragmon: judge pending events",
+        )
+
+    def enqueue_summaries(self) -> None:
+        """One job that summarizes the corrected estimates of the apps due
+        (`ragmon.store.estimate_summaries`)."""
+        self.queue.enqueue_call(
+            SUMMARIZE_FUNC,
+            timeout=SUMMARIZE_TIMEOUT_S,
+            result_ttl=60,
+            failure_ttl=7 * 86400,
+            description="ragmon: summarize corrected estimates",
         )
 
     def waiting(self) -> int:

@@ -18,10 +18,13 @@ from ragmon.settings import Settings
 from ragmon.store import scripts
 from ragmon.store.address import async_client, sync_client
 from ragmon.store.anchors import Anchors
+from ragmon.store.apart import PassageRetries
 from ragmon.store.delivery import Delivery
+from ragmon.store.estimate_summaries import EstimateSummaries
 from ragmon.store.event_index import ExploreIndex
 from ragmon.store.fields import Field
 from ragmon.store.finish import day_keys, day_records_ttl_s, fail_call, finish_call, weight
+from ragmon.store.holds import Holds
 from ragmon.store.human import HumanGrades
 from ragmon.store.ingest import AsyncIngest, Written, plan_ingest, replicated, signal_setup
 from ragmon.store.judge_state import JudgeState
@@ -61,11 +64,12 @@ class Store:
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST.source)
         self._signal_setup = signal_setup(self.keys, settings)  # INGEST's, built once
-        self.delivery = Delivery(client, self.keys, settings)
         self._finish = client.register_script(scripts.FINISH.source)
         self._fail = client.register_script(scripts.FAIL.source)
         self.series = SeriesBudget(client, self.keys, settings, self.counters)
         self.sealer = Sealer(settings)
+        self.apart = PassageRetries(client, self.keys, self.sealer)
+        self.delivery = Delivery(client, self.keys, settings, self.apart)
         self.explore = ExploreIndex(client, self.keys, settings, self.sealer)
         self.pool = QueryPool(client, self.keys, settings)
         self.ledger = Ledger(client, self.keys, settings)  # what each app holds, by class
@@ -73,6 +77,8 @@ class Store:
         self.human = HumanGrades(client, self.keys, self.ledger)
         self.sampling = SamplingState(client, self.keys, self.ledger)
         self.second_opinions = SecondOpinions(client, self.keys, self.ledger)
+        self.holds = Holds(client, self.keys, self.ledger, settings)  # OTLP spans held
+        self.estimates = EstimateSummaries(client, self.keys, self.delivery.jobs)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads
@@ -164,6 +170,10 @@ class Store:
     def record_otlp_spans(self, outcome: str, count: int) -> None:
         """Spans received on /v1/traces: `event`, `nested`, `ignored` or `rejected`."""
         self.incr(f"otlp_spans{SEP}{outcome}", count)
+
+    def record_otlp_holds(self, outcome: str, count: int) -> None:
+        """What became of /v1/traces retriever spans whose parent was in another export."""
+        self.incr(f"otlp_holds{SEP}{outcome}", count)
 
     def record_otlp_repairs(self, repair: str, count: int) -> None:
         """Repairs that made events of /v1/traces spans: `labels_repaired` and the others
@@ -352,6 +362,13 @@ class Store:
         list all apps shared before they had their own, nor another app's)."""
         return [json.loads(x) for x in cast(list[bytes], self.client.lrange(
             self.keys.day_events(day, app), 0, -1))]  # fmt: skip
+
+    def apps_on(self, days: Iterable[str]) -> set[str]:
+        """The apps with per-day records on any of these UTC days."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for day in days:
+                pipe.smembers(self.keys.day_apps(day))
+            return {x.decode() for found in pipe.execute() for x in found}
 
     def day_events(self, day: str) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest

@@ -30,7 +30,7 @@ REQUIRED_ALERTS = {
     "RagmonDown",
     "RagmonJudgeDrift", "RagmonJudgeDriftWatchBlind", "RagmonEmptyResultsHigh",
     "RagmonEmptyResultsHighSlow",
-    "RagmonSeriesStopped", "RagmonTopScoreDrop", "RagmonMemoryForecastHigh",
+    "RagmonSeriesStopped", "RagmonTopScoreDrop", "RagmonMemoryForecastHigh", "RagmonRecallLoss",
 }  # fmt: skip
 
 
@@ -228,6 +228,7 @@ ALERT_PANELS = {
     "RagmonSeriesStopped": "Events received by retriever",
     "RagmonTopScoreDrop": "Top score (mean) by retriever",
     "RagmonMemoryForecastHigh": "Redis memory and its forecast",
+    "RagmonRecallLoss": "RA-nWG@K against the pooled ideal by retriever",
 }
 
 

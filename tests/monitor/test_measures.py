@@ -271,12 +271,12 @@ def test_all_unjudged_counts_nothing_as_relevant() -> None:
         "recall": 0.0,
         "judged_at_k": 0.0,
         "udcg": None,
-        "ra_nwg": None,
+        "ra_nwg": 0.0,  # two relevant passages exist (relevant_total): the formula's 0
         "n_recall4": None,
         "precision4": 0.0,
         "n_recall5": None,
         "ndcg_pooled": 0.0,
-        "ra_nwg_pooled": None,
+        "ra_nwg_pooled": 0.0,
         "n_recall4_pooled": None,
     }
 
@@ -427,6 +427,8 @@ def reference(
         out["recall"] = n_p / n if n else None
     out.update(reference_llm(grades, k, p, None))  # UDCG, RA-nWG...: test_measures_llm.py
     out.update(reference_pooled(grades, k, p, [g for g in grades if g is not None]))
+    if out["ra_nwg"] is None and relevant_total:  # relevant passages the event lost: 0, not NA
+        out["ra_nwg"] = out["ra_nwg_pooled"] = 0.0
     return out
 
 
@@ -535,9 +537,20 @@ def test_pooled_measures_hand_worked() -> None:
     On the 1-5 scale the pool is {5, 4, 2, 2}: w5 = 1, w4 = min(0.5 * 1/1, 1) = 0.5; the top
     holds two 2s (weight 0), so RA-nWG (pooled) = 0 and N-Recall4+ (pooled) = 0 of 2."""
     out = compute([1, 1, 0, 0], 2, pool=[1, 1, 3, 2])
-    assert out["ndcg"] == 1.0 and out["ra_nwg"] is None and out["n_recall4"] is None
+    assert out["ndcg"] == 1.0 and out["n_recall4"] is None
+    assert out["ra_nwg"] == 0.0  # the query's pool weighs: G_obs 0 over G_ideal > 0, not NA
     assert out["ndcg_pooled"] == pytest.approx((1 + 1 / math.log2(3)) / (7 + 3 / math.log2(3)))
     assert out["ra_nwg_pooled"] == 0.0 and out["n_recall4_pooled"] == 0.0
+
+
+def test_a_query_that_lost_its_relevant_passages_scores_ra_nwg_0_not_na() -> None:
+    """Nothing the event found weighs (grades 0-1: 1-5 grades 1-2), so its own G_ideal is 0;
+    with nothing known of the query it stays NA, as Dallaire reports a zero denominator."""
+    assert compute([1, 0, 1], 3)["ra_nwg"] is None
+    assert compute([1, 0, 1], 3, pool=[1, 0])["ra_nwg"] is None  # nor does the pool weigh
+    assert compute([1, 0, 1], 3, pool=[1, 0, 2])["ra_nwg"] == 0.0
+    assert compute([1, 0, 1], 3, relevant_total=1)["ra_nwg"] == 0.0
+    assert compute([], 3, pool=[3])["ra_nwg"] == 0.0  # an empty result, for a known query
 
 
 def test_without_a_pool_the_pooled_measures_are_the_event_own() -> None:

@@ -169,7 +169,24 @@ def test_a_nested_retriever_span_is_recorded_under_its_own_name_never_inherited_
 def test_nesting_is_read_within_one_trace_only():
     outer = span(retriever_attrs(), name="Outer")
     other_trace = span(retriever_attrs(), name="Inner", trace_id=b"\x07" * 16, parent=outer)
-    assert len(mapped([other_trace, outer]).events) == 2
+    out = mapped([other_trace, outer])
+    assert [e.event_id for e in out.events] == [event_id(outer)] and out.nested == 0
+    (orphan,) = out.orphans  # its parent is not in the export: held for it (in its own trace)
+    assert orphan.awaits == (b"\x07" * 16).hex() + outer.span_id.hex()
+
+
+def test_every_span_says_what_it_knows_to_the_spans_held_for_it():
+    chain = span({"openinference.span.kind": "CHAIN"}, name="chain")
+    outer = span(retriever_attrs(), name="Outer", parent=chain)
+    step = span({"openinference.span.kind": "CHAIN"}, parent=outer)
+    root = span({"openinference.span.kind": "CHAIN"})
+    codes = {code for _, _, code in mapped([chain, root]).arrivals}
+    assert codes == {"r"}  # no retriever above either: a span waiting for them is an event
+    arrivals = dict((s, code) for _, s, code in mapped([outer, step]).arrivals)
+    assert arrivals == {event_id(outer).replace("-", ""): "n",  # a retriever: nested under it
+                        event_id(step).replace("-", ""): "n"}  # fmt: skip
+    ((_, _, code),) = mapped([step]).arrivals  # its parent elsewhere: waiters wait for it in turn
+    assert code == event_id(outer).replace("-", "")
 
 
 def test_a_loop_of_parent_links_ends():

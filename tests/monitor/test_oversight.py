@@ -15,8 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from ragmon.core.agreement import paired_agreement
 from ragmon.core.window import windows
 from ragmon.core.wire import event_ref
+from ragmon.oversight import last_days
 from ragmon.report.publish import write_report
 from ragmon.store.keys import utc_today
+from ragmon.workers.summaries import keep_estimates
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.stack import ragmon_env
@@ -58,6 +60,8 @@ def judged(make_api: Callable[..., ApiServer]) -> tuple[ApiServer, list[dict]]:
             for i in range(n):
                 assert c.post("/v1/retrievals", json=event(app, i)).status_code == 202
     make_worker(api.settings).work(burst=True, with_scheduler=False)
+    keep_estimates(api.store)  # a worker's maintenance tick asks for the apps' summaries
+    make_worker(api.settings).work(burst=True, with_scheduler=False)  # and a job makes them
     with client(api) as c:
         found = [c.get(f"/v1/retrievals/shop-{i}", params={"app": "shop"}).json()
                  for i in range(24)]  # fmt: skip
@@ -88,6 +92,7 @@ def grade_all(api: ApiServer, found: list[dict], rule: Callable[[int, int], int]
     with client(api, SHOP_KEY) as c:
         r = c.post("/v1/grades", json={"grades": body})
     assert r.status_code == 200, r.text
+    make_worker(api.settings).work(burst=True, with_scheduler=False)  # the summary, made anew
     return body
 
 
@@ -206,3 +211,22 @@ def test_an_app_s_estimates_and_review_page_read_no_byte_of_another_app(judged) 
     assert login.status_code == 303
     page = ui.get("/ui/review/shop/shop-0")
     assert page.status_code == 200 and "id=agreement" in page.text
+
+
+def test_the_api_reads_a_workers_summary_never_the_history(judged) -> None:
+    """`GET /v1/estimates` answers the summary a worker made (issue 44): with every per-day
+    record of the app gone, it answers the same until a worker summarizes again."""
+    api, _ = judged
+    store = api.store
+    with client(api, SHOP_KEY) as c:
+        before = c.get("/v1/estimates").json()
+    assert before["summarized_at"] is not None and before["series"][0]["events"] == 24
+    for day in last_days().days:
+        store.client.delete(store.keys.day_events(day, "shop"))
+    with client(api, SHOP_KEY) as c:
+        assert c.get("/v1/estimates").json() == before  # no record was read
+    store.estimates.want(["shop"])
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    with client(api, SHOP_KEY) as c:
+        after = c.get("/v1/estimates").json()
+    assert after["series"] == [] and after["summarized_at"] >= before["summarized_at"]

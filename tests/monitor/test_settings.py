@@ -201,6 +201,7 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_OTLP_K_ATTRIBUTES", "rag.k", "otlp_k_attributes", ("rag.k",)),
         ("RAGMON_OTLP_K", "bot=5, search=10,4", "otlp_k", {"bot": 5, "search": 10, "*": 4}),
         ("RAGMON_OTLP_NESTED", "own", "otlp_nested", "own"),
+        ("RAGMON_OTLP_HOLD_S", "2.5", "otlp_hold_s", 2.5),
     ],
 )
 def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expected: object) -> None:

@@ -8,7 +8,10 @@ embedding (deterministic, no model to download). MODE says how ragmon hears of t
 
 - `otlp-protobuf` / `otlp-json`: OpenInference's instrumentors and an OpenTelemetry SDK
   exporting OTLP/HTTP (protobuf with gzip, or JSON) to RAGMON_URL/v1/traces. No ragmon code:
-  the process checks at the end that it never imported `ragmon`.
+  the process checks at the end that it never imported `ragmon`. `otlp-simple`: protobuf
+  through a `SimpleSpanProcessor` (each span exported alone as it ends: Phoenix's default);
+  `otlp-split`: through a `BatchSpanProcessor` of 2 spans a batch (batches cut between inner
+  and outer spans).
 - `hooks`: ragmon's LangChain callback handler and LlamaIndex event handler, through the SDK.
 
 `nested`: retrievers that call others, as apps build them: a LangChain `EnsembleRetriever`
@@ -150,9 +153,9 @@ def otlp(mode: str, url: str) -> Any:
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    if mode == "otlp-protobuf":
+    if mode != "otlp-json":
         from opentelemetry.exporter.otlp.proto.http import Compression
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -166,7 +169,12 @@ def otlp(mode: str, url: str) -> Any:
     resource = Resource.create({"service.name": f"rag-{mode.removeprefix('otlp-')}",
                                 "rag.index": INDEX})  # fmt: skip
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    if mode == "otlp-simple":
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    elif mode == "otlp-split":
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=2))
+    else:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     LangChainInstrumentor().instrument(tracer_provider=provider)
     LlamaIndexInstrumentor().instrument(tracer_provider=provider)
     return provider

@@ -222,7 +222,7 @@ def test_a_recall_loss_falls_in_the_pooled_measures_under_the_lexical_judge(redi
         server.stop()
     assert got["bm25"]["status"] == got["dense"]["status"] == "done", got
     m = got["dense"]["measures"]
-    assert m["ndcg"] == 1.0 and m["ra_nwg"] is None
+    assert m["ndcg"] == 1.0 and m["ra_nwg"] == 0.0  # lost: 0 against the query's pool, not NA
     assert m["ndcg_pooled"] == pytest.approx(1 / (7 + 1 / math.log2(3)))
     assert m["ra_nwg_pooled"] == 0.0 and m["n_recall4_pooled"] == 0.0
     assert got["bm25"]["measures"]["ndcg_pooled"] == got["bm25"]["measures"]["ndcg"] == 1.0
