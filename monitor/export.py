@@ -25,7 +25,7 @@ from ragmon.core import catalog
 from ragmon.core.anchor import WATCH_REASONS, drift, watch_state
 from ragmon.core.drift import Interval
 from ragmon.core.wire import SEP, field_parts, series_values
-from ragmon.oversight import LAST, Oversight, summarized
+from ragmon.oversight import LAST, summarized, summarized_agreement
 from ragmon.store import Histogram, Store
 from ragmon.store.judge_state import Budget
 from ragmon.store.keys import utc_day
@@ -88,12 +88,9 @@ class RagmonCollector:
     """Builds every ragmon metric family from the store at collection time; with `series`
     False it leaves out the per-series histograms, which `metrics_text` writes itself."""
 
-    def __init__(
-        self, store: Store, series: bool = True, oversight: Oversight | None = None
-    ) -> None:
+    def __init__(self, store: Store, series: bool = True) -> None:
         self.store = store
         self.series = series
-        self.oversight = oversight or Oversight.for_metrics(store)
         self.hists: dict[str, dict[tuple[str, ...], Histogram]] = {}
         self.metrics = catalog.with_bounds(store.bounds)
 
@@ -226,7 +223,7 @@ class RagmonCollector:
                 for bound in ("estimate", "low", "high"):
                     fams[name].add_metric([*labels, bound], getattr(interval, bound))
 
-        for (app, judge, reference), a in self.oversight.agreement().items():
+        for (app, judge, reference), a in summarized_agreement(self.store).items():
             who = [app, judge, reference]
             fams["ragmon_judge_agreement_pairs"].add_metric(who, a.pairs)
             bounds("ragmon_judge_agreement_exact", who, a.exact)
@@ -293,14 +290,11 @@ def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
-def metrics_text(
-    store: Store, between: Callable[[], None] | None = None, oversight: Oversight | None = None
-) -> bytes:
+def metrics_text(store: Store, between: Callable[[], None] | None = None) -> bytes:
     """What /metrics serves: the same samples as `render(make_registry(store))`, faster
     (the per-series histograms written directly, the rest by prometheus_client). `between` is
-    called after each per-series family (the renderer paces itself with it); `oversight` keeps
-    the judging statistics between renderings."""
-    collector = RagmonCollector(store, series=False, oversight=oversight)
+    called after each per-series family (the renderer paces itself with it)."""
+    collector = RagmonCollector(store, series=False)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     head = generate_latest(registry)

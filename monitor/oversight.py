@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ HUMAN = "human"  # the `reference` of agreement with people's grades
 ESTIMATE_REFRESH_S = 600.0
 GAUGE_DAYS = 7  # the gauges' window: the last 7 UTC days, today included
 LAST = "last"  # the summaries' name of that window (the others: their ISO week)
+AGREEMENT = "agreement"  # the summaries' name of an app's agreement
 UNITS = {
     "passage": "every top-K passage people graded",
     "event": "events whose passages the measure reads were all graded by people",
@@ -65,17 +66,11 @@ def last_days(days: int = GAUGE_DAYS, today: datetime | None = None) -> Window:
 
 @dataclass
 class Oversight:
-    """Agreement and corrected estimates of one deployment: agreement cached by the people's
-    grades' generation."""
+    """Agreement and corrected estimates of one deployment, computed from people's grades and
+    the per-day records (a worker's summary, the report, the CLI)."""
 
     store: Store
     params: MeasureParams
-    _agreement: dict[str | None, tuple[tuple[int, int], dict]] = field(default_factory=dict)
-
-    @classmethod
-    def for_metrics(cls, store: Store) -> Oversight:
-        """The one `/metrics` and the review page keep between renderings."""
-        return cls(store, store.settings.measure_params())
 
     def records(self, apps: Iterable[str] | None = None) -> list[dict]:
         """People's grades of the apps (all when None)."""
@@ -87,16 +82,10 @@ class Oversight:
         """`(app, judge identity, reference)` → agreement on the passages both graded: the
         reference is people (`HUMAN`), or the first judge's identity for the second judge.
         With `app`, only that app's grades are read (and kept apart)."""
-        generation = (self.store.human.generation(), self.store.second_opinions.generation())
-        kept = self._agreement.get(app)
-        if kept is None or kept[0] != generation:
-            records = self.records(None if app is None else [app])
-            pairs = {(a, judge, HUMAN): p for (a, judge), p in
-                     agreement_pairs(records).items()}  # fmt: skip
-            pairs |= second_judge_pairs(self.store.second_opinions.records(app))
-            out = {key: paired_agreement(*p) for key, p in sorted(pairs.items())}
-            kept = self._agreement[app] = (generation, out)
-        return kept[1]
+        records = self.records(None if app is None else [app])
+        pairs = {(a, judge, HUMAN): p for (a, judge), p in agreement_pairs(records).items()}
+        pairs |= second_judge_pairs(self.store.second_opinions.records(app))
+        return {key: paired_agreement(*p) for key, p in sorted(pairs.items())}
 
     def estimates(
         self, window: Window, labels: Mapping[str, str] | None = None
@@ -140,14 +129,10 @@ def summary_text(window: Window, found: list[SeriesEstimates], at: float) -> str
 def summary_of(text: str) -> tuple[Window, float, list[SeriesEstimates]]:
     """`summary_text` read back: the window, when it was summarized, its series."""
     raw = json.loads(text)
-
-    def interval(d: dict | None) -> Interval | None:
-        return None if d is None else Interval(**d)
-
     series = [
         SeriesEstimates(s["labels"], s["events"], s["graded"], {
-            m: Corrected(**{**c, "estimate": interval(c["estimate"]),
-                            "human_only": interval(c["human_only"])})
+            m: Corrected(**{**c, "estimate": _interval(c["estimate"]),
+                            "human_only": _interval(c["human_only"])})
             for m, c in s["measures"].items()
         })
         for s in raw["series"]
@@ -166,12 +151,44 @@ def summary_windows(today: date, kept_days: int) -> dict[str, Window]:
 
 
 def summarize(oversight: Oversight, app: str, now: float, kept_days: int) -> dict[str, str]:
-    """An app's estimates for every window a worker keeps (`summary_windows`), as stored."""
+    """An app's estimates for every window a worker keeps (`summary_windows`), and its
+    agreement, as stored."""
     today = datetime.fromtimestamp(now, UTC).date()
-    return {
+    out = {
         key: summary_text(window, oversight.estimates(window, {"app": app}), now)
         for key, window in summary_windows(today, kept_days).items()
     }
+    found = oversight.agreement(app)
+    out[AGREEMENT] = json.dumps([[*key, asdict(a)] for key, a in found.items()])
+    return out
+
+
+def _interval(raw: dict | None) -> Interval | None:
+    return None if raw is None else Interval(**raw)
+
+
+def _agreement_of(raw: dict[str, Any]) -> Agreement:
+    return Agreement(**{
+        **raw, "confusion": tuple(tuple(row) for row in raw["confusion"]),
+        "exact": _interval(raw["exact"]), "kappa": _interval(raw["kappa"]),
+        "difference": _interval(raw["difference"]),
+        "kappa_unweighted": _interval(raw["kappa_unweighted"]),
+        "shares": tuple(tuple(_interval(x) for x in row) for row in raw["shares"]),
+    })  # fmt: skip
+
+
+def summarized_agreement(
+    store: Store, app: str | None = None
+) -> dict[tuple[str, str, str], Agreement]:
+    """Agreement as a worker last summarized it (`Oversight.agreement`'s keys): of `app` alone
+    when given, else of every app summarized."""
+    apps = [app] if app is not None else sorted(store.estimates.summarized_at())
+    out = {}
+    for name in apps:
+        text = store.estimates.load(name, AGREEMENT)
+        for a, judge, reference, raw in json.loads(text) if text else []:
+            out[a, judge, reference] = _agreement_of(raw)
+    return dict(sorted(out.items()))
 
 
 def summarized(

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ragmon.core.measures import MEASURE_KEYS
 from ragmon.core.redis_address import SENTINEL_SCHEMES, parse_sentinel
 
 # USD per million tokens (input, output). Override with RAGMON_PRICES='{"model": [in, out]}'.
@@ -169,6 +170,15 @@ def attribute_names(raw: str) -> tuple[str, ...]:
             "must be comma-separated attribute names without spaces, e.g. "
             "metadata.retriever,span.name, or none"
         )
+    return names
+
+
+def measure_names(raw: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(part.strip() for part in raw.split(",")))
+    unknown = [name for name in names if name not in MEASURE_KEYS]
+    if unknown or not names:
+        raise ValueError(f"unknown measure {unknown[0]!r}: use some of {','.join(MEASURE_KEYS)}"
+                         if unknown else "name at least one measure, e.g. ndcg,hit")  # fmt: skip
     return names
 
 

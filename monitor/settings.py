@@ -331,6 +331,16 @@ class Settings:
     otlp_hold_s: float = field(
         default=15.0, metadata={"env": "RAGMON_OTLP_HOLD_S", "parse": values.number(0.0, 300.0)}
     )
+    # Each judged event's measures sent to an OTLP/HTTP logs endpoint (`.../v1/logs`) as
+    # `gen_ai.evaluation.result` events, one per measure listed (docs/integration.md).
+    otlp_export_endpoint: str | None = field(
+        default=None,
+        metadata={"env": "RAGMON_OTLP_EXPORT_ENDPOINT", "parse": values.url("http", "https")},
+    )
+    otlp_export_measures: tuple[str, ...] = field(
+        default=("ndcg",),
+        metadata={"env": "RAGMON_OTLP_EXPORT_MEASURES", "parse": values.measure_names},
+    )
 
     @classmethod
     def from_env(

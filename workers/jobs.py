@@ -26,6 +26,7 @@ from ragmon.store.delivery import LEASE_S, RELEASE_ATTEMPT, RETRY_DELAYS_S
 from ragmon.store.finish import inclusion_probability
 from ragmon.store.records import Result, StoredEvent, without_texts
 from ragmon.workers.context import WorkerContext, current_context
+from ragmon.workers.evaluations import Evaluations
 from ragmon.workers.grading import (
     InFlight,
     grade_event,
@@ -121,6 +122,7 @@ async def drain_pending(
     store, delivery, settings = ctx.store, ctx.store.delivery, ctx.settings
     delivery.started()
     judge = ctx.make_judge()
+    out = Evaluations(settings, store) if settings.otlp_export_endpoint else None
     params = settings.measure_params()
     inflight = InFlight()  # a passage repeated across the job's events is judged once
     tasks: dict[asyncio.Future[str], StoredEvent] = {}
@@ -150,7 +152,7 @@ async def drain_pending(
                     slots.take(calls[ref])
                     decision = decide(settings, event)
                     release = event["_attempts"] >= RELEASE_ATTEMPT  # measure what it has
-                    work = _one(ctx, store, judge, params, event, inflight, decision, release)
+                    work = _one(ctx, store, judge, params, event, inflight, decision, release, out)
                     tasks[asyncio.ensure_future(work)] = event
                 if len(claimed.refs) < room:
                     break
@@ -196,6 +198,8 @@ async def drain_pending(
             counts.update(await apart)
         finally:  # on an error of the job itself, the leases bring its events back
             await judge.aclose()
+            if out is not None:  # bounded: a receiver that is down costs at most its wait
+                out.close()
     if lasting:  # say it in the log too, not only in GET: a bad key fails every event
         log.warning(
             "%d events failed for good (%s); `ragmon requeue-failed` once it is fixed",
@@ -242,6 +246,7 @@ async def _one(
     inflight: InFlight,
     decision: Decision,
     release: bool = False,
+    out: Evaluations | None = None,
 ) -> str:
     """Judge one event, measure it and record it. From its `RELEASE_ATTEMPT`-th try on
     (`release`) a passing judge failure leaves the passages it hit unjudged and the event is
@@ -292,6 +297,8 @@ async def _one(
         series_counts=counts,
         inclusion=decision.probability,
     )
+    if done and out is not None:
+        out.send(event, result)
     if done and graded.apart:  # measured once as it is: the passages go on apart
         who, where = judge.identity, scope(store, event)
         for i in graded.apart:

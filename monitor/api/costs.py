@@ -54,7 +54,8 @@ COSTS: dict[str, Cost] = {
         "each grade's app; a bound key's app only", GRADES_MAX_BYTES, MAX_BATCH,
         f"the graded events of its apps, at most {MAX_GRADE_EVENTS}", "thread"),
     "GET /v1/estimates": Cost(
-        "the key's app, else ?app=", 0, 0, "its app's per-day records of the window", "thread"),
+        "the key's app, else ?app=", 0, 0, "its app's summary of the window, a worker's",
+        "thread"),
     "GET /v1/retrievals": Cost(
         "the key's app, else ?app=", 0, 0, "its app's explorer index, a page's scan budget",
         "thread"),

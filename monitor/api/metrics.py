@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 
 from ragmon import export
 from ragmon.api.child import ChildProcess
-from ragmon.oversight import Oversight
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -34,7 +33,6 @@ PLAIN_WAIT_MAX_S = 1.0
 # Redis busy enough to double the ingest p99 (docs/performance.md); spread, they do not.
 RENDER_READ_PAUSE_S = 0.002
 _child_store: Store | None = None  # the child's store, connected on its first rendering
-_child_oversight: Oversight | None = None  # and its judging statistics, kept between renderings
 
 
 def _child_start() -> None:
@@ -45,15 +43,14 @@ def _child_start() -> None:
 
 def render_in_child(settings: Settings) -> bytes:
     """Runs in the child process: one Store for its life."""
-    global _child_store, _child_oversight
+    global _child_store
     if _child_store is None:
         _child_store = Store.connect(settings)
         _child_store.read_pause_s = RENDER_READ_PAUSE_S
-        _child_oversight = Oversight.for_metrics(_child_store)
-    return compressed(_child_store, paced=True, oversight=_child_oversight)
+    return compressed(_child_store, paced=True)
 
 
-def compressed(store: Store, paced: bool = False, oversight: Oversight | None = None) -> bytes:
+def compressed(store: Store, paced: bool = False) -> bytes:
     """The text gzipped once per rendering: a small part of it on the wire, and Prometheus asks
     for gzip. `paced`: rest as long as each step worked (the child), so a
     rendering never takes a CPU for long at a time."""
@@ -65,7 +62,7 @@ def compressed(store: Store, paced: bool = False, oversight: Oversight | None = 
             time.sleep(time.perf_counter() - mark[0])
             mark[0] = time.perf_counter()
 
-    text = export.metrics_text(store, between, oversight)
+    text = export.metrics_text(store, between)
     return gzip.compress(text, compresslevel=1, mtime=0)
 
 
@@ -88,7 +85,6 @@ class MetricsText:
         self.stale_s = 2 * self.refresh_s  # a body older than this waits for a new rendering
         self.in_process = not settings.metrics_process
         self.store = store
-        self.oversight = Oversight.for_metrics(store)  # in-process renderings
         self._child = ChildProcess(_child_start)
         self._body = b""
         self._at = float("-inf")
@@ -154,7 +150,7 @@ class MetricsText:
 
     async def _render(self) -> bytes:
         if self.in_process:
-            return await asyncio.to_thread(compressed, self.store, False, self.oversight)
+            return await asyncio.to_thread(compressed, self.store)
         # a child that died (OOM kill ...) raises here once and is replaced next time
         return await self._child.run(render_in_child, self.settings)
 

@@ -26,7 +26,7 @@ from ragmon.core import pages, review_pages
 from ragmon.core.pages import GradeForm
 from ragmon.core.search import parse_search
 from ragmon.core.wire import LABEL_KEYS, Status, series_name, split_ref
-from ragmon.oversight import GAUGE_DAYS, HUMAN, LAST, Oversight, last_days, summarized
+from ragmon.oversight import GAUGE_DAYS, HUMAN, LAST, last_days, summarized, summarized_agreement
 from ragmon.settings import Settings
 from ragmon.store import Store
 
@@ -76,13 +76,11 @@ def add_review_routes(
 ) -> None:
     """`/ui/review`, `/ui/review/{app}/{event_id}` and the buttons' `POST /ui/grades`."""
 
-    oversight = Oversight.for_metrics(store)  # agreement: at most a minute old
-
     def standing_of(labels: dict[str, str]) -> str:
         """What people's grades say so far about this app's judge and this series."""
         agreement = {
             judge if ref == HUMAN else f"{judge} vs {ref}": a
-            for (_, judge, ref), a in oversight.agreement(labels["app"]).items()
+            for (_, judge, ref), a in summarized_agreement(store, labels["app"]).items()
         }
         window = last_days()
         _, _, found = summarized(store, LAST, labels)

@@ -181,6 +181,13 @@ OPERATIONS: tuple[Metric, ...] = (
         "returns none; no_llm: lexical judge; or the judge failure's reason).",
         ("reason",),
     ),
+    Metric(
+        "ragmon_evaluations_exported",
+        "counter",
+        "RAGMON_OTLP_EXPORT_ENDPOINT: evaluation records by outcome (sent; failed: the receiver "
+        "refused or was unreachable; dropped: still queued when the drain job ended).",
+        ("outcome",),
+    ),
     Metric("ragmon_judge_cache_hits", "counter", "Passages graded from the judgment cache."),
     Metric("ragmon_judge_cache_misses", "counter", "Passages the judgment cache did not have."),
     Metric(

@@ -249,11 +249,6 @@ class Keys:
         return f"{self.prefix}:j2:apps"
 
     @property
-    def second_opinion_generation(self) -> str:
-        """Counter bumped by every second-judge record (the agreement's cache)."""
-        return f"{self.prefix}:j2:gen"
-
-    @property
     def anchor_set(self) -> str:
         """The anchor set taken from people's grades, frozen at its first run (JSON list of
         `ragmon.core.anchor.AnchorItem`s)."""

@@ -37,7 +37,6 @@ class SecondOpinions:
             self.ledger.charge(pipe, record["app"], Kind.GRADES, nbytes, now or time.time())
             pipe.expire(key, KEEP_S)
             pipe.sadd(self.keys.second_opinion_apps, record["app"])
-            pipe.incr(self.keys.second_opinion_generation)
             pipe.execute()
 
     def records(self, app: str | None = None) -> list[dict[str, Any]]:
@@ -49,7 +48,3 @@ class SecondOpinions:
             rows = cast(dict[str, Any], self.client.hgetall(self.keys.second_opinions(app)))
             out += [json.loads(rows[k]) for k in sorted(rows)]
         return out
-
-    def generation(self) -> int:
-        raw = cast(bytes | None, self.client.get(self.keys.second_opinion_generation))
-        return int(raw or 0)

@@ -440,3 +440,34 @@ def test_the_api_keeps_a_replica_through_a_drain_and_scales_on_cpu(objects):
     assert metric["resource"]["name"] == "cpu"
     resources = pod_spec(api)["containers"][0]["resources"]
     assert resources["requests"]["cpu"]  # utilization is read against the request
+
+
+def test_a_drain_takes_one_worker_at_a_time(objects):
+    worker = find(objects, "Deployment", "ragmon-worker")
+    pdb = find(objects, "PodDisruptionBudget", "ragmon-worker")
+    assert pdb["spec"]["selector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"] == {**pdb["spec"], "maxUnavailable": 1}  # not minAvailable: KEDA runs 1
+
+
+def test_the_sentinel_values_match_the_redis_url_they_name():
+    """The Bitnami chart's values (Sentinel on) and the REDIS_URL their header tells to set: the
+    URL parses, names the chart's Sentinel service, port and master set, and leaves a replica
+    for RAGMON_WAIT_REPLICAS=1 while one pod is down."""
+    from ragmon.core.redis_address import parse_sentinel
+
+    path = K8S / "redis-sentinel-values.yaml"
+    values = load_yaml(path)
+    url = next(
+        line.split("REDIS_URL=", 1)[1].strip()
+        for line in path.read_text().splitlines()
+        if "REDIS_URL=" in line
+    )
+    assert Settings.from_env({"REDIS_URL": url}, dotenv=None)
+    address = parse_sentinel(url)
+    sentinel = values["sentinel"]
+    assert sentinel["enabled"] and values["architecture"] == "replication"
+    assert address.service == sentinel["masterSet"]
+    assert address.sentinels == (("ragmon-redis", 26379),) and address.password
+    assert values["auth"] == {"enabled": True, "sentinel": False}  # no password to Sentinels
+    assert values["replica"]["replicaCount"] >= 3 and sentinel["quorum"] == 2
+    assert "maxmemory-policy noeviction" in values["commonConfiguration"]

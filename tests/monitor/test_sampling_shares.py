@@ -54,6 +54,7 @@ def test_junk_index_values_fill_neither_the_traffic_nor_the_plan(
     assert held["appA"][Kind.SAMPLING] > 0 and held["appB"][Kind.SAMPLING] > 0
 
 
+@pytest.mark.server  # two real APIs in this process
 def test_two_api_processes_pace_a_new_series_as_one(redis_url: str) -> None:
     """The pacing's counts are the fleet's: a new series sent half to each of two API processes
     has about one cap of events chosen in a planning interval, not one cap per process. Each

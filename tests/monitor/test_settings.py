@@ -202,6 +202,13 @@ def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None
         ("RAGMON_OTLP_K", "bot=5, search=10,4", "otlp_k", {"bot": 5, "search": 10, "*": 4}),
         ("RAGMON_OTLP_NESTED", "own", "otlp_nested", "own"),
         ("RAGMON_OTLP_HOLD_S", "2.5", "otlp_hold_s", 2.5),
+        (
+            "RAGMON_OTLP_EXPORT_ENDPOINT",
+            "http://c:4318/v1/logs",
+            "otlp_export_endpoint",
+            "http://c:4318/v1/logs",
+        ),
+        ("RAGMON_OTLP_EXPORT_MEASURES", "ndcg, hit,ndcg", "otlp_export_measures", ("ndcg", "hit")),
     ],
 )
 def test_each_variable_is_parsed(variable: str, raw: str, attribute: str, expected: object) -> None:
@@ -353,6 +360,8 @@ def test_settings_build_valid_measure_params() -> None:
         ("RAGMON_APP_SHARES", "big=0", "must be app=share pairs"),
         ("RAGMON_APP_SHARES", "3", "must be app=share pairs"),
         ("RAGMON_OTLP_NESTED", "twice", "one of skip, own"),
+        ("RAGMON_OTLP_EXPORT_ENDPOINT", "collector:4318", "must be a URL starting with http://"),
+        ("RAGMON_OTLP_EXPORT_MEASURES", "ndcg,mrr", "unknown measure 'mrr': use some of t,ndcg"),
         ("RAGMON_ALLOWED_HOSTS", "evil.example/x", "is not a host name"),
     ],
 )

@@ -61,31 +61,48 @@ class Sender(threading.Thread):
     503, 5xx and connection errors until accepted.
 
     A retried batch reuses its event ids, so an event stored just before a failure answers
-    200 (duplicate) on the retry instead of being stored twice.
+    200 (duplicate) on the retry instead of being stored twice. With several `url`s (APIs behind
+    a load balancer) the requests alternate between them, and one that refuses connections is
+    left out from then on, as a balancer's health check would.
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         evs: Sequence[dict],
         batch: int = 20,
         pause: float = 0.0,
         give_up: float = 120,
     ) -> None:
         super().__init__(daemon=True)
-        self.url, self.evs, self.batch, self.pause, self.give_up = url, evs, batch, pause, give_up
+        self.urls = [url] if isinstance(url, str) else list(url)
+        self.evs, self.batch, self.pause, self.give_up = evs, batch, pause, give_up
         self.sent: set[str] = set()
         self.accepted: set[str] = set()
+        self.acked_at: dict[str, float] = {}  # event id -> time.monotonic() of its 2xx
+        self.took: dict[str, float] = {}  # event id -> seconds its accepting request took
         self.retries = 0
         self.errors: list[str] = []
+        self.down: set[str] = set()
+        self.halt = threading.Event()  # set: no more requests after the one in hand
+
+    def _next(self, clients: dict[str, httpx.Client], turn: int) -> httpx.Client:
+        up = [u for u in self.urls if u not in self.down] or self.urls
+        return clients[up[turn % len(up)]]
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=10) as client:
+        clients = {u: httpx.Client(base_url=u, timeout=10) for u in self.urls}
+        turn = 0
+        try:
             for i in range(0, len(self.evs), self.batch):
+                if self.halt.is_set():
+                    break
                 chunk = list(self.evs[i : i + self.batch])
                 self.sent.update(e["event_id"] for e in chunk)
                 deadline = time.monotonic() + self.give_up
                 while True:
+                    client, turn = self._next(clients, turn), turn + 1
+                    asked = time.monotonic()
                     try:
                         if self.batch == 1:
                             r = client.post("/v1/retrievals", json=chunk[0])
@@ -93,13 +110,18 @@ class Sender(threading.Thread):
                             r = client.post("/v1/retrievals/batch", json={"events": chunk})
                     except httpx.TransportError as exc:
                         r, why = None, type(exc).__name__
+                        if isinstance(exc, httpx.ConnectError) and len(self.urls) > 1:
+                            self.down.add(str(client.base_url).rstrip("/"))
                     else:
                         why = str(r.status_code)
                     if r is not None and r.status_code < 300:
                         answer = r.json()
+                        now = time.monotonic()
                         for res in answer["results"] if self.batch > 1 else [answer]:
                             if res["status"] in ("queued", "done", "failed"):
                                 self.accepted.add(res["event_id"])
+                                self.acked_at[res["event_id"]] = now
+                                self.took[res["event_id"]] = now - asked
                         break
                     if r is not None and r.status_code < 500:
                         self.errors.append(f"{r.status_code}: {r.text[:200]}")
@@ -112,6 +134,9 @@ class Sender(threading.Thread):
                     time.sleep(min(float(retry_after or 0.2), 1.0))
                 if self.pause:
                     time.sleep(self.pause)
+        finally:
+            for c in clients.values():
+                c.close()
 
 
 def statuses(stack: Stack, ids: Iterable[str], app: str = "rel") -> dict[str, str]:
@@ -151,6 +176,32 @@ def wait_status(
         if all(s in wanted for s in st.values()) or time.monotonic() > deadline:
             return st
         time.sleep(poll)
+
+
+def observed(redis_url: str) -> tuple[int, int]:
+    """How many times events were observed: the lifetime nDCG histogram's count, and the
+    entries of the per-day lists."""
+    from ragmon.store.address import sync_client
+
+    client = sync_client(redis_url)
+    try:
+        hist = client.hgetall("ragmon:h")
+        ndcg = sum(
+            int(v)
+            for k, v in hist.items()
+            if k.startswith(b"retrieval_ndcg|") and k.endswith(b"|count")
+        )
+        day_lists = sum(client.llen(k) for k in client.scan_iter("ragmon:day:*:ev*"))
+    finally:
+        client.close()
+    return ndcg, day_lists
+
+
+def observed_once(redis_url: str, n: int) -> None:
+    """Each of `n` done events was observed exactly once."""
+    ndcg, day_lists = observed(redis_url)
+    assert ndcg == n, f"nDCG observed {ndcg} times for {n} events"
+    assert day_lists == n, f"{day_lists} per-day entries for {n} events"
 
 
 def labeled(stack: Stack) -> int:

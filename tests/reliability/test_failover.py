@@ -6,11 +6,8 @@ duplicate."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,71 +19,15 @@ from ragmon.settings import Settings
 from ragmon.store.keys import Keys
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
-from tests.support.stack import Child, RedisServer, free_port
-from tests.support.waiting import scaled, wait_until
+from tests.support.sentinel import SentinelFleet
+from tests.support.waiting import scaled
 
-SERVICE = "ragmon-main"
 KEYS = Keys()
 
 
-class Fleet:
-    """A primary, a replica of it and one Sentinel watching them."""
-
-    def __init__(self) -> None:
-        binary = shutil.which("redis-sentinel")
-        if binary is None:
-            pytest.skip("redis-sentinel missing: apt-get install -y redis-sentinel")
-        self.primary = RedisServer().start()
-        self.replica = RedisServer().start()
-        r = redis.Redis(port=self.replica.port)
-        r.replicaof("127.0.0.1", self.primary.port)
-        wait_until(lambda: r.info("replication").get("master_link_status") == "up", 10,
-                   "the replica to sync")  # fmt: skip
-        r.close()
-        self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="ragmon-sentinel-"))
-        conf = self.dir / "sentinel.conf"
-        conf.write_text(
-            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.dir}\n"
-            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 1\n"
-            f"sentinel down-after-milliseconds {SERVICE} 1000\n"
-            f"sentinel failover-timeout {SERVICE} 10000\n"
-        )
-        self.sentinel = Child([binary, str(conf)], cwd=None)
-        self.client = redis.Redis(port=self.port, decode_responses=True)
-        wait_until(self._sees_the_replica, 15, "the Sentinel to find the replica")
-
-    @property
-    def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.port}/{SERVICE}"
-
-    def _sees_the_replica(self) -> bool:
-        try:
-            return bool(self.client.sentinel_slaves(SERVICE))
-        except redis.ConnectionError:
-            return False
-
-    def primary_port(self) -> int:
-        host, port = self.client.sentinel_get_master_addr_by_name(SERVICE)
-        return int(port)
-
-    def failover(self) -> None:
-        """A failover the Sentinel runs (as on a primary's loss), waited for until the replica
-        is the primary."""
-        self.client.execute_command("SENTINEL", "FAILOVER", SERVICE)
-        wait_until(lambda: self.primary_port() == self.replica.port, 30, "the failover")
-
-    def stop(self) -> None:
-        self.client.close()
-        self.sentinel.stop()
-        self.primary.cleanup()
-        self.replica.cleanup()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture
-def fleet() -> Iterator[Fleet]:
-    f = Fleet()
+def fleet() -> Iterator[SentinelFleet]:
+    f = SentinelFleet()
     yield f
     f.stop()
 
@@ -106,7 +47,7 @@ def post_until_accepted(client: httpx.Client, event: dict) -> list[int]:
 
 
 @pytest.mark.slow  # real processes and a failover: out of scripts/test --quick
-def test_the_api_follows_a_failover_and_loses_no_acknowledged_event(fleet: Fleet) -> None:
+def test_the_api_follows_a_failover_and_loses_no_acknowledged_event(fleet: SentinelFleet) -> None:
     settings = Settings.from_env(
         {"REDIS_URL": fleet.url, "RAGMON_JUDGE": "lexical", "RAGMON_WAIT_REPLICAS": "1"},
         dotenv=None,
@@ -135,7 +76,7 @@ def test_the_api_follows_a_failover_and_loses_no_acknowledged_event(fleet: Fleet
 
 @pytest.mark.slow
 def test_a_write_no_replica_acknowledged_is_503_kept_and_a_retry_is_a_duplicate(
-    fleet: Fleet,
+    fleet: SentinelFleet,
 ) -> None:
     settings = Settings.from_env(
         {"REDIS_URL": fleet.url, "RAGMON_JUDGE": "lexical", "RAGMON_WAIT_REPLICAS": "2",

@@ -21,6 +21,7 @@ from tests.reliability.support import (
     events,
     labeled,
     metric,
+    observed_once,
     statuses,
     wait_status,
     worker_name,
@@ -31,23 +32,6 @@ from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.slow
 SUFFIX = {False: "", True: ", single-event POSTs"}
-
-
-def _observed_once(redis_url: str, n: int) -> None:
-    """Each done event was observed exactly once: lifetime histogram count and day lists."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        hist = client.hgetall("ragmon:h")
-        ndcg = sum(
-            int(v)
-            for k, v in hist.items()
-            if k.startswith(b"retrieval_ndcg|") and k.endswith(b"|count")
-        )
-        day_lists = sum(client.llen(k) for k in client.scan_iter("ragmon:day:*:ev*"))
-    finally:
-        client.close()
-    assert ndcg == n, f"nDCG observed {ndcg} times for {n} events"
-    assert day_lists == n, f"{day_lists} per-day entries for {n} events"
 
 
 # Each fault on batched traffic (the SDK) and on single events posted one by one (an HTTP hook
@@ -98,7 +82,7 @@ def test_sigkill_worker_mid_job(redis_url, single):
         assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
         assert held > 0 and conn.zcard("ragmon:leased") == 0
         assert len(fake.chat_requests()) > calls_before  # the killed job's events judged again
-        _observed_once(redis_url, len(evs))
+        observed_once(redis_url, len(evs))
         conn.close()
     finally:
         stack.stop()
@@ -136,7 +120,7 @@ def test_redis_restart_while_events_flow(aof_redis, single):
         tally.record()
         assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
         assert sender.retries > 0, "the outage was not seen by the sender: it tested nothing"
-        _observed_once(aof_redis.url, len(evs))
+        observed_once(aof_redis.url, len(evs))
     finally:
         stack.stop()
 
@@ -213,7 +197,7 @@ def test_api_killed_before_it_enqueued_a_drain_job(redis_url):
         tally.notes.append("a worker's maintenance tick enqueued the drain job")
         tally.record()
         assert tally.sent == tally.accepted == tally.done == tally.counted, tally.line()
-        _observed_once(redis_url, len(evs))
+        observed_once(redis_url, len(evs))
         conn.close()
     finally:
         stack.stop()
@@ -256,7 +240,7 @@ def test_llm_answers_garbage_then_requeue(redis_url, fake_llm):
         conn = redis.Redis.from_url(redis_url)
         assert conn.zcard("ragmon:failed") == 0
         conn.close()
-        _observed_once(redis_url, len(evs))
+        observed_once(redis_url, len(evs))
     finally:
         stack.stop()
 

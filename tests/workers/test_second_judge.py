@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ragmon.workers.second import chosen
+from ragmon.workers.summaries import keep_estimates
 from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
@@ -53,6 +54,8 @@ def test_second_judge_grades_beside_the_first_and_its_agreement_is_exported(
     with httpx.Client(base_url=api.url, timeout=30) as c:
         for e in events:
             assert c.post("/v1/retrievals", json=e).status_code == 202
+        make_worker(api.settings).work(burst=True, with_scheduler=False)
+        keep_estimates(api.store)  # a worker's tick: the apps' agreement summarized
         make_worker(api.settings).work(burst=True, with_scheduler=False)
         results = [c.get(f"/v1/retrievals/{e['event_id']}", params={"app": "shop"}).json()
                    for e in events]  # fmt: skip

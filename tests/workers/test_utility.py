@@ -290,7 +290,8 @@ def test_a_passing_probe_failure_retries_the_event_not_a_null(redis_url: str, st
             api.stop()
     assert first["status"] == "queued"  # not done with a null UDCG: RQ retries the job
     store = Store.connect(s)
-    assert store.retrying_jobs() == 1
+    # waiting to be judged again: its retry delay may have passed already on a busy machine
+    assert store.delivery.counts()[0] == 1
     texts = [p["text"] for p in ev["passages"][:2]]
     cached = store.cached_p(MODEL, utility.PROMPT_VERSION, ev["query"], texts, "test")
     assert sorted(p is None for p in cached) == [False, True]  # the retry pays for one only
