@@ -140,7 +140,11 @@ class FakeLLM:
     def start(self) -> FakeLLM:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = _Server(("127.0.0.1", self.port), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll: `stop` waits for it, and serve_forever's default made every test that
+        # used the fake wait at its end
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         return self
 
