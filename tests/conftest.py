@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing.process
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -97,6 +98,15 @@ def stack(redis_url: str) -> Iterator[Stack]:
     s = Stack(redis_url, workers=2).start()
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Prometheus' promtool (Debian's `prometheus` package), or the test skips."""
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
+    return path
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -32,14 +31,6 @@ REQUIRED_ALERTS = {
     "RagmonEmptyResultsHighSlow",
     "RagmonSeriesStopped", "RagmonTopScoreDrop", "RagmonMemoryForecastHigh", "RagmonRecallLoss",
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
-    return path
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

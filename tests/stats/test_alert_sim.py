@@ -5,7 +5,6 @@ The full run is `nice python -m tests.stats.alert_sim` (docs/report.md has its f
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from urllib.parse import quote_plus
@@ -207,14 +206,6 @@ def _level_case(
             {"eval_time": f"{i * STEP}m", "alertname": LEVEL_ALERT[measure], "exp_alerts": expected}
         )
     return {"interval": f"{STEP}m", "input_series": inputs}, [int(fires[i]) for i in times], tests
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
-    return path
 
 
 @pytest.mark.parametrize(("measure", "seed"), [("ndcg", 3), ("t", 4)])

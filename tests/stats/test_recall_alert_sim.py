@@ -4,12 +4,10 @@ run is `nice python -m tests.stats.recall_alert_sim` (tests/stats/README.md has 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
 
 from ragmon.settings import Settings
@@ -45,14 +43,6 @@ def test_a_recall_loss_at_one_event_a_minute_is_alerted_within_a_day() -> None:
 def test_without_a_loss_nothing_fires_where_a_loss_would() -> None:
     """The same series with `share` 0: the delay is infinite (no firing in two days)."""
     assert delays(1, RULE, series=2, seed=12, share=0.0) == [float("inf")] * 2
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
-    return path
 
 
 def test_the_simulation_computes_what_the_rules_compute(promtool: str, tmp_path: Path) -> None:
