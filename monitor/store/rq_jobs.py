@@ -30,23 +30,17 @@ class DrainJobs:
 
     def enqueue(self) -> None:
         """One more drain job on the queue."""
-        self.queue.enqueue_call(
-            DRAIN_FUNC,
-            timeout=DRAIN_TIMEOUT_S,
-            result_ttl=60,
-            failure_ttl=7 * 86400,
-            description="ragmon: judge pending events",
-        )
+        self._enqueue(DRAIN_FUNC, DRAIN_TIMEOUT_S, "ragmon: judge pending events")
 
     def enqueue_summaries(self) -> None:
         """One job that summarizes the corrected estimates of the apps due
         (`ragmon.store.estimate_summaries`)."""
+        self._enqueue(SUMMARIZE_FUNC, SUMMARIZE_TIMEOUT_S, "ragmon: summarize corrected estimates")
+
+    def _enqueue(self, func: str, timeout_s: int, description: str) -> None:
+        """A job by its function's name; its result kept a minute, a failure a week."""
         self.queue.enqueue_call(
-            SUMMARIZE_FUNC,
-            timeout=SUMMARIZE_TIMEOUT_S,
-            result_ttl=60,
-            failure_ttl=7 * 86400,
-            description="ragmon: summarize corrected estimates",
+            func, timeout=timeout_s, result_ttl=60, failure_ttl=7 * 86400, description=description
         )
 
     def waiting(self) -> int:
