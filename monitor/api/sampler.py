@@ -26,7 +26,15 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from ragmon.core.clock import Clock
-from ragmon.core.sampling import APP_MARK, DEFAULT_SD, Policy, Rates, Traffic, plan
+from ragmon.core.sampling import (
+    APP_MARK,
+    DEFAULT_SD,
+    Policy,
+    Rates,
+    Traffic,
+    count_chosen,
+    plan,
+)
 from ragmon.core.wire import series_app
 from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
@@ -100,11 +108,9 @@ class Sampler:
                 counted = self.counted_as(it.app, it.series)
                 self.counts[counted] += 1
                 for key in (it.series, APP_MARK + it.app):
-                    n, chosen = self.seen.get(key, (0, 0.0))
-                    self.seen[key] = (n + 1, chosen + it.probability)
+                    count_chosen(self.seen, key, 1, it.probability)
                     if key != it.series or counted == it.series:  # shared: within the budget
-                        n, chosen = self.unshared.get((self.interval, key), (0, 0.0))
-                        self.unshared[self.interval, key] = (n + 1, chosen + it.probability)
+                        count_chosen(self.unshared, (self.interval, key), 1, it.probability)
 
     async def share(self) -> None:
         """Flush this process' chosen events to the fleet's counts and pace by the fleet's
@@ -121,8 +127,7 @@ class Sampler:
         fleet = dict(now)
         for key, (n, p) in before.items():
             if self._carried(key):
-                m, q = fleet.get(key, (0, 0.0))
-                fleet[key] = (m + n, q + p)
+                count_chosen(fleet, key, n, p)
         seen = {k: v for k, v in self.seen.items() if k not in fleet and k not in self.shared}
         for (i, key), (n, p) in self.unshared.items():  # chosen while the flush ran
             if i == interval:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ragmon.core.weighted import rate_for
 
@@ -243,11 +244,17 @@ class Rates:
             p = paced(APP_MARK + app, paced(series, rate, cap), 2 * cap)
             p = max(p, min(rate, MIN_RATE))
             for key in (series, APP_MARK + app):
-                n, chosen = seen.get(key, (0, 0.0))
-                seen[key] = (n + 1, chosen + p)
+                count_chosen(seen, key, 1, p)
             return p
 
         return next_rate
 
 
 APP_MARK = "app:"  # `Rates.seen`'s per-app counts, beside the series' (`app|...`)
+K = TypeVar("K")
+
+
+def count_chosen(seen: dict[K, tuple[int, float]], key: K, n: int, p: float) -> None:
+    """Add `n` events whose probabilities sum to `p` to `seen[key]` (`Rates.seen`'s pairs)."""
+    had, chosen = seen.get(key, (0, 0.0))
+    seen[key] = (had + n, chosen + p)
