@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.cli import Ragmon
 from tests.support.stack import clean_env
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +28,8 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     for p in procs:
         try:
             if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
-        except psutil.NoSuchProcess:
+                out.append(f"{p.pid} {p.status()} {p.name()}: {' '.join(p.cmdline())[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return out
 
@@ -75,6 +76,9 @@ def test_demo_stops_on_a_signal_and_leaves_nothing_behind(sig, when, keep, tmp_p
     assert code == (0 if when == "serving" else 130), demo.text()
     assert f"stopping ({signal.Signals(sig).name})" in demo.text()
     assert "Traceback" not in demo.text()
+    # multiprocessing's resource tracker (the API's child processes started it) ends on its own
+    # once the demo has and its pipe closes: a moment after, re-parented to PID 1
+    psutil.wait_procs(started, timeout=scaled(5))
     assert _alive(started) == []
     assert _in_group(demo.proc.pid) == []  # the demo ran in a session of its own
     left = sorted(p.name for p in tmp.iterdir())
