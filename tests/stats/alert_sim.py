@@ -3,6 +3,8 @@
     nice python -m tests.stats.alert_sim                # 40 series x 90 days per case
     nice python -m tests.stats.alert_sim --series 8     # quicker, noisier
     nice python -m tests.stats.alert_sim --levels       # the level alerts: 20 series x 4 weeks
+    nice python -m tests.stats.alert_sim --repeated     # every level and drop alert on repeated
+                                                        # questions and retries: 40 x 4 weeks
     nice python -m tests.stats.alert_sim --planned 10   # planned sampling: events weigh 10
     nice python -m tests.stats.alert_sim --bound        # what any detector can do (Hit@K)
 
