@@ -1,5 +1,5 @@
-"""The event explorer's pages under `/ui`, server-rendered (`ragmon.core.pages`); the only
-writes are people's grades (`ragmon.api.review`).
+"""The event explorer's pages under `/ui`, server-rendered (values from `ragmon.core.pages`,
+HTML from `ragmon.templates`); the only writes are people's grades (`ragmon.api.review`).
 
 The overview (`/ui`) is read and rendered in a child process of its own at the lowest CPU
 priority (`ragmon.api.child`): its Python (the series' sums parsed, a Welch test per cell,

@@ -1,7 +1,8 @@
-"""The explorer's HTML pages, pure: data in, a page out. Server-rendered, no script, no build.
+"""The explorer's pages, pure: data in, a `Page` out (a template and its raw values, rendered by
+`ragmon.templates`). Server-rendered, no script, no build.
 
 Every link carries its filters in the query string, so a page's URL can be pasted into a
-ticket. The templates (`ragmon.templates`) escape every value.
+ticket. The templates escape every value.
 """
 
 from __future__ import annotations
@@ -287,15 +288,14 @@ def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = N
         error = ("Failed" if failed else "Last judge error (waits for a retry)") + ": "
         error += str(found["error"])
     measures = found.get("measures") or {}
+    series = {k: labels[k] for k in LABEL_KEYS if k in labels}
     return Page(
         "event.html",
         {
             "title": f"Event {found.get('event_id')}",
             "facts": [(k, labels.get(k)) for k in LABEL_KEYS],
             "found": found,
-            "series": events_url({k: labels[k] for k in LABEL_KEYS if k in labels})
-            if labels
-            else "",
+            "series": events_url(series) if labels else "",
             "store_text": store_text,
             "error": error,
             "measures": [

@@ -1,4 +1,4 @@
-"""The explorer's grade buttons and review pages, pure: data in, HTML out (`ragmon.core.pages`).
+"""The review pages, pure: data in, a `Page` out (`ragmon.core.pages`; templates/review.html).
 
 People grade passages the judge graded, one click a grade on the judge's 0-3 scale with the
 rubric's words. The review page draws events at random from one series and shows the query
@@ -61,7 +61,7 @@ def standing(
             "measure": MEASURE_NAMES[m],
             "judge_only": "n/a" if c.judge_only is None else f"{c.judge_only:.3f}",
             # a sample that was no random draw has no corrected estimate to show
-            "not_random": c.reason or "" if c.random_draw is False else None,
+            "not_random": (c.reason or "") if c.random_draw is False else None,
             "corrected": interval_text(c.estimate),
             "labels": c.labels,
             "worth": "n/a" if c.effective_labels is None else f"{c.effective_labels:.1f}",
