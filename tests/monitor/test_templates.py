@@ -1,10 +1,15 @@
-"""Every page that shows what an app or a person sent (a query, a passage, an id, a name, a
-label, a search, an error) shows it as text: the templates escape it, so a hostile value opens
-no tag and closes no attribute. Rendered by the templates the API and the report use."""
+"""The pages' templates: every page that shows what an app or a person sent (a query, a
+passage, an id, a name, a label, a search, an error) shows it as text, a hostile value opening
+no tag and closing no attribute; no template turns escaping off; every template ships in the
+wheel; no line break glues a word to a tag."""
 
 from __future__ import annotations
 
+import re
+import tomllib
+from fnmatch import fnmatch
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +121,46 @@ def test_the_list_page_cuts_a_long_query_after_escaping_nothing_twice() -> None:
     page = render(pages.events(parse_search({}), [event], None, False))
     cell = page.split("<td class=query>")[1].split("</td>")[0]
     assert cell == "&lt;" * pages.QUERY_SHOWN + "…"
+
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "monitor" / "templates"
+UNESCAPED = re.compile(r"\|\s*safe\b|autoescape\s+false|Markup\(", re.IGNORECASE)
+
+
+def test_no_template_turns_escaping_off() -> None:
+    """A value is marked safe in Python only where it was escaped first (`inline`)."""
+    found = [
+        f"{path.name}: {m.group(0)}"
+        for path in sorted(TEMPLATES.iterdir())
+        if path.suffix in {".html", ".css"}
+        for m in UNESCAPED.finditer(path.read_text())
+    ]
+    assert not found, found
+
+
+def test_every_template_file_is_package_data() -> None:
+    """The wheel holds what pyproject's package-data names (tests/deploy/test_dockerfile.py
+    builds one); a template of a new suffix would be missing from it."""
+    data = tomllib.loads((TEMPLATES.parents[1] / "pyproject.toml").read_text())
+    globs = data["tool"]["setuptools"]["package-data"]["ragmon"]
+    files = [p for p in TEMPLATES.iterdir() if p.suffix != ".py" and p.is_file()]
+    assert len(files) >= 10
+    missing = [p.name for p in files if not any(fnmatch(f"templates/{p.name}", g) for g in globs)]
+    assert not missing, missing
+
+
+INLINE = r"(?:a|b|button|code|em|i|input|label|option|select|span)"
+
+
+def test_no_line_break_glues_a_word_to_an_inline_tag() -> None:
+    """A line break beside a tag vanishes (`ragmon.templates`): `<b>every</b>` at a line's end
+    and `passage` on the next would render `<b>every</b>passage`."""
+    found = []
+    for path in sorted(TEMPLATES.glob("*.html")):
+        lines = [line.strip() for line in path.read_text().splitlines()]
+        for before, after in zip(lines, lines[1:], strict=False):
+            if re.search(rf"</?{INLINE}\b[^>]*>$", before) and re.match(r"[\w(]", after):
+                found.append(f"{path.name}: {before[-30:]!r} + {after[:30]!r}")
+            if re.search(r"[\w,.;:)]$", before) and re.match(rf"</?{INLINE}\b", after):
+                found.append(f"{path.name}: {before[-30:]!r} + {after[:30]!r}")
+    assert not found, found
