@@ -1,38 +1,80 @@
 """Each app's corrected estimates as a worker last summarized them: the API, the review page and
 `/metrics` read these summaries, in time independent of how many events and grades an app
-holds; a worker recomputes an app's when people grade it, and every `ESTIMATE_REFRESH_S`
-(`ragmon.oversight`)."""
+holds; a worker recomputes an app's when people grade it, when its first judged event finishes
+or its summary is `FRESH_S` old as events finish (`freshen`), and every `ESTIMATE_REFRESH_S`
+(`ragmon.oversight`).
+
+A summary's bytes are charged to its app (the ledger's `estimates`, kept until deleted): a
+replacement charges the difference from the bytes it replaces (`Keys.estimates_bytes` keeps
+them), and `forget` credits them back."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Iterable, Mapping
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import redis
 
+from ragmon.store.fields import Kind
 from ragmon.store.keys import Keys
+from ragmon.store.ledger import FIELD_OVERHEAD, KEY_OVERHEAD, allocated
 from ragmon.store.records import text_of
 from ragmon.store.rq_jobs import DrainJobs
 
+if TYPE_CHECKING:
+    from ragmon.store.ledger import Ledger
+
 QUEUED_S = 600  # a summarizing job lost before it started is enqueued again after this
+FRESH_S = 60.0  # as events finish, a summary this old is asked for again
+INDEX_BYTES = 24  # a number's text in `estimates_at` and `estimates_bytes`
+
+
+def summary_bytes(key: str, app: str, windows: Mapping[str, str]) -> int:
+    """What an app's summary takes: its hash, and its fields in the two index hashes."""
+    fields = sum(FIELD_OVERHEAD + allocated(len(w)) + allocated(len(t)) for w, t in windows.items())
+    index = 2 * (FIELD_OVERHEAD + len(app) + INDEX_BYTES)
+    return KEY_OVERHEAD + allocated(len(key)) + fields + index
 
 
 class EstimateSummaries:
-    def __init__(self, client: redis.Redis, keys: Keys, jobs: DrainJobs) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, jobs: DrainJobs, ledger: Ledger) -> None:
         self.client = client
         self.keys = keys
         self.jobs = jobs
+        self.ledger = ledger
+        self._looked: dict[str, float] = {}  # app → when this process last asked (`freshen`)
 
-    def save(self, app: str, windows: Mapping[str, str], at: float, ttl_s: int) -> None:
-        """Replace an app's summaries (window → JSON) whole."""
+    def save(
+        self, app: str, windows: Mapping[str, str], at: float, ttl_s: int, room: float = math.inf
+    ) -> bool:
+        """Replace an app's summaries (window → JSON) whole, charging its ledger the
+        difference; False, nothing written, when that difference is more than `room` (the
+        bytes its share leaves it)."""
         key = self.keys.estimates(app)
-        with self.client.pipeline(transaction=True) as pipe:
+        nbytes = summary_bytes(key, app, windows)
+        saved = False
+
+        def write(pipe: redis.client.Pipeline) -> None:
+            nonlocal saved
+            before = int(cast(bytes | None, pipe.hget(self.keys.estimates_bytes, app)) or 0)
+            if nbytes - before > max(0.0, room):
+                saved = False
+                return
+            pipe.multi()
             pipe.delete(key)
             for window, text in windows.items():
                 pipe.hset(key, window, text)
             pipe.expire(key, ttl_s)
             pipe.hset(self.keys.estimates_at, app, repr(at))
-            pipe.execute()
+            pipe.hset(self.keys.estimates_bytes, app, nbytes)
+            self.ledger.charge(pipe, app, Kind.ESTIMATES, nbytes - before, time.time())
+            saved = True
+
+        self.client.transaction(write, self.keys.estimates_bytes)
+        return saved
 
     def load(self, app: str, window: str) -> str | None:
         raw = self.client.hget(self.keys.estimates(app), window)
@@ -44,10 +86,22 @@ class EstimateSummaries:
         return {text_of(k): float(v) for k, v in raw.items()}
 
     def forget(self, apps: Iterable[str]) -> None:
-        """Apps with nothing left to summarize: their `summarized_at` entry goes."""
+        """Apps with nothing left to summarize: their summary and its entries go, and their
+        ledger is credited what it was charged (also when the summary expired before)."""
         names = list(apps)
-        if names:
-            self.client.hdel(self.keys.estimates_at, *names)
+        if not names:
+            return
+
+        def drop(pipe: redis.client.Pipeline) -> None:
+            held = cast(list[bytes | None], pipe.hmget(self.keys.estimates_bytes, names))
+            pipe.multi()
+            pipe.delete(*(self.keys.estimates(a) for a in names))
+            pipe.hdel(self.keys.estimates_at, *names)
+            pipe.hdel(self.keys.estimates_bytes, *names)
+            for app, n in zip(names, held, strict=True):
+                self.ledger.charge(pipe, app, Kind.ESTIMATES, -int(n or 0), time.time())
+
+        self.client.transaction(drop, self.keys.estimates_bytes)
 
     def want(self, apps: Iterable[str]) -> None:
         """Have a worker summarize these apps' estimates soon: one job waits for the fleet at a
@@ -58,6 +112,20 @@ class EstimateSummaries:
         self.client.sadd(self.keys.estimates_due, *names)
         if self.client.set(self.keys.estimates_queued, 1, nx=True, ex=QUEUED_S):
             self.jobs.enqueue_summaries()
+
+    def freshen(self, app: str, now: float) -> None:
+        """An event of `app` finished: ask for its summary when it has none or one `FRESH_S`
+        old. Per event a lookup in this process' memory (when it next looks); Redis is read at
+        most once per app and `FRESH_S` (one HGET), and asked (`want`) only when it is due."""
+        if now < self._looked.get(app, -math.inf) + FRESH_S:
+            return
+        self._looked[app] = now
+        with contextlib.suppress(redis.RedisError):  # the maintenance tick asks later
+            at = cast(bytes | None, self.client.hget(self.keys.estimates_at, app))
+            if at is not None and now - float(at) < FRESH_S:
+                self._looked[app] = float(at)  # fresh: look again once it is `FRESH_S` old
+            else:
+                self.want([app])
 
     def due(self) -> list[str]:
         """The apps to summarize now, taken (each once); an app asked for from now on gets a

@@ -289,6 +289,11 @@ class Keys:
         return f"{self.prefix}:est:at"
 
     @property
+    def estimates_bytes(self) -> str:
+        """Hash app → the bytes its summary was charged to the ledger (`estimates`)."""
+        return f"{self.prefix}:est-bytes"
+
+    @property
     def estimates_due(self) -> str:
         """Set of the apps whose estimates a worker summarizes next (people graded)."""
         return f"{self.prefix}:est:due"
