@@ -54,7 +54,8 @@ def key_app(key: str) -> str:
 
 
 def pace_bytes(key: str, n: int, p: float) -> int:
-    """What a key's two pacing fields take when created (its count and its sum)."""
+    """What a key's two pacing fields take when created (its count and its sum), as fields
+    of a hashtable: a hash small enough for a listpack takes less."""
     return 2 * (FIELD_OVERHEAD + len(key)) + len(str(n)) + len(repr(p))
 
 
