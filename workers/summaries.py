@@ -34,7 +34,7 @@ def summarize_due(store: Store, now: float | None = None) -> list[str]:
         windows = summarize(oversight, app, now, ttl_s // 86400)
         share = share_bytes(settings, app)
         room = share - reading.held_by(app) if reading is not None and share > 0 else math.inf
-        if not store.estimates.save(app, windows, now, ttl_s, room):
+        if not store.estimates.save(app, windows, now, room):
             log.warning("app %r's corrected estimates not summarized: it holds %.1f MB, its "
                         "limit RAGMON_APP_STORAGE_MB=%g MB; its last summary stays", app,
                         (share - room) / MIB, share / MIB)  # fmt: skip

@@ -5,8 +5,8 @@ or its summary is `FRESH_S` old as events finish (`freshen`), and every `ESTIMAT
 (`ragmon.oversight`).
 
 A summary's bytes are charged to its app (the ledger's `estimates`, kept until deleted): a
-replacement charges the difference from the bytes it replaces (`Keys.estimates_bytes` keeps
-them), and `forget` credits them back."""
+replacement charges the difference from the bytes it replaces (its `CHARGED` field keeps
+them), and `forget` credits them back. So a summary has no TTL: it leaves with its charge."""
 
 from __future__ import annotations
 
@@ -29,13 +29,15 @@ if TYPE_CHECKING:
 
 QUEUED_S = 600  # a summarizing job lost before it started is enqueued again after this
 FRESH_S = 60.0  # as events finish, a summary this old is asked for again
-INDEX_BYTES = 24  # a number's text in `estimates_at` and `estimates_bytes`
+NUMBER_BYTES = 24  # a number's text (`CHARGED`, `Keys.estimates_at`)
+CHARGED = "charged"  # the summary's field of the bytes charged for it (never a window's name)
 
 
 def summary_bytes(key: str, app: str, windows: Mapping[str, str]) -> int:
-    """What an app's summary takes: its hash, and its fields in the two index hashes."""
+    """What an app's summary takes: its hash with `CHARGED`, and its field in
+    `Keys.estimates_at`."""
     fields = sum(FIELD_OVERHEAD + allocated(len(w)) + allocated(len(t)) for w, t in windows.items())
-    index = 2 * (FIELD_OVERHEAD + len(app) + INDEX_BYTES)
+    index = 2 * FIELD_OVERHEAD + len(CHARGED) + len(app) + 2 * NUMBER_BYTES
     return KEY_OVERHEAD + allocated(len(key)) + fields + index
 
 
@@ -47,9 +49,7 @@ class EstimateSummaries:
         self.ledger = ledger
         self._looked: dict[str, float] = {}  # app → when this process last asked (`freshen`)
 
-    def save(
-        self, app: str, windows: Mapping[str, str], at: float, ttl_s: int, room: float = math.inf
-    ) -> bool:
+    def save(self, app: str, windows: Mapping[str, str], at: float, room: float = math.inf) -> bool:
         """Replace an app's summaries (window → JSON) whole, charging its ledger the
         difference; False, nothing written, when that difference is more than `room` (the
         bytes its share leaves it)."""
@@ -59,21 +59,19 @@ class EstimateSummaries:
 
         def write(pipe: redis.client.Pipeline) -> None:
             nonlocal saved
-            before = int(cast(bytes | None, pipe.hget(self.keys.estimates_bytes, app)) or 0)
-            if nbytes - before > max(0.0, room):
-                saved = False
+            before = int(cast(bytes | None, pipe.hget(key, CHARGED)) or 0)
+            saved = nbytes - before <= max(0.0, room)
+            if not saved:
                 return
             pipe.multi()
             pipe.delete(key)
             for window, text in windows.items():
                 pipe.hset(key, window, text)
-            pipe.expire(key, ttl_s)
+            pipe.hset(key, CHARGED, nbytes)
             pipe.hset(self.keys.estimates_at, app, repr(at))
-            pipe.hset(self.keys.estimates_bytes, app, nbytes)
             self.ledger.charge(pipe, app, Kind.ESTIMATES, nbytes - before, time.time())
-            saved = True
 
-        self.client.transaction(write, self.keys.estimates_bytes)
+        self.client.transaction(write, key)
         return saved
 
     def load(self, app: str, window: str) -> str | None:
@@ -86,22 +84,22 @@ class EstimateSummaries:
         return {text_of(k): float(v) for k, v in raw.items()}
 
     def forget(self, apps: Iterable[str]) -> None:
-        """Apps with nothing left to summarize: their summary and its entries go, and their
-        ledger is credited what it was charged (also when the summary expired before)."""
+        """Apps with nothing left to summarize: their summary and its entry go, and their
+        ledger is credited what it was charged."""
         names = list(apps)
         if not names:
             return
+        keys = [self.keys.estimates(a) for a in names]
 
         def drop(pipe: redis.client.Pipeline) -> None:
-            held = cast(list[bytes | None], pipe.hmget(self.keys.estimates_bytes, names))
+            held = [cast(bytes | None, pipe.hget(k, CHARGED)) for k in keys]
             pipe.multi()
-            pipe.delete(*(self.keys.estimates(a) for a in names))
+            pipe.delete(*keys)
             pipe.hdel(self.keys.estimates_at, *names)
-            pipe.hdel(self.keys.estimates_bytes, *names)
             for app, n in zip(names, held, strict=True):
                 self.ledger.charge(pipe, app, Kind.ESTIMATES, -int(n or 0), time.time())
 
-        self.client.transaction(drop, self.keys.estimates_bytes)
+        self.client.transaction(drop, *keys)
 
     def want(self, apps: Iterable[str]) -> None:
         """Have a worker summarize these apps' estimates soon: one job waits for the fleet at a

@@ -280,18 +280,14 @@ class Keys:
 
     def estimates(self, app: str) -> str:
         """Hash of one app's corrected estimates, summarized by a worker: window (`last`, the
-        last 7 UTC days, or an ISO week `YYYY-Www`) → the summary's JSON (`ragmon.oversight`)."""
+        last 7 UTC days, or an ISO week `YYYY-Www`) → the summary's JSON (`ragmon.oversight`),
+        and `CHARGED` → the bytes charged for it (`ragmon.store.estimate_summaries`)."""
         return f"{self.prefix}:est:{app}"
 
     @property
     def estimates_at(self) -> str:
         """Hash app → unix seconds its estimates were last summarized."""
         return f"{self.prefix}:est:at"
-
-    @property
-    def estimates_bytes(self) -> str:
-        """Hash app → the bytes its summary was charged to the ledger (`estimates`)."""
-        return f"{self.prefix}:est-bytes"
 
     @property
     def estimates_due(self) -> str:

@@ -47,18 +47,19 @@ def test_a_summary_is_charged_what_it_adds_and_credited_when_replaced_or_forgott
 ) -> None:
     est = store.estimates
     key = store.keys.estimates("shop")
-    assert est.save("shop", summary(3000), NOW, 3600)
+    assert est.save("shop", summary(3000), NOW)
     big = held(store, Kind.ESTIMATES)["shop"]
     taken = int(store.client.memory_usage(key, samples=0) or 0)
     # what the ledger counts is what the summary's key takes (and its two index fields)
     assert taken <= big <= 1.2 * taken + 400
-    assert est.save("shop", summary(300), NOW, 3600)  # replaced: counted once, smaller
+    assert est.save("shop", summary(300), NOW)  # replaced: counted once, smaller
     small = held(store, Kind.ESTIMATES)["shop"]
     taken = int(store.client.memory_usage(key, samples=0) or 0)
     assert taken <= small <= 1.2 * taken + 400 and small < big / 5
-    assert est.save("news", summary(300), NOW, 3600)
-    store.client.delete(key)  # its TTL ended before the tick forgot it: still credited
+    assert est.save("news", summary(300), NOW)
+    assert store.client.ttl(key) == -1  # it leaves with its charge, never on its own
     est.forget(["shop"])
+    assert not store.client.exists(key)
     assert held(store, Kind.ESTIMATES).get("shop", 0) == 0
     assert held(store, Kind.ESTIMATES)["news"] == small  # another app's charge untouched
     assert store.client.exists(store.keys.estimates("news"))
@@ -72,7 +73,7 @@ def test_a_summary_past_the_apps_share_is_refused_and_another_app_summarized(
     from ragmon.workers.summaries import summarize_due
 
     full = Store(store.client, replace(store.settings, app_storage_mb={"shop": 0.05}))
-    assert full.estimates.save("shop", {"last": "{}"}, NOW - 60, 3600)
+    assert full.estimates.save("shop", {"last": "{}"}, NOW - 60)
     before = full.estimates.load("shop", "last")
     charged = held(full, Kind.ESTIMATES)["shop"]
     with full.client.pipeline(transaction=True) as pipe:  # the app now holds its share
@@ -122,7 +123,7 @@ def test_an_apps_finished_event_asks_for_its_summary_when_missing_or_stale(
     est.freshen("shop", NOW)  # its first judged event: no summary yet
     assert store.client.smembers(due) == {b"shop"} and store.delivery.jobs.waiting() == 1
     assert est.due() == ["shop"]
-    est.save("shop", summary(10), NOW + 1, 3600)
+    est.save("shop", summary(10), NOW + 1)
     est.freshen("shop", NOW + 2)
     est.freshen("shop", NOW + FRESH_S / 2)
     assert store.client.smembers(due) == set()  # fresh: not asked again
