@@ -178,17 +178,22 @@ def summary_windows(today: date, kept_days: int) -> dict[str, Window]:
     return out
 
 
-def summarize(oversight: Oversight, app: str, now: float, kept_days: int) -> dict[str, str]:
+def summarize(
+    oversight: Oversight, app: str, now: float, kept_days: int, recent: bool = False
+) -> dict[str, str]:
     """An app's estimates for every window a worker keeps (`summary_windows`), and its
-    agreement, as stored; each day's records and the app's grades are read once."""
+    agreement, as stored; `recent`: only the windows that end today or later (where new
+    events fall). Each day's records and the app's grades are read once."""
     today = datetime.fromtimestamp(now, UTC).date()
     read = AppRead(oversight.store, app)
     out = {
         key: summary_text(window, oversight.estimates(window, {"app": app}, read), now)
         for key, window in summary_windows(today, kept_days).items()
+        if not recent or window.end >= today
     }
-    found = oversight.agreement(app, list(read.grades))
-    out[AGREEMENT] = json.dumps([[*key, asdict(a)] for key, a in found.items()])
+    if not recent:
+        found = oversight.agreement(app, list(read.grades))
+        out[AGREEMENT] = json.dumps([[*key, asdict(a)] for key, a in found.items()])
     return out
 
 

@@ -1,7 +1,8 @@
 """The corrected estimates' summaries (`ragmon.oversight`), kept by the workers: a job
 summarizes the apps due (people graded them: the API asks; an event finished and the app's
-summary is missing or `FRESH_S` old: the drain asks), and each maintenance tick asks for the
-apps whose summaries are older than `ESTIMATE_REFRESH_S` or missing.
+summary is missing, or its new events' windows `FRESH_S` old: the drain asks for those), and
+each maintenance tick asks for the apps whose summaries are older than `ESTIMATE_REFRESH_S` or
+missing.
 
 A summary is charged to its app's share of Redis: an app at its share keeps its last summary
 (a warning names the app and the limit) until what it holds leaves with its windows."""
@@ -27,18 +28,18 @@ def summarize_due(store: Store, now: float | None = None) -> list[str]:
     now = time.time() if now is None else now
     settings = store.settings
     oversight = Oversight(store, settings.measure_params())
-    ttl_s = day_records_ttl_s(settings)
-    apps = store.estimates.due()
+    kept_days = day_records_ttl_s(settings) // 86400
+    due = store.estimates.due()
     reading = store.ledger.read(now) if settings.app_storage_mb else None
-    for app in apps:
-        windows = summarize(oversight, app, now, ttl_s // 86400)
+    for app, recent in due.items():
+        windows = summarize(oversight, app, now, kept_days, recent)
         share = share_bytes(settings, app)
         room = share - reading.held_by(app) if reading is not None and share > 0 else math.inf
-        if not store.estimates.save(app, windows, now, room):
+        if not store.estimates.save(app, windows, now, room, recent):
             log.warning("app %r's corrected estimates not summarized: it holds %.1f MB, its "
                         "limit RAGMON_APP_STORAGE_MB=%g MB; its last summary stays", app,
                         (share - room) / MIB, share / MIB)  # fmt: skip
-    return apps
+    return list(due)
 
 
 def summarize_job() -> list[str]:

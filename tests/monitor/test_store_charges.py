@@ -120,15 +120,41 @@ def test_an_apps_finished_event_asks_for_its_summary_when_missing_or_stale(
     from ragmon.store.estimate_summaries import FRESH_S
 
     est, due = store.estimates, store.keys.estimates_due
-    est.freshen("shop", NOW)  # its first judged event: no summary yet
+    est.freshen("shop", NOW)  # its first judged event: no summary yet, the whole summary
     assert store.client.smembers(due) == {b"shop"} and store.delivery.jobs.waiting() == 1
-    assert est.due() == ["shop"]
+    assert est.due() == {"shop": False}
     est.save("shop", summary(10), NOW + 1)
     est.freshen("shop", NOW + 2)
     est.freshen("shop", NOW + FRESH_S / 2)
     assert store.client.smembers(due) == set()  # fresh: not asked again
     est.freshen("shop", NOW + 1 + FRESH_S)  # new events, and the summary is FRESH_S old
-    assert store.client.smembers(due) == {b"shop"}
+    assert est.due() == {"shop": True}  # only the windows new events fall in
+    est.want(["shop"], recent=True)
+    est.want(["shop"])  # people graded meanwhile: the whole summary
+    assert est.due() == {"shop": False}
+
+
+def test_new_events_refresh_only_their_windows_and_the_charge_follows(store: Store) -> None:
+    from datetime import UTC, datetime
+
+    from ragmon.oversight import AGREEMENT, LAST, Oversight, summarize, summary_windows
+
+    oversight = Oversight(store, store.settings.measure_params())
+    full = summarize(oversight, "shop", NOW, 35)
+    assert store.estimates.save("shop", full, NOW)
+    store.client.config_resetstat()
+    recent = summarize(oversight, "shop", NOW + 60, 35, recent=True)
+    today = datetime.fromtimestamp(NOW, UTC).date()
+    windows = summary_windows(today, 35)
+    assert LAST in recent and AGREEMENT not in recent and len(recent) == 2  # and this week
+    days = {d for k in recent for d in windows[k].days}
+    assert int(store.client.info("commandstats")["cmdstat_lrange"]["calls"]) == len(days) < 14
+    assert store.estimates.save("shop", recent, NOW + 60, recent=True)
+    assert store.estimates.load("shop", AGREEMENT) == full[AGREEMENT]  # the others kept
+    assert store.estimates.load("shop", LAST) == recent[LAST]
+    assert store.estimates.summarized_at()["shop"] == NOW  # the whole summary's time
+    taken = int(store.client.memory_usage(store.keys.estimates("shop"), samples=0) or 0)
+    assert taken <= held(store, Kind.ESTIMATES)["shop"] <= 1.2 * taken + 400
 
 
 def test_a_summary_reads_each_day_once(store: Store) -> None:
