@@ -147,6 +147,8 @@ class RagmonCollector:
         mode = self.store.settings.sampling
         for m in ("fixed", "planned"):
             fams["ragmon_sampling_mode"].add_metric([m], 1.0 if m == mode else 0.0)
+        if mode == "fixed":
+            fams["ragmon_sampling_fixed_rate"].add_metric([], self.store.settings.sample_rate)
         memory = self.store.ledger.memory(time.time())
         for app, by_kind in sorted(memory.reading.held.items()):
             for kind, n in sorted(by_kind.items()):

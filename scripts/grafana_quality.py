@@ -67,6 +67,19 @@ def mean(key: str, window: str = "$window", by: str = "", extra: str = "") -> st
     )
 
 
+def covered(window: str, by: str = "") -> str:
+    """The share of the accepted events that the judged ones stand for: each judged event weighs
+    1 / its inclusion probability in a quality histogram's _count (1 with a fixed rate, then
+    divided by it), and every accepted event is counted once in the signals' histograms
+    (`ragmon:retrieval_coverage:share1d` is the same for a day)."""
+    agg = f"sum by ({by}) " if by else "sum "
+    return (
+        f"{agg}(increase(ragmon_retrieval_ndcg_count{{{SEL}}}[{window}]))\n"
+        f"/ {agg}(increase(ragmon_signal_results_count{{{SEL}}}[{window}]))\n"
+        "/ scalar(max(ragmon_sampling_fixed_rate) or vector(1))"
+    )
+
+
 def quantile(q: float, key: str, window: str = "$window") -> str:
     """The q-quantile of a quality histogram over the selected series."""
     return (
@@ -235,6 +248,9 @@ def signal_panels() -> list[dict[str, Any]]:
 
 # The first row's change panels: (measure, the change that turns it red: a fall, or for
 # Harm@K a rise), in the alerts' terms (docs/grafana.md).
+# The "Events the means cover" stat is red below 90 %.
+COVERED_GREEN = {"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                               {"color": "green", "value": 0.9}]}  # fmt: skip
 CHANGES = (("ndcg", -0.03), ("hit", -0.05), ("t", -0.1), ("harm", 0.05))
 # The per-retriever time series the first row shows: the measures the quality alerts watch.
 FIRST_SERIES = ("ndcg", "t", "hit", "harm")
@@ -263,10 +279,14 @@ def first_screen() -> list[dict[str, Any]]:
     p: list[dict[str, Any]] = [row("Is retrieval getting worse? Where? Since when?")]
     p.append(
         stat(
-            "Events judged",
-            "Retrievals judged and measured in the selected time range (after sampling).",
-            f"sum(increase(ragmon_retrieval_ndcg_count{{{SEL}}}[$__range]))",
-            defaults={"decimals": 0},
+            "Events the means cover",
+            "The share of the range's accepted events that its judged events stand for (each "
+            "1 / its inclusion probability): below 100 % some went unjudged (the budget ran "
+            "out, the judge failed, or they are still queued), and every mean here covers only "
+            "that share.",
+            covered("$__range"),
+            unit="percentunit",
+            defaults={"decimals": 0, "thresholds": COVERED_GREEN, "color": {"mode": "thresholds"}},
         )
     )
     p.append(
@@ -295,8 +315,10 @@ def first_screen() -> list[dict[str, Any]]:
         target(mean(k, "$__range", by="retriever"), TITLES[k], instant=True, range=False,
                format="table")
         for k in measures
-    ]  # fmt: skip
-    renames = {f"Value #{chr(ord('A') + i)}": TITLES[k] for i, k in enumerate(measures)}
+    ] + [target(covered("$__range", by="retriever"), "covered", instant=True, range=False,
+                format="table")]  # fmt: skip
+    titles = [TITLES[k] for k in measures] + ["events covered"]
+    renames = {f"Value #{chr(ord('A') + i)}": t for i, t in enumerate(titles)}
     p.append(
         panel(
             "table",

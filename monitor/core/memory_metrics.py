@@ -16,6 +16,11 @@ MEMORY: tuple[Metric, ...] = (
         ("mode",),
     ),
     Metric(
+        "ragmon_sampling_fixed_rate",
+        "gauge",
+        "RAGMON_SAMPLE_RATE when RAGMON_SAMPLING=fixed (absent when planned).",
+    ),
+    Metric(
         "ragmon_memory_held_bytes",
         "gauge",
         "Bytes each app holds in Redis by class (idem: events not judged, within "

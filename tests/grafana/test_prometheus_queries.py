@@ -25,6 +25,7 @@ import redis
 from ragmon.demo import traffic
 from tests.grafana.prometheus_server import PrometheusServer
 from tests.grafana.queries import (
+    RULE_FILES,
     alert_queries,
     metric_names,
     panel_queries,
@@ -318,6 +319,49 @@ def test_the_mean_panel_weights_series_by_their_events(tmp_path: Path) -> None:
         }],
     }  # fmt: skip
     path = tmp_path / "mean_panel_test.yml"
+    path.write_text(json.dumps(spec))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("fixed_rate", [None, 0.5], ids=["planned", "fixed"])
+def test_the_coverage_rule_and_panel_say_what_share_the_means_cover(
+    promtool: str, tmp_path: Path, fixed_rate: float | None
+) -> None:
+    """On fixed series (promtool): 10 events a minute, of which the judged ones stand for all
+    at first, then for none (the budget ran out at 30m). Planned, each judged event weighs
+    1 / its probability (1 here); fixed at 0.5, events weigh 1 and half of them are judged:
+    both read 1 while everything chosen is judged, and 0.5 over the hour at 60m."""
+    (query,) = [q for q in panel_queries() if q.source.endswith(" Events the means cover [A]")]
+    panel = grafana_expr(query.expr).replace("[5m]", "[1h]")
+    per_min = 10 * (fixed_rate or 1.0)
+    where = '{app="a", index="i", retriever="r", segment="s"}'
+    series = [
+        (f"ragmon_signal_results_count{where}", "0+10x60"),
+        (f"ragmon_retrieval_ndcg_count{where}", f"0+{per_min:g}x30 {30 * per_min:g}x30"),
+    ]
+    if fixed_rate is not None:
+        series.append(('ragmon_sampling_fixed_rate{job="ragmon"}', f"{fixed_rate}x60"))
+    rule = f"ragmon:retrieval_coverage:share1d{where}"
+    spec = {
+        "rule_files": [str(f) for f in RULE_FILES if f.name == "ragmon-recording.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": k, "values": v} for k, v in series],
+            "promql_expr_test": [
+                {"expr": f"round({rule}, 0.001)", "eval_time": "30m",
+                 "exp_samples": [{"labels": rule.replace("ragmon:retrieval_coverage:share1d", ""),
+                                  "value": 1}]},
+                {"expr": f"round({rule}, 0.001)", "eval_time": "60m",
+                 "exp_samples": [{"labels": rule.replace("ragmon:retrieval_coverage:share1d", ""),
+                                  "value": 0.5}]},
+                {"expr": f"round({panel}, 0.001)", "eval_time": "60m",
+                 "exp_samples": [{"labels": "{}", "value": 0.5}]},
+            ],
+        }],
+    }  # fmt: skip
+    path = tmp_path / "coverage_test.yml"
     path.write_text(json.dumps(spec))
     r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -39,6 +39,9 @@ def test_a_fixed_rate_is_exported_per_series_with_the_budgets_forecast(make_api)
         "the new series' rate on /metrics",
     )
     assert found[("ragmon_sampling_rate", where)] == 0.5
+    # what the coverage panel and rule divide by: events weigh 1 at a fixed rate
+    assert found[("ragmon_sampling_fixed_rate", ())] == 0.5
+    assert found[("ragmon_sampling_mode", (("mode", "fixed"),))] == 1.0
     assert found[("ragmon_sampling_pace", ())] >= 0.0
     assert ("ragmon_sampling_budget_runout_timestamp_seconds", ()) in found
 
@@ -140,6 +143,11 @@ def test_exported_means_are_the_weighted_means_of_the_events(make_api):
         # the alerts' effective number of judged events: _count^2 / the weight squares
         squares = exported[("ragmon_retrieval_weight_squares_total", where)]
         assert squares == pytest.approx(sum(x * x for x in w), rel=1e-9)
+    # the coverage panel's share: the small series, judged whole, stands for all its events
+    small = (("app", "test"), ("index", "default"), ("retriever", "small"), ("segment", "default"))
+    received = exported[("ragmon_signal_results_count", small)]
+    assert exported[("ragmon_retrieval_ndcg_count", small)] / received == 1.0 == received / 5
+    assert ("ragmon_sampling_fixed_rate", ()) not in exported  # planned: divided by nothing
 
 
 def old_series(api, *retrievers: str) -> None:
