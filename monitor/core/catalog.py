@@ -247,6 +247,13 @@ SIGNALS: tuple[Metric, ...] = (
         SERIES_LABELS,
     ),
     Metric(
+        "ragmon_signal_empty_queries",
+        "counter",
+        "Empty results (M = 0) of accepted events, each normalized query counted once a day per "
+        "series: a user's retries of one empty query count once (the empty-result alerts).",
+        SERIES_LABELS,
+    ),
+    Metric(
         "ragmon_signal_queries_distinct",
         "gauge",
         "Distinct queries (case and runs of white space ignored) among each series' accepted "

@@ -40,6 +40,7 @@ class Name(StrEnum):
     RETRIEVAL_WEIGHT_SQUARES = "retrieval_weight_squares"  # lifetime: by series, sum of w^2
     SIGNAL_SHORT = "signal_short"  # by series: accepted events with M < K (INGEST)
     PASSAGES_DUPLICATE = "passages_duplicate"  # by series: repeated passage ids (INGEST)
+    SIGNAL_EMPTY_QUERIES = "signal_empty_queries"  # by series: empty queries new that day (INGEST)
 
 
 class Kind(StrEnum):
@@ -95,3 +96,4 @@ class Slot(StrEnum):
     APP = "{A}"
     REF = "{R}"
     DAY = "{D}"
+    QUERY = "{Q}"

@@ -11,6 +11,7 @@ from ragmon.store.fields import Name, Slot
 
 OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
+EMPTY_QUERY_TTL_S = 86400  # an empty query counts once a day per series (the alerts' baseline)
 QUERIES_TTL_S = 15 * 86400  # a day's distinct-query HyperLogLogs (up to 12 kB each): 2 weeks
 
 
@@ -183,6 +184,12 @@ class Keys:
         """HyperLogLog of one series' distinct normalized queries on one UTC day (by the
         events' timestamps), written at ingest: `ragmon_signal_queries_distinct`."""
         return f"{self.prefix}:day:{day}:q:{series}"
+
+    def empty_query(self, series: str, query: str) -> str:
+        """Set at ingest when a series answers a normalized query empty, kept `EMPTY_QUERY_TTL_S`:
+        while it lives, that query's empty results add nothing to `ragmon_signal_empty_queries`
+        (a user's retries of one empty query are one observation, not eight)."""
+        return f"{self.prefix}:eq:{series}:{query}"
 
     def day_events(self, day: str, app: str | None = None) -> str:
         """Per-UTC-day list of one app's compact per-event records (the drift report's

@@ -86,7 +86,9 @@ end
 # histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the lifetime and
 # the day's counters (`day_counters`, as `day_hist`), repeated passages into the counters, the
 # queries' hashes into the day's HyperLogLog (`queries`, also with `SLOT.series`; kept `queries_ttl`
-# s); the series passes the series budget first (`admit`: `total`, `per_app`; folded names from
+# s), and an empty result (signal `results`, by index, is 0) into `signal_empty_queries` when its
+# query's `empty_query` key (`SLOT.query` its hash) was absent, that key then set for `empty_ttl` s;
+# the series passes the series budget first (`admit`: `total`, `per_app`; folded names from
 # `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events). Returns per event 1
 # (created), its stored status (the id existed) or {-2, app} (its request was refused: that app is
 # at its limit); then 1 when the caller must enqueue a drain job (none waits: `Keys.drain_wanted`
@@ -117,10 +119,11 @@ local apps_at = ARGV_REST + 8 * n
 local n_apps = #KEYS - KEYS_REST + 1 - n
 local groups_at = apps_at + n_apps
 local sums = {}
+local setup = cjson.decode(A.signals)
 local function observe(g, sig)  -- one new event's signals into its group's sums
   local a = sums[g]
   if not a then
-    a = {short = 0, rep = 0, queries = {}, b = {}, s = {}, q = {}, c = {}}
+    a = {short = 0, rep = 0, queries = {}, empties = {}, b = {}, s = {}, q = {}, c = {}}
     sums[g] = a
   end
   local short, rep, qh, rest = string.match(sig, '^(%d+) (%d+) (%S+)(.*)$')
@@ -133,6 +136,7 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
     local b, v = string.match(slot, '^(%d+):(%S+)$')
     if b then
       local x = tonumber(v)
+      if i == setup.results and x == 0 then a.empties[#a.empties + 1] = qh end
       local buckets = a.b[i] or {}
       a.b[i] = buckets
       buckets[b] = (buckets[b] or 0) + 1
@@ -192,7 +196,6 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
   i = last + 1
 end
 if next(sums) then
-  local setup = cjson.decode(A.signals)
   local names = setup.names
   local budget = {total = setup.total, per_app = setup.per_app, now = now}
   for g, a in pairs(sums) do
@@ -220,6 +223,14 @@ if next(sums) then
     end
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
+    end
+    local new_empty = 0
+    for _, qh in ipairs(a.empties) do
+      local seen = filled(filled(setup.empty_query, SLOT.series, series), SLOT.query, qh)
+      if redis.call('SET', seen, 1, 'NX', 'EX', setup.empty_ttl) then new_empty = new_empty + 1 end
+    end
+    if new_empty > 0 then
+      redis.call('HINCRBY', K.counters, N.signal_empty_queries .. SEP .. series, new_empty)
     end
     local queries = filled(filled(setup.queries, SLOT.day, day), SLOT.series, series)
     redis.call('PFADD', queries, unpack(a.queries))

@@ -84,6 +84,20 @@ def test_every_new_event_adds_its_signals_once(store: Store) -> None:
     assert 0 < store.client.ttl(store.keys.day_counters(DAY)) <= DAY_TTL_S
     assert counters["passages_duplicate|shop|docs|bm25|default"] == 1
     assert store.distinct_queries(DAY, ["shop|docs|bm25|default"]) == [4]
+    assert counters["signal_empty_queries|shop|docs|bm25|default"] == 1  # event 2
+
+
+def test_retries_of_one_empty_query_count_once_a_day(store: Store) -> None:
+    """A user retrying an empty query (new event ids, same query) adds one empty query; another
+    empty query adds one more; a non-empty query adds none."""
+    store.ingest([item(i) for i in (2, 7, 12, 17, 0)])  # "empty" four times, then a flea
+    store.ingest([IngestItem("x", json.dumps({"k": 5}), False, "shop", "shop|docs|bm25|default",
+                             1.0, DAY, signal_record("Other  EMPTY", 5, [], []))])  # fmt: skip
+    store.ingest([IngestItem("y", json.dumps({"k": 5}), False, "shop", "shop|docs|bm25|default",
+                             1.0, DAY, signal_record("other empty", 5, [], []))])  # fmt: skip
+    assert store.counters()["signal_empty_queries|shop|docs|bm25|default"] == 2
+    h = store.histograms(bounds())["signal_results"][("shop", "docs", "bm25", "default")]
+    assert h.buckets[0] == 6  # every empty event still counts in the histogram
 
 
 def test_distinct_queries_over_days_and_segments_count_each_query_once(store: Store) -> None:
@@ -131,4 +145,5 @@ def test_metrics_show_the_signals(store: Store) -> None:
     assert f"ragmon_signal_results_count{{{labels}}} 5" in text
     assert f"ragmon_signal_queries_distinct{{{labels}}} 4.0" in text
     assert f"ragmon_signal_short_total{{{labels}}} 2.0" in text
+    assert f"ragmon_signal_empty_queries_total{{{labels}}} 1.0" in text
     assert BY_NAME["ragmon_signal_top_score_sum_squares"].name + "_total{" + labels in text
