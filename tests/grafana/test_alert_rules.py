@@ -29,7 +29,7 @@ REQUIRED_ALERTS = {
     "RagmonDown",
     "RagmonJudgeDrift", "RagmonJudgeDriftWatchBlind", "RagmonEmptyResultsHigh",
     "RagmonEmptyResultsHighSlow",
-    "RagmonSeriesStopped", "RagmonTopScoreDrop", "RagmonMemoryForecastHigh", "RagmonRecallLoss",
+    "RagmonSeriesStopped", "RagmonTopScoreShift", "RagmonMemoryForecastHigh", "RagmonRecallLoss",
 }  # fmt: skip
 
 
@@ -198,7 +198,7 @@ def _render(template: str, labels: dict[str, str], bases: dict[str, str]) -> str
 # The panel each alert's dashboard link opens: panel ids are given in build order, so a panel
 # added above shifts them, and the rules' links must follow (python scripts/regenerate.py).
 # An alert of each unit test file whose links the external-labels test renders.
-LINK_CASES = {"RagmonHitRateLow", "RagmonJudgeErrorsHigh", "RagmonTopScoreDrop"}
+LINK_CASES = {"RagmonHitRateLow", "RagmonJudgeErrorsHigh", "RagmonTopScoreShift"}
 
 ALERT_PANELS = {
     "RagmonQualityDropNDCG": "nDCG@K by retriever",
@@ -217,7 +217,7 @@ ALERT_PANELS = {
     "RagmonEmptyResultsHigh": "Empty results (share) by retriever",
     "RagmonEmptyResultsHighSlow": "Empty results (share) by retriever",
     "RagmonSeriesStopped": "Events received by retriever",
-    "RagmonTopScoreDrop": "Top score (mean) by retriever",
+    "RagmonTopScoreShift": "Top score (mean) by retriever",
     "RagmonMemoryForecastHigh": "Redis memory and its forecast",
     "RagmonRecallLoss": "RA-nWG@K against the pooled ideal by retriever",
 }
