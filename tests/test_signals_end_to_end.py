@@ -5,7 +5,8 @@ Each simulated minute, 60 events per series go through `POST /v1/retrievals/batc
 `/metrics` is scraped once (rendered per scrape); the scrapes become a minute-by-minute series
 for promtool, which evaluates the shipped rules on them (deploy/prometheus/rules/). Series shop/
 docs: `bm25` answers empty for 2 % of its queries, then from minute `OUTAGE` for 20 % of the
-others too; `dense` stays at 2 %. No worker runs: nothing is judged (at 1 % sampling about 1.2
+others too; `dense` stays at 2 %, and from minute `OUTAGE` one user retries one empty query 8
+times a minute (one empty query: must not fire). No worker runs: nothing is judged (at 1 % sampling about 1.2
 events of bm25 would be in those 2 minutes), so no judged measure can have moved.
 """
 
@@ -27,18 +28,21 @@ BASELINE_P, OUTAGE_P = 0.02, 0.2  # the share of queries answered empty, and the
 PER_MINUTE = 60
 OUTAGE = 20  # the minute the outage starts
 MINUTES = OUTAGE + 5
-SERIES = {"bm25": True, "dense": False}  # retriever -> has the outage
+SERIES = {"bm25": True, "dense": False}  # retriever -> has the outage (else: the retries)
+RETRIES = 8
 LABELS = 'app="shop",index="docs",retriever="{}",segment="default"'
 
 
-def _event(rng: random.Random, retriever: str, minute: int, i: int, empty: bool) -> dict:
+def _event(
+    rng: random.Random, retriever: str, minute: int, i: int, empty: bool, query: str = ""
+) -> dict:
     passages = [] if empty else [
         {"id": f"p{j}", "text": f"passage {j} about topic {i % 40}", "score": 20.0 - j}
         for j in range(10)
     ]  # fmt: skip
     return {
         "event_id": f"{retriever}-{minute}-{i}",
-        "query": f"question {rng.randrange(500)} about topic {i % 40}",
+        "query": query or f"question {rng.randrange(500)} about topic {i % 40}",
         "k": 5,
         "passages": passages,
         "labels": {"app": "shop", "index": "docs", "retriever": retriever},
@@ -53,7 +57,7 @@ def _sample(text: str, name: str, labels: str) -> float:
 def _scrapes(api: ApiServer) -> dict[str, dict[str, list[float]]]:
     """Per retriever, the scraped events and empty results after each simulated minute."""
     rng = random.Random(38)
-    out = {r: {"count": [], "empty": []} for r in SERIES}
+    out = {r: {"count": [], "empty": [], "queries": []} for r in SERIES}
     with httpx.Client(base_url=api.url, timeout=30) as client:
         for minute in range(MINUTES + 1):
             for retriever, outage in SERIES.items():
@@ -64,6 +68,9 @@ def _scrapes(api: ApiServer) -> dict[str, dict[str, list[float]]]:
                 )
                 events = [_event(rng, retriever, minute, i, rng.random() < p)
                           for i in range(PER_MINUTE)] if minute else []  # fmt: skip
+                if not outage and minute > OUTAGE:
+                    events += [_event(rng, retriever, minute, PER_MINUTE + i, True, "where is it")
+                               for i in range(RETRIES)]  # fmt: skip
                 if events:
                     r = client.post("/v1/retrievals/batch", json={"events": events})
                     assert r.status_code == 202, r.text
@@ -73,6 +80,9 @@ def _scrapes(api: ApiServer) -> dict[str, dict[str, list[float]]]:
                 out[retriever]["count"].append(_sample(text, "ragmon_signal_results_count", labels))
                 out[retriever]["empty"].append(
                     _sample(text, "ragmon_signal_results_bucket", labels + ',le="0.0"')
+                )
+                out[retriever]["queries"].append(
+                    _sample(text, "ragmon_signal_empty_queries_total", labels)
                 )
             assert "ragmon_retrieval_ndcg_count{" not in text  # nothing judged
     return out
@@ -96,7 +106,13 @@ def test_an_index_outage_fires_the_empty_result_alert_within_two_minutes(
              "values": " ".join(f"{v:g}" for v in series["count"])},
             {"series": f'ragmon_signal_results_bucket{{{labels},le="0.0"}}',
              "values": " ".join(f"{v:g}" for v in series["empty"])},
+            {"series": f"ragmon_signal_empty_queries_total{{{labels}}}",
+             "values": " ".join(f"{v:g}" for v in series["queries"])},
         ]  # fmt: skip
+    dense = scraped["dense"]
+    retried = dense["empty"][-1] - dense["empty"][OUTAGE]
+    assert retried >= RETRIES * (MINUTES - OUTAGE)  # the retries are empty results
+    assert dense["queries"][-1] - dense["queries"][OUTAGE] < retried - RETRIES  # not queries
     firing = (
         f'ALERTS{{alertname="RagmonEmptyResultsHigh",alertstate="firing",'
         f'{LABELS.format("bm25")},severity="critical"}}'

@@ -1,6 +1,7 @@
 """How well the score signals predict judged nDCG@10, on the five TREC DL retrievers.
 
     python -m tests.stats.trec_qpp [--data ../shared/data/trec-dl]   (or TREC_DL_DIR=...)
+    python -m tests.stats.trec_qpp --spread   # each signal's spread, and r with the top score
 
 Each record of `trec-dl-top20.jsonl` is one event as ragmon sees it online: a retriever's top
 20 with its scores, K = 10. Per event, the predictors of `ragmon.core.signals` (NQC, WIG, the
@@ -17,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -141,11 +143,29 @@ def render(cells: dict[str, dict[str, dict[str, Cell]]]) -> str:
     return "\n".join(lines)
 
 
+def spread(records: list[dict[str, Any]]) -> str:
+    """Per run: each signal's spread over queries (SD / mean: the events an hour's mean needs
+    to see a given relative change grow with its square), and Pearson's r of the score gap and
+    NQC with the top score (why no alert of their own: docs/signals.md)."""
+    lines = ["| run | SD / mean: top score | gap | NQC | r(gap, top) | r(NQC, top) |",
+             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for name, rs in groups(records).items():
+        if name == "pooled":
+            continue
+        top, gap, nqc = ([_signal(k)(r) for r in rs] for k in ("top_score", "score_gap", "qpp_nqc"))
+        cv = [statistics.pstdev(v) / abs(statistics.fmean(v)) for v in (top, gap, nqc)]  # type: ignore[arg-type]
+        lines.append(f"| {name} | " + " | ".join(f"{c:.2f}" for c in cv)
+                     + f" | {pearson(gap, top):.2f} | {pearson(nqc, top):.2f} |")  # type: ignore[arg-type]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--spread", action="store_true", help="the signals' spread per run")
     args = parser.parse_args(argv)
-    print(render(table(load(args.data))))
+    records = load(args.data)
+    print(spread(records) if args.spread else render(table(records)))
 
 
 if __name__ == "__main__":
