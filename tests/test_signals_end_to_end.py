@@ -6,8 +6,9 @@ Each simulated minute, 60 events per series go through `POST /v1/retrievals/batc
 for promtool, which evaluates the shipped rules on them (deploy/prometheus/rules/). Series shop/
 docs: `bm25` answers empty for 2 % of its queries, then from minute `OUTAGE` for 20 % of the
 others too; `dense` stays at 2 %, and from minute `OUTAGE` one user retries one empty query 8
-times a minute (one empty query: must not fire). No worker runs: nothing is judged (at 1 % sampling about 1.2
-events of bm25 would be in those 2 minutes), so no judged measure can have moved.
+times a minute (one empty query: must not fire). No worker runs: nothing is judged (at 1 %
+sampling about 1.2 events of bm25 would be in those 2 minutes), so no judged measure can have
+moved.
 """
 
 from __future__ import annotations

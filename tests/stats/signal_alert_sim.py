@@ -290,8 +290,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         false = null_week(case, args.series, args.seed + i, rules)
         fast, either = outage_delay(case, args.trials, args.seed + 1000 + i, rules)
-        shifts = [_minutes(shift_delay(case, args.trials, args.seed + k * 2000 + i, x, rules))
-                  for k, x in ((1, 0.8), (2, 1.5))] if case.empty == 0.02 else ["| "] * 2
+        shifts = (
+            [
+                _minutes(shift_delay(case, args.trials, args.seed + k * 2000 + i, x, rules))
+                for k, x in ((1, 0.8), (2, 1.5))
+            ]
+            if case.empty == 0.02
+            else ["| "] * 2
+        )
         counts = " | ".join(str(false[a]) for a in ALERTS)
         print(f"| {case.rate:g} | {case.empty:.0%} | {counts} | {_minutes(fast)} | "
               f"{_minutes(either)} | {shifts[0]} | {shifts[1]} |", flush=True)  # fmt: skip
