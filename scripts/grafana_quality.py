@@ -214,9 +214,9 @@ def signal_panels() -> list[dict[str, Any]]:
         timeseries(
             "Top score (mean) by retriever",
             "The retriever's own score of its first passage, averaged: a fall means weaker "
-            "matches, a move either way a changed scale (alert RagmonTopScoreShift). Scores of "
-            "different retrievers are on different scales: compare a line with its own past. A "
-            "retriever that sends no scores has no line (Scored events, below).",
+            "matches, a move either way a changed scale (alert RagmonTopScoreShift). Retrievers "
+            "score on different scales: compare a line with its own past. A retriever that "
+            "sends no scores has no line (Scored events, below).",
             [target(signal_mean("top_score"), legend)],
             defaults={"noValue": no_scores},
         ),
