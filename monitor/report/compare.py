@@ -6,6 +6,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain, groupby
 
 import numpy as np
 
@@ -13,17 +14,18 @@ from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
-from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SpanWindows
+from ragmon.report.small_series import SpanWindows, split_weeks
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
-# They form one Holm family per report, so adding one makes every verdict slightly stricter.
+# They form one family per report (`drift.family`), so adding one makes every verdict stricter.
 MEASURES = tuple(m.key for m in TABLE if m.report)
 # Measured only on some deployments (UDCG needs RAGMON_UTILITY=on): no row when no data.
 OPTIONAL = frozenset(m.key for m in TABLE if m.needs)
 NAMES = {m.key: m.name for m in TABLE}
+RANGE = {m.key: (m.lo, m.hi) for m in TABLE}  # an interval is cut to its measure's range
 LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
-ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
+ALPHA = 0.05  # family-wise error rate of one report (`drift.maxt` over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
 PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
@@ -101,7 +103,7 @@ class Row:
 
     @property
     def p(self) -> float:
-        """Holm-adjusted p-value (1 when untested)."""
+        """Family-wise adjusted p-value (`drift.family`; 1 when untested)."""
         return 1.0 if self.p_adj is None else self.p_adj
 
     @property
@@ -281,10 +283,10 @@ def compare_measure(
         cur.events.get(group), measure, cur.hists, group, coded.clu_c if coded else None
     )
     if row.base is None or row.cur is None or min(row.base.n, row.cur.n) < 2:
-        return row
+        return _in_range(row)
     if coded is not None:
         sb, sc = coded.samples(measure)
-        row.change = drift.segment_change(sb, sc)
+        row.change = drift.segment_change(sb, sc, cap=drift.CAP)
         nb_eff, nc_eff = _effective(row.base, sb), _effective(row.cur, sc)
         # a weighted histogram counts the events its judged ones stand for: so do the records
         full = all(
@@ -295,13 +297,23 @@ def compare_measure(
     else:
         cb, cc = _binned_cells(base.hists, measure, group), _binned_cells(cur.hists, measure, group)
         if not cb or not cc:
-            return row
+            return _in_range(row)
         row.change = drift.binned_change(cb, cc)
         nb_eff, nc_eff = float(row.base.n), float(row.cur.n)
         row.source = "binned counts"
     if hb is not None and hc is not None and hb.count and hc.count:
         row.psi = drift.psi(hb.buckets, hc.buckets)
         row.psi_p = drift.psi_pvalue(hb.buckets, hc.buckets, nb_eff, nc_eff)
+    return _in_range(row)
+
+
+def _in_range(row: Row) -> Row:
+    """Intervals cut to what the measure can take: a t interval on few effective clusters can
+    reach past it, where no value is possible."""
+    lo, hi = RANGE[row.measure]
+    row.base = row.base.within(lo, hi) if row.base else None
+    row.cur = row.cur.within(lo, hi) if row.cur else None
+    row.change = row.change.within(lo, hi) if row.change else None
     return row
 
 
@@ -317,24 +329,12 @@ class Span:
     permutation: bool = True  # p from the change-point scan's permutation test
 
 
-def _splits(events: Events, weeks: list[int], total: int) -> list[int]:
-    """The weeks a series can be split at: both sides with the small minimum of events and
-    distinct queries."""
-    out = []
-    for s in range(1, total):
-        sides = ([q for q, w in zip(events.queries, weeks, strict=True) if (w >= s) == after]
-                 for after in (False, True))  # fmt: skip
-        if all(len(q) >= SMALL_MIN_EVENTS and len(set(q)) >= SMALL_MIN_QUERIES for q in sides):
-            out.append(s)
-    return out
-
-
 def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
     """A group too small for one week, over the trend's weeks split where each measure moves
     most (`drift.changepoint_pvalue`); None when no split has the small minimum on both sides."""
     events, weeks = spans.series(g)
     total = len(spans.trend)
-    splits = _splits(events, weeks, total)
+    splits = split_weeks(events, weeks, total)
     if not splits:
         return None
     clusters = drift.retrieval_clusters(events.queries, _passages(events))
@@ -367,6 +367,7 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
             # few events: segments pooled (the plain change), p from the scan
             plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
             row.change = replace(plain, pvalue=p)
+            _in_range(row)
         if span is None:  # the headline measure's split describes the series
             span = Span(total - split, volume(eb), volume(ec), split)
         rows.append(row)
@@ -385,7 +386,7 @@ class Compared:
 
 
 def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] = ()) -> Compared:
-    """Every (group, measure) row with Holm-adjusted p-values and a status. `trend`: the
+    """Every (group, measure) row with family-wise adjusted p-values and a status. `trend`: the
     weekly blocks a small series is compared over when one week has too few events."""
     rows: list[Row] = []
     volumes: dict[Group, tuple[Volume, Volume]] = {}
@@ -428,8 +429,10 @@ def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] =
                 row.status = CANNOT_TELL
                 row.change = None
             rows.append(row)
-    tested = [r for r in rows if r.change is not None]
-    for r, p in zip(tested, drift.holm([r.tested.pvalue for r in tested]), strict=True):
+    # one block of correlated changes per group (its rows are consecutive)
+    blocks = [list(b) for _, b in groupby((r for r in rows if r.change), key=lambda r: r.group)]
+    adjusted = drift.family([[r.tested for r in b] for b in blocks])
+    for r, p in zip((r for b in blocks for r in b), chain(*adjusted), strict=True):
         r.p_adj = p
         big = abs(r.tested.effect) >= MIN_EFFECT
         if p < ALPHA and big:

@@ -178,10 +178,12 @@ def measures_section(doc: Doc, report: Report) -> None:
     doc.h(2, "All measures, this week vs baseline", "measures")
     doc.p(
         "Means with 95% intervals that allow for repeated questions (cluster-robust by query, "
-        "t reference); the total change, and the change within segments at the baseline's "
-        "segment mix, which is what is tested; p is Holm-adjusted over every comparison in "
-        "this report; PSI on the fixed histogram bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 "
-        f"major), shown as 'within noise' when a PSI this large has a chance of {PSI_ALPHA:.0%} "
+        "t reference; cut to the measure's range); the total change, and the change within "
+        "segments at the baseline's segment mix, no question weighing more than "
+        f"{drift.CAP:g} times the average one, which is what is tested; p is adjusted "
+        "(step-down max-|Z|) over every comparison in this report; PSI on the fixed histogram "
+        "bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 major), shown as 'within noise' when "
+        f"a PSI this large has a chance of {PSI_ALPHA:.0%} "
         "or more with no change at this volume."
     )
     mixes = {m.group: m for m in report.mix}
@@ -216,7 +218,7 @@ def measures_section(doc: Doc, report: Report) -> None:
                 + [status]
             )
         doc.table(
-            ["measure", "baseline", "this week", "total change", "within segments", "p (Holm)"]
+            ["measure", "baseline", "this week", "total change", "within segments", "p (adj.)"]
             + ["PSI", "status"],
             rows,
         )
@@ -360,7 +362,7 @@ def methods_section(doc: Doc) -> None:
             "scan; below that the report says 'too few events to tell' with the counts.",
             "A regression is a measure whose change within segments, at the baseline's segment "
             "mix, points the bad way (Harm@K up, every other measure down), with a "
-            f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "
+            f"adjusted p-value below {ALPHA} over all comparisons in the report and a "
             f"change of at least {MIN_EFFECT} standard deviations of one event. A change that "
             "only the segment mix explains is a mix shift, not a regression.",
             "Each retriever has one verdict, its measures read together: any regression makes "

@@ -25,6 +25,7 @@ Production traffic breaks the textbook assumptions, and each piece here is chose
 from __future__ import annotations
 
 from ragmon.core.drift.changes import (
+    CAP,
     MIN_CELL,
     Cell,
     Change,
@@ -33,6 +34,7 @@ from ragmon.core.drift.changes import (
     bin_midpoints,
     binned_change,
     binned_moments,
+    capped,
     cluster_variance,
     clustered_mean,
     segment_change,
@@ -43,8 +45,11 @@ from ragmon.core.drift.permutation import MORE_REPS, changepoint_pvalue, permuta
 from ragmon.core.drift.shift import (
     PSI_MAJOR,
     PSI_MODERATE,
+    correlation,
     evidence,
+    family,
     holm,
+    maxt,
     psi,
     psi_level,
     psi_noise,
@@ -53,6 +58,7 @@ from ragmon.core.drift.shift import (
 )
 
 __all__ = [
+    "CAP",
     "MIN_CELL",
     "MORE_REPS",
     "OVERLAP",
@@ -66,11 +72,15 @@ __all__ = [
     "changepoint_pvalue",
     "binned_change",
     "binned_moments",
+    "capped",
     "chi2_sf",
     "cluster_variance",
     "clustered_mean",
+    "correlation",
     "evidence",
+    "family",
     "holm",
+    "maxt",
     "permutation_pvalue",
     "psi",
     "psi_level",
