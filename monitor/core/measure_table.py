@@ -37,7 +37,7 @@ class Measure:
     panel: str = ""
     title: str = ""  # the dashboard's title when it differs from `name`
     unit: str = "none"  # Grafana unit: "percentunit" for shares
-    report: bool = False  # compared in the weekly drift report (one family of tests)
+    report: bool = False  # compared in the weekly drift report (one Holm family)
     calibrate: bool = False  # compared with known grades by `ragmon calibrate`
     summary: bool = False  # in the demo's summary table
     needs: str = ""  # the setting without which it is always null (the report then skips it)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain, groupby
 
 import numpy as np
 
@@ -14,18 +13,18 @@ from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
-from ragmon.report.small_series import SpanWindows, split_weeks
+from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SpanWindows
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
-# They form one family per report (`drift.family`), so adding one makes every verdict stricter.
+# They form one Holm family per report, so adding one makes every verdict slightly stricter.
 MEASURES = tuple(m.key for m in TABLE if m.report)
 # Measured only on some deployments (UDCG needs RAGMON_UTILITY=on): no row when no data.
 OPTIONAL = frozenset(m.key for m in TABLE if m.needs)
 NAMES = {m.key: m.name for m in TABLE}
 RANGE = {m.key: (m.lo, m.hi) for m in TABLE}  # an interval is cut to its measure's range
 LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
-ALPHA = 0.05  # family-wise error rate of one report (`drift.maxt` over every comparison)
+ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
 PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
@@ -103,7 +102,7 @@ class Row:
 
     @property
     def p(self) -> float:
-        """Family-wise adjusted p-value (`drift.family`; 1 when untested)."""
+        """Holm-adjusted p-value (1 when untested)."""
         return 1.0 if self.p_adj is None else self.p_adj
 
     @property
@@ -308,8 +307,7 @@ def compare_measure(
 
 
 def _in_range(row: Row) -> Row:
-    """Intervals cut to what the measure can take: a t interval on few effective clusters can
-    reach past it, where no value is possible."""
+    """Intervals cut to the measure's range (a t interval on few clusters can reach past it)."""
     lo, hi = RANGE[row.measure]
     row.base = row.base.within(lo, hi) if row.base else None
     row.cur = row.cur.within(lo, hi) if row.cur else None
@@ -329,12 +327,24 @@ class Span:
     permutation: bool = True  # p from the change-point scan's permutation test
 
 
+def _splits(events: Events, weeks: list[int], total: int) -> list[int]:
+    """The weeks a series can be split at: both sides with the small minimum of events and
+    distinct queries."""
+    out = []
+    for s in range(1, total):
+        sides = ([q for q, w in zip(events.queries, weeks, strict=True) if (w >= s) == after]
+                 for after in (False, True))  # fmt: skip
+        if all(len(q) >= SMALL_MIN_EVENTS and len(set(q)) >= SMALL_MIN_QUERIES for q in sides):
+            out.append(s)
+    return out
+
+
 def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
     """A group too small for one week, over the trend's weeks split where each measure moves
     most (`drift.changepoint_pvalue`); None when no split has the small minimum on both sides."""
     events, weeks = spans.series(g)
     total = len(spans.trend)
-    splits = split_weeks(events, weeks, total)
+    splits = _splits(events, weeks, total)
     if not splits:
         return None
     clusters = drift.retrieval_clusters(events.queries, _passages(events))
@@ -386,7 +396,7 @@ class Compared:
 
 
 def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] = ()) -> Compared:
-    """Every (group, measure) row with family-wise adjusted p-values and a status. `trend`: the
+    """Every (group, measure) row with Holm-adjusted p-values and a status. `trend`: the
     weekly blocks a small series is compared over when one week has too few events."""
     rows: list[Row] = []
     volumes: dict[Group, tuple[Volume, Volume]] = {}
@@ -429,10 +439,8 @@ def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] =
                 row.status = CANNOT_TELL
                 row.change = None
             rows.append(row)
-    # one block of correlated changes per group (its rows are consecutive)
-    blocks = [list(b) for _, b in groupby((r for r in rows if r.change), key=lambda r: r.group)]
-    adjusted = drift.family([[r.tested for r in b] for b in blocks])
-    for r, p in zip((r for b in blocks for r in b), chain(*adjusted), strict=True):
+    tested = [r for r in rows if r.change is not None]
+    for r, p in zip(tested, drift.holm([r.tested.pvalue for r in tested]), strict=True):
         r.p_adj = p
         big = abs(r.tested.effect) >= MIN_EFFECT
         if p < ALPHA and big:

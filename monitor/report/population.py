@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragmon.core import drift
-from ragmon.report.compare import Coded, Group, group_name
+from ragmon.report.compare import ALPHA, Coded, Group, group_name
 
-ALPHA = 0.01  # level of the mix and question-population hints (Bonferroni over segments)
 MIX_MIN_SHARE = 0.05  # a segment's share must move at least this much to be called a mix shift
 REPEAT_MIN_CHANGE = 0.10  # change in the share of repeated questions worth saying
 LENGTH_MIN_CHANGE = 0.20  # relative change in mean question length worth saying

@@ -180,8 +180,8 @@ def measures_section(doc: Doc, report: Report) -> None:
         "Means with 95% intervals that allow for repeated questions (cluster-robust by query, "
         "t reference; cut to the measure's range); the total change, and the change within "
         "segments at the baseline's segment mix, no question weighing more than "
-        f"{drift.CAP:g} times the average one, which is what is tested; p is adjusted "
-        "(step-down max-|Z|) over every comparison in this report; PSI on the fixed histogram "
+        f"{drift.CAP:g} times the average one, which is what is tested; p is Holm-adjusted "
+        "over every comparison in this report; PSI on the fixed histogram "
         "bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 major), shown as 'within noise' when "
         f"a PSI this large has a chance of {PSI_ALPHA:.0%} "
         "or more with no change at this volume."
@@ -218,7 +218,7 @@ def measures_section(doc: Doc, report: Report) -> None:
                 + [status]
             )
         doc.table(
-            ["measure", "baseline", "this week", "total change", "within segments", "p (adj.)"]
+            ["measure", "baseline", "this week", "total change", "within segments", "p (Holm)"]
             + ["PSI", "status"],
             rows,
         )
@@ -362,7 +362,7 @@ def methods_section(doc: Doc) -> None:
             "scan; below that the report says 'too few events to tell' with the counts.",
             "A regression is a measure whose change within segments, at the baseline's segment "
             "mix, points the bad way (Harm@K up, every other measure down), with a "
-            f"adjusted p-value below {ALPHA} over all comparisons in the report and a "
+            f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "
             f"change of at least {MIN_EFFECT} standard deviations of one event. A change that "
             "only the segment mix explains is a mix shift, not a regression.",
             "Each retriever has one verdict, its measures read together: any regression makes "

@@ -9,7 +9,7 @@ of that largest move comes from re-assigning (question, week) blocks between the
 (`drift.changepoint_pvalue`), so it holds for the scan as a whole. Comparing the weeks since a
 change with the weeks before it keeps a drop showing week after week until it recovers (a
 baseline of the weeks just before this window would soon hold the dropped weeks). The
-comparisons join the report's one family of tests (`tests/stats/report_sim.py`, the "tiny" and
+comparisons join the report's one Holm family (`tests/stats/report_sim.py`, the "tiny" and
 "small" scenarios; `tests/stats/small_drop_sim.py`, weeks after a drop).
 
 Spans apply to a 7-day report against the 7 days before it (the weekly report's default).
@@ -103,15 +103,3 @@ class SpanWindows:
                 )
             out.append(one)
         return out[0], out[1]
-
-
-def split_weeks(events: Events, weeks: list[int], total: int) -> list[int]:
-    """The weeks a series can be split at: both sides with the small minimum of events and
-    distinct queries."""
-    out = []
-    for s in range(1, total):
-        sides = ([q for q, w in zip(events.queries, weeks, strict=True) if (w >= s) == after]
-                 for after in (False, True))  # fmt: skip
-        if all(len(q) >= SMALL_MIN_EVENTS and len(set(q)) >= SMALL_MIN_QUERIES for q in sides):
-            out.append(s)
-    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from ragmon.core.drift.distributions import t_ppf, t_sf
 MIN_CELL = 10  # events a segment needs in each window to be compared on its own
 # In a window's change, one question weighs at most this many times its window's average
 # question (`segment_change`'s cap): a trending topic cannot become the whole comparison.
-CAP = 3.0
+CAP = 2.0
 _TINY = 1e-12  # differences of means below this are rounding, not change
 
 
@@ -73,10 +73,6 @@ class Change:
     df: float
     sd: float  # pooled within-segment standard deviation of one event
     segments: int  # segments compared on their own (1 when there are none)
-    # the influence values summed per question cluster (index: the cluster code), whose sum
-    # of squares is the variance up to CR1's G / (G - 1): changes of several measures over the
-    # same events are correlated through them (`drift.maxt`)
-    influence: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def within(self, lo: float, hi: float) -> Change:
         """Cut to the changes a measure of range [lo, hi] can make: plus or minus its width."""
@@ -230,11 +226,9 @@ def segment_change(
     # effective number of clusters (the degrees of freedom) through these values
     psi_b = -w[cb[kb]] * ub * rb / (sb * np.sqrt((nb - 1) / nb))[cb[kb]]
     psi_c = w[cc[kc]] * uc * rc / (sc * np.sqrt((nc - 1) / nc))[cc[kc]]
-    psi, codes = (
-        np.concatenate([psi_b, psi_c]),
-        np.concatenate([base.clusters[kb], cur.clusters[kc]]),
+    var, _, df = cluster_variance(
+        np.concatenate([psi_b, psi_c]), np.concatenate([base.clusters[kb], cur.clusters[kc]])
     )
-    var, _, df = cluster_variance(psi, codes)
     resid = float(ub @ (rb * rb) + uc @ (rc * rc))
     if cap is not None:  # the SD of one event, whatever the cut
         resid = len(ub) * float(ub @ (rb * rb) / ub.sum()) + len(uc) * float(
@@ -242,8 +236,7 @@ def segment_change(
         )
     sd = math.sqrt(resid / max(1.0, nb.sum() + nc.sum() - 2 * n_cells))
     floor = _permutation_bound(len(np.unique(base.clusters[kb])), len(np.unique(cur.clusters[kc])))
-    change = _tested(total, estimate, var, df, sd, n_cells, floor, conf)
-    return replace(change, influence=np.bincount(codes, weights=psi))
+    return _tested(total, estimate, var, df, sd, n_cells, floor, conf)
 
 
 def _tested(

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
-
-import numpy as np
 
 from ragmon.core.drift.changes import Change
 from ragmon.core.drift.distributions import chi2_sf
@@ -84,82 +81,6 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[i]))
         out[i] = running
     return out
-
-
-DRAWS = 10_000  # normal draws behind `maxt`'s adjusted p-values (resolution 1e-4)
-_CHUNK = 1_000
-
-
-def correlation(influences: Sequence[np.ndarray | None]) -> np.ndarray:
-    """The correlation of changes estimated over the same question clusters, from their
-    influence values summed per cluster (`Change.influence`); a change without them, or with
-    zero variance, is uncorrelated with the rest."""
-    d = len(influences)
-    width = max((len(u) for u in influences if u is not None), default=0)
-    u = np.zeros((d, width))
-    for i, x in enumerate(influences):
-        if x is not None:
-            u[i, : len(x)] = x
-    cov = u @ u.T
-    s = np.sqrt(np.diag(cov))
-    ok = s > 0
-    r = np.eye(d)
-    r[np.ix_(ok, ok)] = cov[np.ix_(ok, ok)] / np.outer(s[ok], s[ok])
-    np.fill_diagonal(r, 1.0)
-    return r
-
-
-def maxt(
-    pvalues: Sequence[Sequence[float]],
-    correlations: Sequence[np.ndarray],
-    draws: int = DRAWS,
-    seed: int = 0,
-) -> list[list[float]]:
-    """Step-down max-|Z| adjusted p-values (Westfall & Young, 1993) for blocks of two-sided
-    tests: correlated within a block (`correlations`: the block's correlation matrix), blocks
-    independent. Each p becomes |Z| = the normal quantile of 1 - p/2, and its adjusted p is the
-    chance, under no change anywhere, that the largest |Z| among the hypotheses not yet
-    rejected reaches it (seeded normal draws). It controls the family-wise error as Holm does,
-    but a block of measures that move together counts as fewer tests; independent blocks
-    (Šidák's inequality makes treating correlated blocks as independent conservative) give
-    Holm-Šidák's step-down."""
-    flat = np.array([p for block in pvalues for p in block], dtype=float)
-    m = len(flat)
-    if not m:
-        return [[] for _ in pvalues]
-    z = np.array([-NormalDist().inv_cdf(max(p, 1e-300) / 2) for p in flat])
-    roots = []
-    for r in correlations:
-        lam, vec = np.linalg.eigh(r)
-        roots.append(vec * np.sqrt(np.clip(lam, 0.0, None)))
-    order = np.argsort(-z, kind="stable")
-    hits = np.zeros(m)
-    rng = np.random.default_rng(seed)
-    done = 0
-    while done < draws:
-        n = min(_CHUNK, draws - done)
-        sim = np.abs(np.hstack([rng.standard_normal((n, len(root))) @ root.T for root in roots]))
-        tail_max = np.maximum.accumulate(sim[:, order][:, ::-1], axis=1)[:, ::-1]
-        hits += (tail_max >= z[order]).sum(axis=0)
-        done += n
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((hits + 1) / (draws + 1)))
-    adjusted = np.maximum(adjusted, flat)
-    out, at = [], 0
-    for block in pvalues:
-        out.append(adjusted[at : at + len(block)].tolist())
-        at += len(block)
-    return out
-
-
-def family(blocks: Sequence[Sequence[Change]], draws: int = DRAWS) -> list[list[float]]:
-    """`maxt`'s adjusted p-values of changes in blocks, each block's changes estimated over the
-    same question clusters (one retriever's measures), blocks over different events."""
-    return maxt(
-        [[c.pvalue for c in b] for b in blocks],
-        [correlation([c.influence for c in b]) for b in blocks],
-        draws,
-    )
 
 
 def evidence(p_adjusted: float) -> str:
