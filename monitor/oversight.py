@@ -78,34 +78,45 @@ class Oversight:
         return [r for app in (apps if apps is not None else human.apps()) for r in
                 human.of_app(app)]  # fmt: skip
 
-    def agreement(self, app: str | None = None) -> dict[tuple[str, str, str], Agreement]:
+    def agreement(
+        self, app: str | None = None, records: list[dict] | None = None
+    ) -> dict[tuple[str, str, str], Agreement]:
         """`(app, judge identity, reference)` → agreement on the passages both graded: the
         reference is people (`HUMAN`), or the first judge's identity for the second judge.
-        With `app`, only that app's grades are read (and kept apart)."""
-        records = self.records(None if app is None else [app])
+        With `app`, only that app's grades are read (and kept apart); `records`: its grades
+        already read."""
+        if records is None:
+            records = self.records(None if app is None else [app])
         pairs = {(a, judge, HUMAN): p for (a, judge), p in agreement_pairs(records).items()}
         pairs |= second_judge_pairs(self.store.second_opinions.records(app))
         return {key: paired_agreement(*p) for key, p in sorted(pairs.items())}
 
     def estimates(
-        self, window: Window, labels: Mapping[str, str] | None = None
+        self,
+        window: Window,
+        labels: Mapping[str, str] | None = None,
+        read: AppRead | None = None,
     ) -> list[SeriesEstimates]:
         """Per series matching `labels` (any of `LABEL_KEYS`), the corrected estimates of its
         judged events in `window`, computed from the per-day records (a worker's summary, the
-        report, the CLI)."""
+        report, the CLI). `read`: the app's days and grades as already read (a summary's
+        windows overlap: each day is read once)."""
         wanted = dict(labels or {})
         by_series: dict[tuple[str, ...], list[dict]] = defaultdict(list)
         app = wanted.get("app")
         for day in window.days:
-            held = (
-                self.store.day_events(day) if app is None else self.store.app_day_events(day, app)
-            )
+            if read is not None:
+                held = read.day(day)
+            elif app is None:
+                held = self.store.day_events(day)
+            else:
+                held = self.store.app_day_events(day, app)
             for rec in held:
                 lab = rec["labels"]
                 if all(lab.get(k) == v for k, v in wanted.items()):
                     by_series[tuple(lab[k] for k in LABEL_KEYS)].append(rec)
-        apps = {s[0] for s in by_series}
-        people = people_by_event(self.records(sorted(apps)))
+        apps = sorted({s[0] for s in by_series})
+        people = read.people if read is not None else people_by_event(self.records(apps))
         out = []
         for series, recs in sorted(by_series.items()):
             events = [graded_event(r, people.get((series[0], r["id"]))) for r in recs]
@@ -118,6 +129,23 @@ class Oversight:
                 )
             )
         return out
+
+
+class AppRead:
+    """One app's per-day records and people's grades, each read once however many windows
+    ask (`summarize`)."""
+
+    def __init__(self, store: Store, app: str) -> None:
+        self.store = store
+        self.app = app
+        self.days: dict[str, list[dict]] = {}
+        self.grades = store.human.of_app(app)
+        self.people = people_by_event(self.grades)
+
+    def day(self, day: str) -> list[dict]:
+        if day not in self.days:
+            self.days[day] = self.store.app_day_events(day, self.app)
+        return self.days[day]
 
 
 def summary_text(window: Window, found: list[SeriesEstimates], at: float) -> str:
@@ -150,16 +178,22 @@ def summary_windows(today: date, kept_days: int) -> dict[str, Window]:
     return out
 
 
-def summarize(oversight: Oversight, app: str, now: float, kept_days: int) -> dict[str, str]:
+def summarize(
+    oversight: Oversight, app: str, now: float, kept_days: int, recent: bool = False
+) -> dict[str, str]:
     """An app's estimates for every window a worker keeps (`summary_windows`), and its
-    agreement, as stored."""
+    agreement, as stored; `recent`: only the windows that end today or later (where new
+    events fall). Each day's records and the app's grades are read once."""
     today = datetime.fromtimestamp(now, UTC).date()
+    read = AppRead(oversight.store, app)
     out = {
-        key: summary_text(window, oversight.estimates(window, {"app": app}), now)
+        key: summary_text(window, oversight.estimates(window, {"app": app}, read), now)
         for key, window in summary_windows(today, kept_days).items()
+        if not recent or window.end >= today
     }
-    found = oversight.agreement(app)
-    out[AGREEMENT] = json.dumps([[*key, asdict(a)] for key, a in found.items()])
+    if not recent:
+        found = oversight.agreement(app, list(read.grades))
+        out[AGREEMENT] = json.dumps([[*key, asdict(a)] for key, a in found.items()])
     return out
 
 

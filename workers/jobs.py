@@ -299,6 +299,8 @@ async def _one(
     )
     if done and out is not None:
         out.send(event, result)
+    if done:  # its app's first judged event, or a summary gone stale: summarized soon
+        store.estimates.freshen(event["labels"]["app"], time.time())
     if done and graded.apart:  # measured once as it is: the passages go on apart
         who, where = judge.identity, scope(store, event)
         for i in graded.apart:

@@ -1,18 +1,26 @@
 """The corrected estimates' summaries (`ragmon.oversight`), kept by the workers: a job
-summarizes the apps due (people graded them: the API asks), and each maintenance tick asks for
-the apps whose summaries are older than `ESTIMATE_REFRESH_S` or missing."""
+summarizes the apps due (people graded them: the API asks; an event finished and the app's
+summary is missing, or its new events' windows `FRESH_S` old: the drain asks for those), and
+each maintenance tick asks for the apps whose summaries are older than `ESTIMATE_REFRESH_S` or
+missing.
+
+A summary is charged to its app's share of Redis: an app at its share keeps its last summary
+(a warning names the app and the limit) until what it holds leaves with its windows."""
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from ragmon.oversight import ESTIMATE_REFRESH_S, GAUGE_DAYS, Oversight, last_days, summarize
 from ragmon.store import Store
 from ragmon.store.finish import day_records_ttl_s
+from ragmon.store.ledger import share_bytes
 from ragmon.workers.context import current_context
 
 log = logging.getLogger("ragmon.worker")
+MIB = 1024 * 1024
 
 
 def summarize_due(store: Store, now: float | None = None) -> list[str]:
@@ -20,11 +28,18 @@ def summarize_due(store: Store, now: float | None = None) -> list[str]:
     now = time.time() if now is None else now
     settings = store.settings
     oversight = Oversight(store, settings.measure_params())
-    ttl_s = day_records_ttl_s(settings)
-    apps = store.estimates.due()
-    for app in apps:
-        store.estimates.save(app, summarize(oversight, app, now, ttl_s // 86400), now, ttl_s)
-    return apps
+    kept_days = day_records_ttl_s(settings) // 86400
+    due = store.estimates.due()
+    reading = store.ledger.read(now) if settings.app_storage_mb else None
+    for app, recent in due.items():
+        windows = summarize(oversight, app, now, kept_days, recent)
+        share = share_bytes(settings, app)
+        room = share - reading.held_by(app) if reading is not None and share > 0 else math.inf
+        if not store.estimates.save(app, windows, now, room, recent):
+            log.warning("app %r's corrected estimates not summarized: it holds %.1f MB, its "
+                        "limit RAGMON_APP_STORAGE_MB=%g MB; its last summary stays", app,
+                        (share - room) / MIB, share / MIB)  # fmt: skip
+    return list(due)
 
 
 def summarize_job() -> list[str]:

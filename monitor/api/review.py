@@ -29,6 +29,7 @@ from ragmon.core.wire import LABEL_KEYS, Status, series_name, split_ref
 from ragmon.oversight import GAUGE_DAYS, HUMAN, LAST, last_days, summarized, summarized_agreement
 from ragmon.settings import Settings
 from ragmon.store import Store
+from ragmon.templates import render
 
 REVIEWER_COOKIE = "ragmon_reviewer"
 REVIEWER_AGE_S = 90 * 86400
@@ -76,7 +77,7 @@ def add_review_routes(
 ) -> None:
     """`/ui/review`, `/ui/review/{app}/{event_id}` and the buttons' `POST /ui/grades`."""
 
-    def standing_of(labels: dict[str, str]) -> str:
+    def standing_of(labels: dict[str, str]) -> dict[str, Any]:
         """What people's grades say so far about this app's judge and this series."""
         agreement = {
             judge if ref == HUMAN else f"{judge} vs {ref}": a
@@ -109,12 +110,12 @@ def add_review_routes(
                 search = parse_search({"app": app} if app else {})
                 names = await read(store.explore.series, search)
                 counts = await read(store.explore.counts, names, window_start())
-                return review_pages.choose(list(zip(names, counts, strict=True))), 200
+                return render(review_pages.choose(list(zip(names, counts, strict=True)))), 200
             refs = await read(store.explore.draw, series_name(chosen), DRAWS, window_start())
             if not refs:
                 text = (f"No judged event of this series in the last {GAUGE_DAYS} days, the "
                         "window the corrected estimates count.")  # fmt: skip
-                return pages.message("Review", text), 404
+                return render(pages.message("Review", text)), 404
             pick = refs[0]
             for ref in refs:
                 graded = await read(store.human.of_event, *split_ref(ref))
@@ -133,11 +134,11 @@ def add_review_routes(
             found = await read(store.result, app, event_id)
             if found is None or found.get("status") != Status.DONE:
                 text = "Unknown or not judged event (never received, expired, or queued)."
-                return pages.message("Review", text), 404
+                return render(pages.message("Review", text)), 404
             labels = found["labels"]
             (held,) = await read(store.explore.counts, [series_name(labels)], window_start())
             standing = await read(standing_of, labels)
-            return review_pages.review(found, grade_form(request), held, standing), 200
+            return render(review_pages.review(found, grade_form(request), held, standing)), 200
 
         return await answer(request, build)
 
@@ -161,7 +162,9 @@ def add_review_routes(
             await grades.submit(principal, batch)
             reviewer = batch.grades[0].reviewer
         except Refused as exc:
-            return HTMLResponse(pages.message("Grade not stored", _detail(exc.detail)), exc.status)
+            return HTMLResponse(
+                render(pages.message("Grade not stored", _detail(exc.detail))), exc.status
+            )
         target = form.get("next", "")
         if not target.startswith("/ui/"):  # never redirect off the explorer
             target = "/ui/review"

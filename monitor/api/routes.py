@@ -222,8 +222,9 @@ def add_event_routes(
         "people's grades (`POST /v1/grades`), the PPI++ corrected mean with its 95 % "
         "interval, the people-only interval on the same data and the effective number of "
         "people's grades it is worth; `corrected` is null with a `reason` below 10 graded "
-        "units from 10 events. A worker summarizes each app's estimates when people grade it "
-        "and every 10 minutes (`summarized_at`; null: not yet): this route reads the summary.",
+        "units from 10 events. A worker summarizes each app's estimates when people grade it, "
+        "about a minute behind its new events, and every 10 minutes (`summarized_at`; null: "
+        "not yet): this route reads the summary.",
         tags=["grades"],
     )
     async def get_estimates(

@@ -120,7 +120,7 @@ class Sampler:
             return
         self._roll()
         interval, sent, self.unshared = self.interval, self.unshared, {}
-        now, before = await asyncio.to_thread(self.state.pace, interval, sent)
+        now, before = await asyncio.to_thread(self.state.pace, interval, sent, self.clock())
         self._roll()
         if interval != self.interval:
             return  # an interval began meanwhile: its counts start from this process' own

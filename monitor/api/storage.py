@@ -31,7 +31,7 @@ from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.address import async_client
 from ragmon.store.fields import Kind
-from ragmon.store.ledger import Ledger, Reading, entry_bytes
+from ragmon.store.ledger import Ledger, Reading, entry_bytes, share_bytes
 
 log = logging.getLogger("ragmon.api")
 
@@ -92,8 +92,7 @@ class AppStorage:
         self._since: Counter[str] = Counter()  # app -> bytes written since the last read
 
     def limit_mb(self, app: str) -> float:
-        limits = self.settings.app_storage_mb
-        return limits.get(app, limits.get("*", 0.0))
+        return share_bytes(self.settings, app) / MIB
 
     async def check(
         self, items: Sequence[IngestItem], extra: Mapping[str, int] | None = None

@@ -1,5 +1,5 @@
-"""The event explorer's pages under `/ui`, server-rendered (`ragmon.core.pages`); the only
-writes are people's grades (`ragmon.api.review`).
+"""The event explorer's pages under `/ui`, server-rendered (values from `ragmon.core.pages`,
+HTML from `ragmon.templates`); the only writes are people's grades (`ragmon.api.review`).
 
 The overview (`/ui`) is read and rendered in a child process of its own at the lowest CPU
 priority (`ragmon.api.child`): its Python (the series' sums parsed, a Welch test per cell,
@@ -33,6 +33,7 @@ from ragmon.core import pages
 from ragmon.core.search import Search, SearchError, parse_search
 from ragmon.settings import Settings
 from ragmon.store import Store
+from ragmon.templates import render
 
 PROBLEMS = {500: "Cannot show this page", 503: "Event store unavailable"}
 
@@ -68,7 +69,7 @@ def overview_html(settings: Settings, store: Store, search: Search) -> str:
     """The overview page of the series `search` matches."""
     rows = [pages.SeriesRow(**r) for r in store.explore.overview(search)]
     rule = pages.LevelRule(settings.alert_z, settings.alert_min_events)
-    return pages.overview(rows, settings.result_ttl_days, rule)
+    return render(pages.overview(rows, settings.result_ttl_days, rule))
 
 
 def child_ready() -> bool:
@@ -114,16 +115,16 @@ def explorer_ui(
                 return built
             html, status = built
         except SearchError as exc:
-            return HTMLResponse(pages.message("Bad search", str(exc)), 400)
+            return HTMLResponse(render(pages.message("Bad search", str(exc))), 400)
         except PermissionError as exc:
-            return HTMLResponse(pages.message("Not allowed", str(exc)), 403)
+            return HTMLResponse(render(pages.message("Not allowed", str(exc))), 403)
         except Refused as exc:
-            return HTMLResponse(pages.message("Refused", str(exc.detail)), exc.status)
+            return HTMLResponse(render(pages.message("Refused", str(exc.detail))), exc.status)
         except Exception as exc:  # Redis unreachable or too slow, a sealing key missing...
             # the page says what to check; the exception (addresses, its text) is logged
             refused = grades.unavailable(exc)
             title = PROBLEMS.get(refused.status, "Event store unavailable")
-            return HTMLResponse(pages.message(title, str(refused.detail)), refused.status)
+            return HTMLResponse(render(pages.message(title, str(refused.detail))), refused.status)
         return HTMLResponse(html, status)
 
     @router.get("")
@@ -143,7 +144,7 @@ def explorer_ui(
         async def build(principal: Principal | None) -> tuple[str, int]:
             search = scope(parse_search(dict(request.query_params)), principal)
             found = await read(store.explore.search, search)
-            return pages.events(search, found.events, found.cursor, found.partial), 200
+            return render(pages.events(search, found.events, found.cursor, found.partial)), 200
 
         return await answer(request, build)
 
@@ -154,8 +155,8 @@ def explorer_ui(
             found = await read(store.result, app, event_id)
             if found is None:
                 text = "Unknown event (never received, or expired: RAGMON_RESULT_TTL_DAYS)."
-                return pages.message("Unknown event", text), 404
-            return pages.event(found, settings.store_text, grade_form(request)), 200
+                return render(pages.message("Unknown event", text)), 404
+            return render(pages.event(found, settings.store_text, grade_form(request))), 200
 
         return await answer(request, build)
 
@@ -163,7 +164,7 @@ def explorer_ui(
 
     @router.get("/login")
     async def login_page(next: str = "/ui", failed: bool = False) -> Response:
-        return HTMLResponse(pages.login(next, failed))
+        return HTMLResponse(render(pages.login(next, failed)))
 
     @router.post("/login")
     async def login(request: Request) -> Response:

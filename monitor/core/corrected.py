@@ -39,7 +39,7 @@ from ragmon.core.measures import DEFAULT_PARAMS, MeasureParams, compute
 # here on; docs/agreement.md says why).
 MIN_LABELS = 10  # human-graded units (passages for P@K, events for nDCG@K and Hit@K)
 MIN_CLUSTERS = 10  # effective number of events (or queries) among them (Kish)
-PSEUDO = 1.0  # weight of each of the four pseudo-units (degenerate samples only)
+PSEUDO = 1.0  # weight of each of the four pseudo-units (degenerate and binary samples)
 # The event-level measures offered, and what a person must have graded for an event's value:
 # "all" passages sent (nDCG@K's ideal ranking reads the whole judged pool) or the "top" K.
 EVENT_MEASURES = {"ndcg": "all", "hit": "top", "precision": "top"}
@@ -112,13 +112,15 @@ def ppi_mean(
     clusters or weights count as few), which the minimum applies to as well. The interval is
     symmetric around the estimate, cut to the measure's range.
 
-    Degenerate samples: when every graded value is the same or the judge agreed with people on
-    every graded unit, the plain variance of the people's part is 0 and would give a zero-width
-    (or too narrow) interval. For a measure with a finite range the intervals then get four
-    pseudo-units beside the graded ones, at the corners (lo, lo), (lo, hi), (hi, lo), (hi, hi)
-    of (human, judge), each weighing one average graded cluster (Agresti & Coull's two successes
-    and two failures; on the difference human - judge, Agresti & Min's cell adjustment); the
-    point estimate stays the plain one and the interval is widened to hold it.
+    Degenerate and binary samples: when every graded value is the same or the judge agreed with
+    people on every graded unit, the plain variance of the people's part is 0 and would give a
+    zero-width (or too narrow) interval; when every value is at an end of the range (Hit@K, a
+    passage's relevance), the plain interval of a few dozen units misses more often than it
+    says. For a measure with a finite range the intervals then get four pseudo-units beside the
+    graded ones, at the corners (lo, lo), (lo, hi), (hi, lo), (hi, hi) of (human, judge)
+    (Agresti & Coull's two successes and two failures; on the difference human - judge, Agresti
+    & Min's cell adjustment), each weighing one average graded unit, or one average cluster
+    when degenerate; the point estimate stays the plain one and the interval holds it.
     """
     y, f, v = units.human, units.judge, units.weights
     fu, w = units.judge_rest, units.weights_rest
@@ -140,10 +142,12 @@ def ppi_mean(
     lo, hi = units.lo, units.hi
     graded = units.clusters
     degenerate = bool(np.ptp(y) == 0 or np.all(y == f))
-    if degenerate and math.isfinite(lo) and math.isfinite(hi):
+    binary = bool(np.isin(y, (lo, hi)).all() and np.isin(f, (lo, hi)).all())
+    if (degenerate or binary) and math.isfinite(lo) and math.isfinite(hi):
+        unit = float(sizes.sum()) / g if degenerate else float(v.mean())
         y = np.concatenate([y, [lo, lo, hi, hi]])
         f = np.concatenate([f, [lo, hi, lo, hi]])
-        v = np.concatenate([v, np.full(4, PSEUDO * float(sizes.sum()) / g)])
+        v = np.concatenate([v, np.full(4, PSEUDO * unit)])
         top = max(int(graded.max()), int(units.clusters_rest.max(initial=0)))
         graded = np.concatenate([graded, top + 1 + np.arange(4)])
     my, mf = float(v @ y / v.sum()), float(v @ f / v.sum())  # with any pseudo-units

@@ -24,8 +24,8 @@ MEMORY: tuple[Metric, ...] = (
         "ragmon_memory_held_bytes",
         "gauge",
         "Bytes each app holds in Redis by class (idem: events not judged, within "
-        "RAGMON_IDEMPOTENCY_S; texts; record; grades; anchors; sampling), from the ledger every "
-        "writer charges.",
+        "RAGMON_IDEMPOTENCY_S; texts; record; grades; anchors; sampling; pace; estimates; "
+        "hold), from the ledger every writer charges.",
         ("app", "class"),
     ),
     Metric(

@@ -1,7 +1,8 @@
-"""The explorer's HTML pages, pure: data in, a page out. Server-rendered, no script, no build.
+"""The explorer's pages, pure: data in, a `Page` out (a template and its raw values, rendered by
+`ragmon.templates`). Server-rendered, no script, no build.
 
 Every link carries its filters in the query string, so a page's URL can be pasted into a
-ticket. Values are escaped where they are written (`_e`).
+ticket. The templates escape every value.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -44,33 +44,17 @@ def source_words(source: str | None, identity: str | None = None) -> str:
     return WORDS.get(source or "", source or "")
 
 
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:.5em 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;
-text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;font-variant:
-tabular-nums}.worse{color:#b00}.better{color:#070}.note{color:#666}form{margin:.5em 0}
-tr.floor{background:#fdecec}form div{margin:.3em 0}.row{display:flex;gap:3em;align-items:flex-start}
-pre{white-space:pre-wrap;max-width:60em;margin:0}nav a{margin-right:1em}
-td.grading button{margin:1px}button.chosen{font-weight:bold;outline:2px solid #070}
-"""
+@dataclass(frozen=True)
+class Page:
+    """A page to render: its template (`ragmon.templates`) and the values it shows, raw (the
+    template escapes them)."""
+
+    template: str
+    context: Mapping[str, Any]
 
 
-def _e(value: Any) -> str:
-    return escape("" if value is None else str(value))
-
-
-def _num(value: float | None, digits: int = 3) -> str:
+def num(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
-
-
-def page(title: str, body: str) -> str:
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{_e(title)} · ragmon</title><style>{_CSS}</style></head><body>"
-        '<nav><a href="/ui">Series</a><a href="/ui/events">Events</a>'
-        '<a href="/ui/review">Review</a></nav>'
-        f"<h1>{_e(title)}</h1>{body}</body></html>"
-    )
 
 
 def events_url(params: Mapping[str, str]) -> str:
@@ -94,10 +78,6 @@ class SeriesRow:
     made: bool = True
 
 
-NOT_MADE = (
-    "<span class=pending title=\"the workers make this series' summary of both windows within "
-    'a minute of starting, and keep it each hour">…</span>'
-)
 FLOOR_MEASURES = ("hit", "ndcg")  # a mean at its lowest value: nothing relevant retrieved
 FLOOR_MIN_EVENTS = 5  # events a window needs before its mean at the floor is flagged
 
@@ -150,219 +130,190 @@ def poor_level(row: SeriesRow, rule: LevelRule) -> str:
     return ""
 
 
-def overview(rows: Sequence[SeriesRow], retention_days: float, rule: LevelRule) -> str:
-    head = "".join(f"<th>{k}</th>" for k in LABEL_KEYS) + "<th>events held</th>"
-    head += "".join(f"<th>{_e(BY_KEY[m].name)} last 24 h / 7 days before</th>" for m in OVERVIEW)
-    head += "<th>flag</th>"
-    body = []
+def overview(rows: Sequence[SeriesRow], retention_days: float, rule: LevelRule) -> Page:
+    """The series, flagged ones first, each with its means' change per `OVERVIEW` measure
+    (None while its summary is not made)."""
     flags = {r.series: at_floor(r) or poor_level(r, rule) for r in rows}
+    shown = []
     for r in sorted(rows, key=lambda r: not flags[r.series]):  # flagged series first
         labels = series_labels(r.series)
-        cells = "".join(f"<td>{_e(v)}</td>" for v in labels.values())
-        worst = events_url({**labels, "sort": WORST_SORT})  # the series leads to its worst
-        newest = events_url(labels)
-        cells += (
-            f'<td class=n data-events="{r.events}"><a class=worst href="{_e(worst)}">{r.events}'
-            f'</a> <a class=newest href="{_e(newest)}" title="newest first">↓time</a></td>'
+        changes = [
+            change(m, r.recent.get(m), r.before.get(m)) if r.made else None for m in OVERVIEW
+        ]
+        shown.append(
+            {
+                "labels": list(labels.values()),
+                "events": r.events,
+                "worst": events_url({**labels, "sort": WORST_SORT}),  # leads to its worst
+                "newest": events_url(labels),
+                "changes": changes,
+                "flag": flags[r.series],
+            }
         )
-        for m in OVERVIEW:
-            shown = _change(m, r.recent.get(m), r.before.get(m)) if r.made else NOT_MADE
-            cells += f"<td class=n>{shown}</td>"
-        flag = flags[r.series]
-        cells += f"<td class=worse>{_e(flag)}</td>" if flag else "<td></td>"
-        body.append(f"<tr class=floor>{cells}</tr>" if flag else f"<tr>{cells}</tr>")
-    note = (
-        f"<p class=note>Judged events held for the explorer (the last {retention_days:g} days, "
-        "RAGMON_RESULT_TTL_DAYS). Means over the last 24 hours (by the hour: this hour and the "
-        "23 before) / the 7 days before them (hover for counts and p-value; with planned "
-        "sampling each event weighs 1 / its inclusion probability); coloured when "
-        "Welch's test finds a change (p < 0.01): red worse, green better. A series whose "
-        f"Hit@K or nDCG@K mean is at 0 over at least {FLOOR_MIN_EVENTS} events is flagged and "
-        "listed first: nothing relevant reaches its prompts; so is one whose level is poor "
-        f"from its first day (over at least {rule.min_events} events, Hit@K below "
-        f"{BY_KEY['hit'].line:g} or Harm@K above {BY_KEY['harm'].line:g} by more than "
-        f"{rule.z:g} standard errors, the level alerts' lines). The events count links to the "
-        "series' events worst first (by nDCG@K); ↓time lists them newest first.</p>"
+    return Page(
+        "overview.html",
+        {
+            "title": "Series",
+            "label_keys": LABEL_KEYS,
+            "measures": [BY_KEY[m].name for m in OVERVIEW],
+            "rows": shown,
+            "retention_days": f"{retention_days:g}",
+            "floor_min_events": FLOOR_MIN_EVENTS,
+            "rule": rule,
+            "hit_line": f"{BY_KEY['hit'].line:g}",
+            "harm_line": f"{BY_KEY['harm'].line:g}",
+            "z": f"{rule.z:g}",
+        },
     )
-    if not rows:
-        return page("Series", note + "<p>No judged events yet.</p>")
-    table = f"<table id=series><tr>{head}</tr>{''.join(body)}</table>"
-    return page("Series", note + table)
 
 
-def _change(measure: str, recent: Cell | None, before: Cell | None) -> str:
-    """The last 24 h's mean / the 7 days' before, coloured when Welch's test finds a change
-    (p < 0.01)."""
-    text = f"{_num(recent[1] if recent else None)} / {_num(before[1] if before else None)}"
+@dataclass(frozen=True)
+class Change:
+    """A cell of the overview: `text` the means, `title` their counts and test ("" for none),
+    `tone` "better" or "worse" when Welch's test finds a change (p < `CHANGE_P`)."""
+
+    text: str
+    title: str = ""
+    tone: str = ""
+
+
+def change(measure: str, recent: Cell | None, before: Cell | None) -> Change:
+    """The last 24 h's mean / the 7 days' before, toned when Welch's test finds a change."""
+    text = f"{num(recent[1] if recent else None)} / {num(before[1] if before else None)}"
     if recent is None or before is None:
-        return text
+        return Change(text)
     title = f"{recent[0]} events in the last 24 h, {before[0]} in the 7 days before"
     if min(recent[0], before[0]) < 2:
-        return f'<span title="{title}">{text}</span>'
-    change = binned_change({"all": before}, {"all": recent})
-    title += f"; change {change.total:+.3f}, p = {change.pvalue:.2g}"
-    if change.pvalue >= CHANGE_P:
-        return f'<span title="{title}">{text}</span>'
-    better = (change.total > 0) == (BY_KEY[measure].better != "lower")
-    return f'<span class={"better" if better else "worse"} title="{title}">{text}</span>'
+        return Change(text, title)
+    found = binned_change({"all": before}, {"all": recent})
+    title += f"; change {found.total:+.3f}, p = {found.pvalue:.2g}"
+    if found.pvalue >= CHANGE_P:
+        return Change(text, title)
+    better = (found.total > 0) == (BY_KEY[measure].better != "lower")
+    return Change(text, title, "better" if better else "worse")
 
 
 def events(
     search: Search, found: Sequence[Mapping[str, Any]], cursor: str | None, partial: bool
-) -> str:
-    form = _filter_form(search)
-    cols = "".join(f"<th>{_e(BY_KEY[m].name)}</th>" for m in LISTED)
-    head = (
-        f"<tr><th>time (UTC)</th><th>event</th><th>query</th><th>series</th>{cols}"
-        "<th>grades from</th></tr>"
-    )
+) -> Page:
     rows = []
     for ev in found:
         labels = ev["labels"]
-        series = "/".join(labels[k] for k in LABEL_KEYS[1:])
-        link = f'<a href="{_e(event_url(labels["app"], ev["event_id"]))}">{_e(ev["event_id"])}</a>'
         measures = ev.get("measures") or {}
-        cells = "".join(f"<td class=n>{_num(measures.get(m))}</td>" for m in LISTED)
-        sources = ", ".join(
-            f"{source_words(s, ev.get('judge'))} {n}"
-            for s, n in (ev.get("grade_sources") or {}).items()
-        )
-        when = _e((ev.get("timestamp") or "").replace("T", " ")[:19])
         query = ev.get("query")
-        shown = "–" if not isinstance(query, str) else (
-            query if len(query) <= QUERY_SHOWN else query[:QUERY_SHOWN] + "…"
-        )  # fmt: skip
         rows.append(
-            f"<tr class=event><td>{when}</td><td>{link}</td><td class=query>{_e(shown)}</td>"
-            f"<td>{_e(labels['app'])}: {_e(series)}</td>{cells}<td>{_e(sources)}</td></tr>"
+            {
+                "when": (ev.get("timestamp") or "").replace("T", " ")[:19],
+                "url": event_url(labels["app"], ev["event_id"]),
+                "event_id": ev["event_id"],
+                "query": "–"
+                if not isinstance(query, str)
+                else (
+                    query if len(query) <= QUERY_SHOWN else query[:QUERY_SHOWN] + "…"
+                ),  # fmt: skip
+                "app": labels["app"],
+                "series": "/".join(labels[k] for k in LABEL_KEYS[1:]),
+                "measures": [measures.get(m) for m in LISTED],
+                "sources": ", ".join(
+                    f"{source_words(s, ev.get('judge'))} {n}"
+                    for s, n in (ev.get("grade_sources") or {}).items()
+                ),
+            }
         )
-    more = ""
-    if cursor:
-        why = " (few events match: this page stopped after reading its share)" if partial else ""
-        more = (
-            f'<p><a id=next href="{_e(events_url(search.params(cursor)))}">next page</a>{why}</p>'
-        )
-    table = f"<table id=events>{head}{''.join(rows)}</table>" if rows else "<p>No events match.</p>"
-    title = f"Events: {describe_search(search)}"
-    return page(title, form + table + more)
+    return Page(
+        "events.html",
+        {
+            "title": f"Events: {describe_search(search)}",
+            "form": filter_form(search),
+            "columns": [BY_KEY[m].name for m in LISTED],
+            "rows": rows,
+            "next": events_url(search.params(cursor)) if cursor else "",
+            "partial": partial,
+        },
+    )
 
 
-def _filter_form(search: Search) -> str:
-    """The filters as a GET form: labels, trace and time, then thresholds and the order."""
+def filter_form(search: Search) -> dict[str, Any]:
+    """The filters as a GET form's boxes, (name, label, value, size): labels, trace and time,
+    then thresholds and the order; the search's other parameters ride along hidden."""
     current = search.params()
 
-    def box(name: str, label: str, size: int = 12) -> str:
-        value = _e(current.get(name, ""))
-        return f'<label>{_e(label)} <input name="{name}" value="{value}" size={size}></label> '
+    def box(name: str, label: str, size: int = 12) -> tuple[str, str, str, int]:
+        return name, label, current.get(name, ""), size
 
-    who = "".join(box(k, k) for k in (*LABEL_KEYS, "trace_id", "grade_source"))
-    meta = ",".join(f"{k}={v}" for k, v in search.meta.items())
-    what = (
-        box("query", "query has", 30)
-        + f'<label>metadata <input name="meta" value="{_e(meta)}" size=24 '
-        'placeholder="key=value,key=value"></label> '
-    )
-    when = box("from", "from", 22) + box("to", "to", 22)
-    limits = "".join(
+    limits = [
         box(f"{m}_{op}", f"{BY_KEY[m].name} {word}", 5)
         for m in LISTED
         for op, word in (("lt", "<"), ("gt", ">"))
-    )
-    options = "".join(
-        f'<option value="{s}"{" selected" if s == search.sort else ""}>'
-        f"{_e('time' if s == 'time' else BY_KEY[s].name)}</option>"
-        for s in SORTS
-    )
-    order = f'<label>sort by <select name="sort">{options}</select></label> '
+    ]
     shown = {*LABEL_KEYS, "trace_id", "grade_source", "from", "to", "sort", "query"}
     shown |= {META_PREFIX + k for k in search.meta}
     shown |= {f"{m}_{op}" for m in LISTED for op in ("lt", "gt")}
-    hidden = "".join(
-        f'<input type=hidden name="{_e(k)}" value="{_e(v)}">'
-        for k, v in current.items()
-        if k not in shown
-    )
-    rows = (
-        f"<div>{who}</div><div>{what}</div>"
-        f"<div>{when}<span class=note>(ISO 8601 or epoch ms)</span></div>"
-        f"<div>{limits}</div><div>{order}{hidden}<button>Search</button></div>"
-    )
-    return f"<form id=filters method=get action=/ui/events>{rows}</form>"
+    return {
+        "who": [box(k, k) for k in (*LABEL_KEYS, "trace_id", "grade_source")],
+        "query": box("query", "query has", 30),
+        "meta": ",".join(f"{k}={v}" for k, v in search.meta.items()),
+        "when": [box("from", "from", 22), box("to", "to", 22)],
+        "limits": limits,
+        "sorts": [(s, "time" if s == "time" else BY_KEY[s].name) for s in SORTS],
+        "sort": search.sort,
+        "hidden": [(k, v) for k, v in current.items() if k not in shown],
+    }
 
 
-def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = None) -> str:
+def event(found: Mapping[str, Any], store_text: bool, form: GradeForm | None = None) -> Page:
     """One event: query, measures, each passage with its grade (and who gave it), people's
     grades with buttons to add one (`form`; a judged event only), and the judge's error."""
     labels = found.get("labels") or {}
-    parts = [
-        "<div class=row><div class=side><table id=facts>",
-        *(f"<tr><th>{_e(k)}</th><td>{_e(labels.get(k))}</td></tr>" for k in LABEL_KEYS),
-        f"<tr><th>status</th><td id=status>{_e(found.get('status'))}</td></tr>",
-        f"<tr><th>time</th><td>{_e(found.get('timestamp'))}</td></tr>",
-        f"<tr><th>K</th><td>{_e(found.get('k'))}</td></tr>",
-    ]
-    if found.get("trace_id"):
-        parts.append(f"<tr><th>trace</th><td>{_e(found['trace_id'])}</td></tr>")
-    if "query" in found:
-        parts.append(f"<tr><th>query</th><td id=query>{_e(found['query'])}</td></tr>")
-    elif "query_sha" in found:
-        parts.append(f"<tr><th>query hash</th><td id=query>{_e(found['query_sha'])}</td></tr>")
-    parts.append("</table>")
-    if labels:
-        link = events_url({k: labels[k] for k in LABEL_KEYS if k in labels})
-        parts.append(f'<p><a href="{_e(link)}">events of this series</a></p>')
-    if not store_text:
-        parts.append(
-            "<p class=note id=no-text>Text storage is off (RAGMON_STORE_TEXT=false): ragmon "
-            "dropped the query and passage texts once judged and keeps their hashes.</p>"
-        )
-    if found.get("error"):
-        what = (
-            "Failed"
-            if found.get("status") == Status.FAILED
-            else "Last judge error (waits for a retry)"
-        )
-        parts.append(f"<p class=worse id=error>{what}: {_e(found['error'])}</p>")
-    parts.append("</div>")  # the facts' column
-    measures = found.get("measures") or {}
-    if measures:
-        cells = "".join(
-            f"<tr><th>{_e(BY_KEY[m].name)}</th><td class=n>{_num(v)}</td></tr>"
-            for m, v in measures.items()
-            if m in BY_KEY and v is not None
-        )
-        parts.append(f"<div class=side><h2>Measures</h2><table id=measures>{cells}</table></div>")
-    parts.append("</div>")  # the facts and the measures side by side
-    k = found.get("k") or 0
-    grading = form is not None and found.get("status") == Status.DONE
-    rows = []
+    passages = []
     for p in found.get("passages") or []:
-        dup = f"repeats rank {p['duplicate_of']}" if p.get("duplicate_of") else ""
-        text = p.get("text") if "text" in p else p.get("text_sha")
-        marker = " class=outside" if p["rank"] > k else ""
-        source = source_words(p.get("grade_source"), p.get("graded_by"))
-        by = f" ({p['graded_by']})" if p.get("graded_by") not in (None, "known") else ""
-        people = ", ".join(f"{h['reviewer']}: {h['grade']}" for h in p.get("human_grades") or ())
-        cell = grade_cell(p, form) if grading and form is not None else f"<td>{_e(people)}</td>"
-        rows.append(
-            f"<tr{marker}><td class=n>{p['rank']}</td><td>{_e(p.get('id'))}</td>"
-            f"<td class=n>{_num(p.get('score'))}</td><td class=n>{_e(p.get('grade'))}</td>"
-            f"<td>{_e(source)}{_e(by)}</td><td>{_e(dup)}</td><td><pre>{_e(text)}</pre></td>"
-            f"{cell}</tr>"
+        graded_by = p.get("graded_by")
+        passages.append(
+            {
+                "rank": p["rank"],
+                "id": p.get("id"),
+                "score": p.get("score"),
+                "grade": p.get("grade"),
+                "source": source_words(p.get("grade_source"), graded_by),
+                "by": f" ({graded_by})" if graded_by not in (None, "known") else "",
+                "duplicate": f"repeats rank {p['duplicate_of']}" if p.get("duplicate_of") else "",
+                "text": p.get("text") if "text" in p else p.get("text_sha"),
+                "people": people_of(p),
+                "grading": grading(p, form) if form is not None else None,
+            }
         )
-    column = "text" if store_text else "text hash"
-    table = (
-        f"<table id=passages><tr><th>rank</th><th>id</th><th>score</th><th>grade</th>"
-        f"<th>grade from</th><th>duplicate</th><th>{column}</th><th>people's grades</th></tr>"
-        f"{''.join(rows)}</table>"
+    error = ""
+    if found.get("error"):
+        failed = found.get("status") == Status.FAILED
+        error = ("Failed" if failed else "Last judge error (waits for a retry)") + ": "
+        error += str(found["error"])
+    measures = found.get("measures") or {}
+    series = {k: labels[k] for k in LABEL_KEYS if k in labels}
+    return Page(
+        "event.html",
+        {
+            "title": f"Event {found.get('event_id')}",
+            "facts": [(k, labels.get(k)) for k in LABEL_KEYS],
+            "found": found,
+            "series": events_url(series) if labels else "",
+            "store_text": store_text,
+            "error": error,
+            "measures": [
+                (BY_KEY[m].name, v) for m, v in measures.items() if m in BY_KEY and v is not None
+            ]
+            if measures
+            else None,
+            "k": found.get("k") or 0,
+            "passages": passages,
+            "form": form if form is not None and found.get("status") == Status.DONE else None,
+            "grades_url": GRADES_URL,
+            "rubric": RUBRIC_ORDER,
+        },
     )
-    if grading and form is not None:
-        table = form_start(found, form) + table + "</form>"
-    parts.append(f"<h2>Passages (top {k} went into the prompt)</h2>{table}")
-    return page(f"Event {found.get('event_id')}", "".join(parts))
 
 
 GRADES_URL = "/ui/grades"
+RUBRIC_ORDER = [(g, word, meaning) for g, (word, meaning) in sorted(RUBRIC.items(), reverse=True)]
 
 
 @dataclass(frozen=True)
@@ -375,60 +326,26 @@ class GradeForm:
     asked: str = ""  # a reviewer the page's link named, not the signed-in one: only offered
 
 
-def form_start(found: Mapping[str, Any], form: GradeForm) -> str:
-    """The opening of the form around a passages table: the event, the way back, the
-    reviewer's name."""
-    labels = found.get("labels") or {}
-    return (
-        f'<form id=grading method=post action="{GRADES_URL}">'
-        f'<input type=hidden name=app value="{_e(labels.get("app"))}">'
-        f'<input type=hidden name=event_id value="{_e(found.get("event_id"))}">'
-        f'<input type=hidden name=next value="{_e(form.back)}">'
-        f'<p><label>Reviewer <input id=reviewer name=reviewer value="{_e(form.reviewer)}" '
-        "required maxlength=64 size=24></label> <span class=note>your name or e-mail "
-        "(letters, digits, _.@:+-); one grade per passage and reviewer: another click "
-        "replaces yours</span></p>"
-        + (
-            f"<p id=reviewer-asked class=warn>This link names the reviewer "
-            f"<b>{_e(form.asked)}</b>; your grades are filed under the name in the field "
-            f"above{f' ({_e(form.reviewer)})' if form.reviewer else ''}: type "
-            f"{_e(form.asked)} there to grade as them.</p>"
-            if form.asked
-            else ""
-        )
-    )
+def people_of(passage: Mapping[str, Any]) -> str:
+    """Every person's grade of a passage so far, `reviewer: grade, ...`."""
+    return ", ".join(f"{h['reviewer']}: {h['grade']}" for h in passage.get("human_grades") or ())
 
 
-def grade_cell(passage: Mapping[str, Any], form: GradeForm) -> str:
-    """A passage's buttons 3..0 with the rubric's words (the reviewer's grade marked), and
-    every person's grade of it so far."""
-    if passage.get("duplicate_of"):
-        return f"<td class=grading>repeats rank {passage['duplicate_of']}</td>"
+def grading(passage: Mapping[str, Any], form: GradeForm) -> dict[str, Any]:
+    """What a passage's buttons 3..0 need: its id, the rank it repeats (no buttons then), the
+    reviewer's grade of it (marked), and every person's grade so far."""
     people = passage.get("human_grades") or ()
-    mine = next((h["grade"] for h in people if h["reviewer"] == form.reviewer), None)
-    buttons = "".join(
-        f'<button name=grade value="{g}:{_e(passage.get("id"))}" title="{_e(meaning)}"'
-        f"{' class=chosen' if g == mine else ''}>{g} {_e(word)}</button> "
-        for g, (word, meaning) in sorted(RUBRIC.items(), reverse=True)
-    )
-    given = ", ".join(f"{h['reviewer']}: {h['grade']}" for h in people)
-    shown = f"<div class=people>people: {_e(given)}</div>" if given else ""
-    return f"<td class=grading>{buttons}{shown}</td>"
+    return {
+        "id": passage.get("id"),
+        "duplicate_of": passage.get("duplicate_of"),
+        "mine": next((h["grade"] for h in people if h["reviewer"] == form.reviewer), None),
+        "given": people_of(passage),
+    }
 
 
-def message(title: str, text: str, status_hint: str = "") -> str:
-    return page(title, f"<p id=message>{_e(text)}</p>{status_hint}")
+def message(title: str, text: str) -> Page:
+    return Page("message.html", {"title": title, "text": text})
 
 
-def login(next_url: str, failed: bool) -> str:
-    why = "<p class=worse>That key was refused.</p>" if failed else ""
-    form = (
-        f'<form method=post action=/ui/login><input type=hidden name=next value="{_e(next_url)}">'
-        '<label>API key <input type=password name=key autofocus style="width:24em"></label> '
-        "<button>Sign in</button></form>"
-    )
-    note = (
-        "<p class=note>A session, not the key, is kept in a cookie for this site "
-        "(HttpOnly, 12 hours).</p>"
-    )
-    return page("Sign in", why + form + note)
+def login(next_url: str, failed: bool) -> Page:
+    return Page("login.html", {"title": "Sign in", "next": next_url, "failed": failed})

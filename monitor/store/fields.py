@@ -52,6 +52,8 @@ class Kind(StrEnum):
     GRADES = "grades"  # people's grades
     ANCHORS = "anchors"  # the anchor set and its runs (kept until deleted)
     SAMPLING = "sampling"  # the sampling planner's hourly traffic counts
+    PACE = "pace"  # the fleet's pacing counts of a planning interval (its fields, per app)
+    ESTIMATES = "estimates"  # the worker's summary of its corrected estimates (until replaced)
     HOLD = "hold"  # OTLP retriever spans held for their parent span (kept until decided)
 
 

@@ -280,7 +280,8 @@ class Keys:
 
     def estimates(self, app: str) -> str:
         """Hash of one app's corrected estimates, summarized by a worker: window (`last`, the
-        last 7 UTC days, or an ISO week `YYYY-Www`) → the summary's JSON (`ragmon.oversight`)."""
+        last 7 UTC days, or an ISO week `YYYY-Www`) → the summary's JSON (`ragmon.oversight`),
+        and `CHARGED` → the bytes charged for it (`ragmon.store.estimate_summaries`)."""
         return f"{self.prefix}:est:{app}"
 
     @property

@@ -44,6 +44,13 @@ DAY_S = 86_400.0
 # People's grades outlive their events (the anchor set, a year of weekly estimates): kept this
 # long after their last change (`ragmon.store.human`).
 GRADES_KEPT_S = 400 * DAY_S
+PACE_TTL_S = 180  # the pacing's counts of an interval: read in it and in the next one
+
+
+def share_bytes(settings: Settings, app: str) -> float:
+    """`app`'s share of Redis in bytes (RAGMON_APP_STORAGE_MB; 0: none)."""
+    limits = settings.app_storage_mb
+    return limits.get(app, limits.get("*", 0.0)) * 1024 * 1024
 
 
 def windows(settings: Settings) -> dict[Kind, float | None]:
@@ -56,6 +63,8 @@ def windows(settings: Settings) -> dict[Kind, float | None]:
         Kind.GRADES: GRADES_KEPT_S,
         Kind.ANCHORS: None,
         Kind.SAMPLING: 50 * 3600.0,  # the planner's hourly traffic (`sampling_state`)
+        Kind.PACE: float(PACE_TTL_S),  # a pacing field lives at most this long (`pace`)
+        Kind.ESTIMATES: None,  # credited when replaced or forgotten (`estimate_summaries`)
         Kind.HOLD: None,  # charged when a span is held, credited when it is decided
     }
 
@@ -94,6 +103,7 @@ class Reading:
 
 
 KEY_OVERHEAD = 160  # bytes of a key besides its name and value: entries, object, expiry
+FIELD_OVERHEAD = 64  # bytes a hash field costs besides its name and value
 
 
 def allocated(n: int) -> int:

@@ -12,18 +12,16 @@ from typing import cast
 
 import redis
 
-from ragmon.core.sampling import HOURS, Rates
+from ragmon.core.sampling import APP_MARK, HOURS, Rates
 from ragmon.core.wire import SEP, field_name, series_app
 from ragmon.store.fields import Kind, Name
 from ragmon.store.keys import Keys
-from ragmon.store.ledger import Ledger
+from ragmon.store.ledger import FIELD_OVERHEAD, PACE_TTL_S, Ledger
 from ragmon.store.records import histograms_of, text_of
 
 TRAFFIC_TTL_S = (HOURS + 2) * 3600
 MIN_FOR_SD = 30  # judged events a series needs before its own spread is used
 PLAN_STALE_S = 600.0  # an older plan is not used: its planner stopped
-FIELD_OVERHEAD = 64  # bytes a hash field costs besides its name and value
-PACE_TTL_S = 180  # the pacing's counts of an interval: read in it and in the next one
 
 Paced = dict[str, tuple[int, float]]  # key → (events chosen, sum of their probabilities)
 
@@ -48,6 +46,17 @@ class StoredPlan:
 
     def to_rates(self) -> Rates:
         return Rates(dict(self.rates), self.default, self.cap)
+
+
+def key_app(key: str) -> str:
+    """The app of a pacing key: a series (`app|...`) or `app:` + app."""
+    return key[len(APP_MARK) :] if key.startswith(APP_MARK) else series_app(key)
+
+
+def pace_bytes(key: str, n: int, p: float) -> int:
+    """What a key's two pacing fields take when created (its count and its sum), as fields
+    of a hashtable: a hash small enough for a listpack takes less."""
+    return 2 * (FIELD_OVERHEAD + len(key)) + len(str(n)) + len(repr(p))
 
 
 class SamplingState:
@@ -128,23 +137,37 @@ class SamplingState:
         return self.client.get(key) == owner.encode()
 
     def pace(
-        self, interval: int, chosen: Mapping[tuple[int, str], tuple[int, float]]
+        self, interval: int, chosen: Mapping[tuple[int, str], tuple[int, float]], now: float
     ) -> tuple[Paced, Paced]:
         """Add one API process' newly chosen events (by planning interval and key: a series or
         `app:` + app) to the fleet's, and return the fleet's of `interval` and of the one
-        before: the pacing's counts, shared by every API process."""
+        before: the pacing's counts, shared by every API process.
+
+        The two hashes of an interval are the fleet's, read whole by every flush; each app is
+        charged for its own fields (`pace` in the ledger) when a flush creates them. A hash
+        expires `PACE_TTL_S` after its first write (not renewed), so no field outlives the
+        ledger's window for it."""
         k = self.keys
         with self.client.pipeline(transaction=False) as pipe:
             for (i, key), (n, p) in chosen.items():
                 pipe.hincrby(k.pace(i, "n"), key, n)
                 pipe.hincrbyfloat(k.pace(i, "p"), key, p)
             for i in {i for i, _ in chosen}:
-                pipe.expire(k.pace(i, "n"), PACE_TTL_S)
-                pipe.expire(k.pace(i, "p"), PACE_TTL_S)
+                pipe.expire(k.pace(i, "n"), PACE_TTL_S, nx=True)
+                pipe.expire(k.pace(i, "p"), PACE_TTL_S, nx=True)
             for i in (interval, interval - 1):
                 pipe.hgetall(k.pace(i, "n"))
                 pipe.hgetall(k.pace(i, "p"))
-            rows = cast(list[dict[bytes, bytes]], pipe.execute()[-4:])
+            replies = pipe.execute()
+        rows = cast(list[dict[bytes, bytes]], replies[-4:])
+        totals = replies[0 : 2 * len(chosen) : 2]
+        new = [(key, n, p) for ((_, key), (n, p)), t in zip(chosen.items(), totals, strict=True)
+               if t == n]  # fmt: skip
+        if new:
+            with self.client.pipeline(transaction=True) as pipe:
+                for key, n, p in new:
+                    self.ledger.charge(pipe, key_app(key), Kind.PACE, pace_bytes(key, n, p), now)
+                pipe.execute()
 
         def paced(ns: dict[bytes, bytes], ps: dict[bytes, bytes]) -> Paced:
             return {text_of(x): (int(ns[x]), float(ps.get(x, 0.0))) for x in ns}

@@ -78,7 +78,7 @@ class Store:
         self.sampling = SamplingState(client, self.keys, self.ledger)
         self.second_opinions = SecondOpinions(client, self.keys, self.ledger)
         self.holds = Holds(client, self.keys, self.ledger, settings)  # OTLP spans held
-        self.estimates = EstimateSummaries(client, self.keys, self.delivery.jobs)
+        self.estimates = EstimateSummaries(client, self.keys, self.delivery.jobs, self.ledger)
         # the histograms' bucket bounds for the configured measure parameters (T's follow a)
         self.bounds = histogram_bounds(settings.measure_params())
         # seconds `read_hash` pauses between its steps: the /metrics renderer spreads its reads

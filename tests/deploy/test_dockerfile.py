@@ -208,7 +208,7 @@ def test_the_build_stage_makes_a_wheel_that_runs_the_cli(tmp_path):
         if rel.suffix == ".py" and rel.parts[0] in {"monitor", "workers"}:
             assert in_wheel(rel) in names, f"{rel} is in the context but not in the wheel"
     for rel in files:
-        if rel.match("monitor/demo/data/*.jsonl") or rel.match("monitor/report/*.html"):
+        if rel.match("monitor/demo/data/*.jsonl") or rel.match("monitor/templates/*.*"):
             assert in_wheel(rel) in names, f"package data {rel} missing from the wheel"
 
     target = tmp_path / "site"
@@ -221,7 +221,10 @@ def test_the_build_stage_makes_a_wheel_that_runs_the_cli(tmp_path):
     probe = (
         "import ragmon, ragmon.cli, ragmon.api, ragmon.workers.worker; "
         "print(ragmon.__file__); "
-        "ragmon.cli.build_parser().parse_args(['serve', '--host', '0.0.0.0'])"
+        "ragmon.cli.build_parser().parse_args(['serve', '--host', '0.0.0.0']); "
+        # the pages' templates load from the installed package data
+        "from ragmon.core.pages import message; from ragmon.templates import render; "
+        "assert '<p id=message>&lt;b&gt;</p>' in render(message('t', '<b>'))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     run = subprocess.run(

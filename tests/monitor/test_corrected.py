@@ -125,6 +125,25 @@ def test_all_graded_values_at_an_end_still_have_an_interval(
     assert got.estimate == got.human_only and got.lam == 0.0
 
 
+def test_a_binary_measure_gets_agresti_coulls_four_units() -> None:
+    """Hit@K-like values (0 or 1) of 30 events: the plain t interval of so few misses more often
+    than it says (simulated: 92 % for a 95 % interval), so two successes and two failures of one
+    unit each join them, at the four corners of (people, judge)."""
+    y = [1.0] * 24 + [0.0] * 6
+    f = [0.0] * 3 + [1.0] * 24 + [0.0] * 3  # the judge disagrees on 6 events
+    got = ppi_mean(_units(y, f, [], lo=0.0, hi=1.0))
+    ys = np.array(y + [0.0, 0.0, 1.0, 1.0])
+    center = ys.mean()  # 26 / 34
+    var = 30 / 29 * float(np.sum(((ys - center) / len(ys)) ** 2))  # CR1 over the 30 events
+    half = stats.t.ppf(0.975, 29) * math.sqrt(var)
+    assert got.human_only is not None and got.human_only.estimate == 0.8  # the plain mean
+    assert (got.human_only.low, got.human_only.high) == pytest.approx(
+        (center - half, min(1.0, center + half))
+    )
+    plain = stats.t.interval(0.95, 29, loc=0.8, scale=stats.sem(y))
+    assert got.human_only.low < plain[0]  # wider on the side the plain one misses
+
+
 def test_a_judge_that_agreed_on_every_graded_event_gets_no_zero_width_interval() -> None:
     y = [1.0, 0.0] * 6
     got = ppi_mean(_units(y, y, [1.0, 0.0] * 500, lo=0.0, hi=1.0))

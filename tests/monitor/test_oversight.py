@@ -230,3 +230,19 @@ def test_the_api_reads_a_workers_summary_never_the_history(judged) -> None:
     with client(api, SHOP_KEY) as c:
         after = c.get("/v1/estimates").json()
     assert after["series"] == [] and after["summarized_at"] >= before["summarized_at"]
+
+
+def test_a_new_apps_estimates_are_summarized_as_its_first_event_is_judged(
+    make_api: Callable[..., ApiServer],
+) -> None:
+    """No maintenance tick between: the drain asks for the summary of an app whose first judged
+    event finished, and the burst worker makes it before it stops."""
+    api = make_api(RAGMON_API_KEYS=KEYS)
+    with client(api, SHOP_KEY) as c:
+        assert c.get("/v1/estimates").json()["summarized_at"] is None
+        assert c.post("/v1/retrievals", json=event("shop", 0)).status_code == 202
+    make_worker(api.settings).work(burst=True, with_scheduler=False)
+    with client(api, SHOP_KEY) as c:
+        found = c.get("/v1/estimates").json()
+    assert found["summarized_at"] is not None
+    assert [s["events"] for s in found["series"]] == [1]

@@ -1,6 +1,7 @@
 """The sampling plan's share per app: one app's junk label values count as its series budget's
 series and one fold (traffic counted after the series cap), so they fill neither the hour's
-traffic hash nor the plan, and another app's series keep their place in it."""
+traffic hash nor the plan, and another app's series keep their place in it; the pacing's
+fields are charged to their app, and an app at its share of Redis adds none."""
 
 from __future__ import annotations
 
@@ -104,3 +105,47 @@ def test_two_api_processes_pace_a_new_series_as_one(redis_url: str) -> None:
     # share would choose about 2 * cap
     print(f"\n{sent} events of a new series over two API processes: {chosen} chosen, cap {cap:g}")
     assert cap <= chosen < 1.5 * cap, chosen
+
+
+@pytest.mark.server  # a real API in this process
+def test_an_app_at_its_share_adds_no_pacing_and_another_apps_is_charged_to_it(
+    redis_url: str,
+) -> None:
+    from ragmon.api.sampler import PLAN_S
+    from ragmon.core.sampling import APP_MARK
+    from ragmon.settings import Settings
+    from ragmon.store.sampling_state import pace_bytes
+    from tests.support.waiting import wait_until
+
+    s = Settings.from_env(
+        {"REDIS_URL": redis_url, "RAGMON_JUDGE": "lexical", "RAGMON_SAMPLING": "planned",
+         "RAGMON_MIN_JUDGED_PER_DAY": "20", "RAGMON_APP_STORAGE_MB": "shop=1"},
+        dotenv=None,
+    )  # fmt: skip
+    api = ApiServer(s).start()
+    store = api.store
+    try:
+        with store.client.pipeline(transaction=True) as pipe:  # shop holds its share
+            store.ledger.charge(pipe, "shop", Kind.RECORD, 1024 * 1024, time.time())
+            pipe.execute()
+        for app, status in (("shop", 507), ("news", 202)):
+            event = make_event(n=2, k=1, seed=7, labels={"app": app, "index": "kb"})
+            r = api.client.post("/v1/retrievals", json=event)
+            assert r.status_code == status and (status == 202 or "'shop'" in r.text), r.text
+        news = "news|kb|default|default"
+        interval = int(time.time() // PLAN_S)
+        keys = [store.keys.pace(i, "p") for i in (interval - 1, interval)]
+
+        def fleet() -> dict[str, float]:
+            return {k.decode(): float(v) for key in keys
+                    for k, v in store.client.hgetall(key).items()}  # fmt: skip
+
+        wait_until(lambda: news in fleet(), 30, "the API shared its pacing with the fleet")
+        shared = fleet()
+        assert not any(k.startswith(("shop|", APP_MARK + "shop")) for k in shared)
+        pace = {a: kinds[Kind.PACE] for a, kinds in store.ledger.read(time.time()).held.items()
+                if Kind.PACE in kinds}  # fmt: skip
+        p = shared[news]
+        assert pace == {"news": pace_bytes(news, 1, p) + pace_bytes(APP_MARK + "news", 1, p)}
+    finally:
+        api.stop()

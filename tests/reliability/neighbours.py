@@ -141,7 +141,8 @@ class Context:
 
 
 def prepare(url: str) -> Context:
-    """appB's judged events (index `fixed`), a browser signed in with its key."""
+    """appB's judged events (index `fixed`), one graded and summarized, a browser signed in
+    with its key."""
     api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY_B}"}, timeout=60)
     ui = httpx.Client(base_url=url, timeout=60, headers={"Origin": url})
     ctx = Context(url, api, ui)
@@ -154,6 +155,13 @@ def prepare(url: str) -> Context:
         return all(f.get("status") == "done" for f in found)
 
     wait_until(judged, 60, "appB's events judged")
+    api.post("/v1/grades", json={"grades": [_grade(ctx)]}).raise_for_status()
+
+    def summarized() -> bool:  # a worker's summary, with the grade: no later one changes it
+        found = api.get("/v1/estimates", params={"index": "fixed"}).json()
+        return any(s["graded_events"] for s in found["series"])
+
+    wait_until(summarized, 60, "appB's estimates summarized with its grade")
     r = ui.post("/ui/login", data={"key": KEY_B, "next": "/ui"})
     assert r.status_code == 303 and "failed" not in r.headers["location"], r.headers
     return ctx
@@ -187,6 +195,12 @@ def _grades(ctx: Context) -> Any:
     return r.status_code, [
         {k: v for k, v in x.items() if k != "status"} for x in r.json()["results"]
     ]
+
+
+def _estimates(ctx: Context) -> Any:
+    """appB's estimates of its fixed events; `summarized_at` moves with its new events."""
+    r = ctx.api.get("/v1/estimates", params={"index": "fixed"})
+    return r.status_code, {k: v for k, v in r.json().items() if k != "summarized_at"}
 
 
 def _json(path: str, client: str = "api", **params: str) -> Callable[[Context], Any]:
@@ -229,7 +243,7 @@ CHECKS: dict[str, Callable[[Context], Any]] = {
     "POST /v1/retrievals/batch": _post_batch,
     "POST /v1/traces": _traces,
     "POST /v1/grades": _grades,
-    "GET /v1/estimates": _json("/v1/estimates", index="fixed"),
+    "GET /v1/estimates": _estimates,
     "GET /v1/retrievals": _json("/v1/retrievals", index="fixed"),
     "GET /v1/retrievals/{event_id:path}": _json("/v1/retrievals/{id}"),
     "GET /healthz": _json("/healthz"),

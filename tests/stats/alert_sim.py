@@ -3,6 +3,8 @@
     nice python -m tests.stats.alert_sim                # 40 series x 90 days per case
     nice python -m tests.stats.alert_sim --series 8     # quicker, noisier
     nice python -m tests.stats.alert_sim --levels       # the level alerts: 20 series x 4 weeks
+    nice python -m tests.stats.alert_sim --repeated     # every level and drop alert on repeated
+                                                        # questions and retries: 40 x 4 weeks
     nice python -m tests.stats.alert_sim --planned 10   # planned sampling: events weigh 10
     nice python -m tests.stats.alert_sim --bound        # what any detector can do (Hit@K)
 
@@ -23,13 +25,16 @@ import yaml
 
 from ragmon.settings import Settings
 from tests.stats import level_bound
-from tests.stats.traffic import bank, noise_for_mean
+from tests.stats.traffic import Repeats, bank, noise_for_mean, repeated_counters
 
 RULES = (
     Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules" / "ragmon-alerts.yml"
 )
 DAY = 1440  # minutes
 WEEK = 7 * DAY
+# The quality alerts' variance factor for questions asked again with the same value (and
+# retried): the rules multiply every variance of a mean by it (ragmon-recording.yml).
+REPEATS = 3.0
 
 
 @dataclass(frozen=True)
@@ -40,14 +45,18 @@ class Rule:
     z: float
     min_events: float
     for_minutes: int
+    repeats: float = REPEATS
 
     @classmethod
-    def of(cls, settings: Settings, measure: str, for_minutes: int | None = None) -> Rule:
+    def of(
+        cls, settings: Settings, measure: str, for_minutes: int | None = None,
+        repeats: float = REPEATS,
+    ) -> Rule:  # fmt: skip
         """The rule of `measure`'s drop alert: `for` from the rule file unless given."""
         margin = settings.alert_margin_ndcg if measure == "ndcg" else settings.alert_margin_t
         if for_minutes is None:
             for_minutes = rule_for_minutes(measure)
-        return cls(margin, settings.alert_z, settings.alert_min_events, for_minutes)
+        return cls(margin, settings.alert_z, settings.alert_min_events, for_minutes, repeats)
 
 
 def rule_minutes(name: str, field: str = "for") -> int:
@@ -125,8 +134,9 @@ def evaluate(
 
     mean = delta(sum) / delta(count) (absent without events); var7d = (increase(sum_squares) /
     n7d - mean7d^2) * n7d / (n7d - 1), at least 0; dispersion = the spread of the last 7 days'
-    hourly means over what independent events would give, when above 1, else 1; threshold =
-    max(margin, z * dispersion * sqrt(var7d * (1 / n1h + 1 / n7d))); condition: mean7d -
+    hourly means over what repeated questions would give (the repeats factor R times
+    independent events' variance), when above 1, else 1; threshold = max(margin, z *
+    dispersion * sqrt(R * var7d * (1 / n1h + 1 / n7d))); condition: mean7d -
     mean1h > threshold and n1h >= min_events. `weight2`: the cumulative sum of squared weights
     (planned sampling: _count is then the sum of weights); n in the standard errors and the
     minimum is then the effective number of judged events (`_effective`).
@@ -143,9 +153,9 @@ def evaluate(
         mean7 = np.where(n7 > 0, s7 / n7, np.nan)
         var7 = np.maximum((q7 / n7 - mean7 * mean7) * n7 / (n7 - 1), 0.0)
         sd_hourly, avg_n1 = _hourly_spread(mean1, e1, step)
-        ratio = sd_hourly / np.sqrt(var7 / avg_n1)
+        ratio = sd_hourly / np.sqrt(rule.repeats * var7 / avg_n1)
         dispersion = np.where(ratio > 1, ratio, 1.0)
-        se = np.sqrt(var7 * (1 / e1 + 1 / e7))
+        se = np.sqrt(rule.repeats * var7 * (1 / e1 + 1 / e7))
         threshold = np.maximum(rule.z * dispersion * se, rule.margin)
         condition = (mean7 - mean1 > threshold) & (e1 >= rule.min_events)
     return {"mean1h": mean1, "mean7d": mean7, "var7d": var7, "dispersion": dispersion,
@@ -159,13 +169,15 @@ LEVEL_BANDS = {"harm": 0.0, "hit": 0.02}  # taken off the margin (ragmon-recordi
 def evaluate_level(
     count: np.ndarray, total: np.ndarray, squares: np.ndarray, measure: str, z: float,
     min_events: float, step: int = 1, weight2: np.ndarray | None = None,
+    repeats: float = REPEATS,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """The level alerts' recording rules and condition at every sample.
 
     var1h = (increase(sum_squares[1h]) / n1h - mean1h^2) * n1h / (n1h - 1), at least 0;
-    margin = max(z * sqrt(var1h / n1h) - band, 0) (z standard errors of the hour's mean, less
-    the measure's band: 0.02 for Hit@K, none for Harm@K); condition: the hourly mean is beyond
-    the line by more than the margin (Harm@K above 0.3, Hit@K below 0.6) and n1h >= min_events.
+    margin = max(z * sqrt(R * var1h / n1h) - band, 0) (z standard errors of the hour's mean,
+    its variance times the repeats factor R, less the measure's band: 0.02 for Hit@K, none for
+    Harm@K); condition: the hourly mean is beyond the line by more than the margin (Harm@K
+    above 0.3, Hit@K below 0.6) and n1h >= min_events.
     """
     line, side = LEVELS[measure]
     n1 = _increase(count, 60, step)
@@ -174,7 +186,7 @@ def evaluate_level(
     with np.errstate(divide="ignore", invalid="ignore"):
         mean1 = np.where(n1 > 0, s1 / n1, np.nan)
         var1 = np.maximum((q1 / n1 - mean1 * mean1) * n1 / (n1 - 1), 0.0)
-        margin = np.maximum(z * np.sqrt(var1 / e1) - LEVEL_BANDS[measure], 0.0)
+        margin = np.maximum(z * np.sqrt(repeats * var1 / e1) - LEVEL_BANDS[measure], 0.0)
         beyond = mean1 - margin > line if side == "above" else mean1 + margin < line
         condition = beyond & (e1 >= min_events)
     return {"mean1h": mean1, "var1h": var1, "margin": margin, "condition": condition}
@@ -238,6 +250,18 @@ def minute_counters(
     return np.cumsum(n).astype(float), np.cumsum(s), np.cumsum(q)
 
 
+def counters(
+    rng: np.random.Generator, per_minute: float, minutes: int, values: np.ndarray,
+    after: tuple[int, np.ndarray] | None = None, repeats: Repeats | None = None,
+    trending: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """`minute_counters` (independent events), or with `repeats`, `traffic.repeated_counters`
+    (questions asked again and retried)."""
+    if repeats is None:
+        return minute_counters(rng, 60 * per_minute, minutes, values, after, trending)
+    return repeated_counters(rng, per_minute, minutes, values, after, repeats)
+
+
 def population(measure: str, target: float) -> np.ndarray:
     """Per-event values of a synthetic retriever whose mean `measure` is `target`."""
     segment = "default" if measure == "ndcg" else "billing"
@@ -273,14 +297,15 @@ class Weighing:
 
 def false_firings(
     measure: str, target: float, per_hour: float, rule: Rule, series: int, days: int, seed: int,
-    trending: float = 0.0, weighing: Weighing = Weighing(),
+    trending: float = 0.0, weighing: Weighing = Weighing(), repeats: Repeats | None = None,
 ) -> tuple[int, float]:  # fmt: skip
     """(firings, series-days evaluated) of stationary traffic after a week of warm-up."""
     rng = np.random.default_rng(seed)
     values = population(measure, target)
     fired = 0
     for _ in range(series):
-        c, s, q = minute_counters(rng, per_hour, WEEK + days * DAY, values, trending=trending)
+        minutes = WEEK + days * DAY
+        c, s, q = counters(rng, per_hour / 60, minutes, values, None, repeats, trending)
         c, s, q, w2 = weighing.apply(c, s, q)
         cond = evaluate(c, s, q, rule, weight2=w2)["condition"][WEEK:]
         fired += len(firing_onsets(cond, rule.for_minutes))
@@ -288,15 +313,17 @@ def false_firings(
 
 
 def detection_minutes(
-    target: float, drop: float, per_hour: float, rule: Rule, trials: int, seed: int
-) -> list[float]:
-    """Minutes from a true drop of the mean nDCG@K to the alert firing (inf: not in 6 h)."""
+    target: float, drop: float, per_hour: float, rule: Rule, trials: int, seed: int,
+    measure: str = "ndcg", repeats: Repeats | None = None, hours: int = 6,
+) -> list[float]:  # fmt: skip
+    """Minutes from a true drop of the mean nDCG@K (or `measure`) to the alert firing (inf:
+    not within `hours`)."""
     rng = np.random.default_rng(seed)
-    before, after = population("ndcg", target), population("ndcg", target - drop)
+    before, after = population(measure, target), population(measure, target - drop)
     out = []
     for _ in range(trials):
-        minutes = WEEK + 6 * 60
-        c, s, q = minute_counters(rng, per_hour, minutes, before, after=(WEEK, after))
+        minutes = WEEK + hours * 60
+        c, s, q = counters(rng, per_hour / 60, minutes, before, (WEEK, after), repeats)
         cond = evaluate(c, s, q, rule)["condition"]
         onsets = firing_onsets(cond[WEEK:], rule.for_minutes)
         out.append(float(onsets[0]) if len(onsets) else float("inf"))
@@ -313,28 +340,29 @@ LEVEL_RATES = (1, 5, 20)  # events a minute
 
 def level_firings(
     measure: str, target: float, per_minute: float, settings: Settings, series: int,
-    weeks: int, seed: int, weighing: Weighing = Weighing(),
+    weeks: int, seed: int, weighing: Weighing = Weighing(), repeats: Repeats | None = None,
+    factor: float = REPEATS,
 ) -> tuple[int, float]:  # fmt: skip
     """(firings, series-weeks evaluated) of a level alert on stationary traffic (after the
-    first hour, which has no hourly mean yet)."""
+    first hour, which has no hourly mean yet); `factor`: the rules' repeats factor."""
     rng = np.random.default_rng(seed)
     values = level_population(measure, target)
     name = LEVEL_ALERTS[measure]
     for_m, keep = rule_minutes(name), rule_minutes(name, "keep_firing_for")
     fired = 0
     for _ in range(series):
-        c, s, q = minute_counters(rng, 60 * per_minute, 60 + weeks * WEEK, values)
+        c, s, q = counters(rng, per_minute, 60 + weeks * WEEK, values, None, repeats)
         c, s, q, w2 = weighing.apply(c, s, q)
-        got = evaluate_level(
-            c, s, q, measure, settings.alert_z, settings.alert_min_events, weight2=w2
-        )
+        z, least = settings.alert_z, settings.alert_min_events
+        got = evaluate_level(c, s, q, measure, z, least, weight2=w2, repeats=factor)
         fired += len(firing_onsets(got["condition"][60:], for_m, keep_minutes=keep))
     return fired, float(series * weeks)
 
 
 def level_delays(
     measure: str, safe: float, crossed: float, per_minute: float, settings: Settings,
-    trials: int, seed: int, hours: int = 6,
+    trials: int, seed: int, hours: int = 6, repeats: Repeats | None = None,
+    factor: float = REPEATS,
 ) -> list[float]:  # fmt: skip
     """Minutes from the level moving from `safe` to `crossed` to the alert firing (inf: not
     within `hours`)."""
@@ -345,10 +373,10 @@ def level_delays(
     out = []
     for _ in range(trials):
         start = 2 * 60
-        c, s, q = minute_counters(
-            rng, 60 * per_minute, start + hours * 60, before, after=(start, after)
-        )
-        got = evaluate_level(c, s, q, measure, settings.alert_z, settings.alert_min_events)
+        minutes = start + hours * 60
+        c, s, q = counters(rng, per_minute, minutes, before, (start, after), repeats)
+        z, least = settings.alert_z, settings.alert_min_events
+        got = evaluate_level(c, s, q, measure, z, least, repeats=factor)
         onsets = firing_onsets(got["condition"][start:], for_m, keep_minutes=keep)
         out.append(float(onsets[0]) if len(onsets) else float("inf"))
     return out
@@ -385,6 +413,73 @@ def levels_main(settings: Settings, series: int, weeks: int, trials: int, seed: 
                 f"{measure + f' {safe} (line {LEVELS[measure][0]})':30} {rate:4d} {fired:7d} "
                 f"{sw:12.0f} {fired / sw:8.3f} {crossed:7.2f} {np.mean(delays <= 60):6.0%} "
                 f"{median:>6} {slowest:>7}",
+                flush=True,
+            )
+
+
+REPEATED_RATES = (1, 5, 60)  # events a minute
+REPEATED_CASES = (  # (alert, measure, level held, level after the change)
+    ("RagmonQualityDropNDCG", "ndcg", 0.57, 0.47),
+    ("RagmonQualityDropT", "t", -0.05, -0.45),
+    ("RagmonHarmHigh", "harm", 0.28, 0.40),
+    ("RagmonHitRateLow", "hit", 0.62, 0.50),
+)
+
+
+def poisson_interval(count: int, exposure: float) -> tuple[float, float]:
+    """Garwood's exact 95 % interval of a Poisson rate (`count` events in `exposure`)."""
+    from scipy import stats
+
+    lo = stats.chi2.ppf(0.025, 2 * count) / 2 if count else 0.0
+    return lo / exposure, stats.chi2.ppf(0.975, 2 * count + 2) / 2 / exposure
+
+
+def repeated_case(
+    alert: str, measure: str, held: float, changed: float, rate: float, settings: Settings,
+    series: int, weeks: int, trials: int, seed: int, factor: float, repeats: Repeats,
+) -> tuple[int, float, np.ndarray]:  # fmt: skip
+    """(false firings, series-weeks, delays in minutes) of one alert at `rate` events a minute
+    on `repeats` traffic, the rules' repeats factor `factor`."""
+    if measure in LEVELS:
+        fired, sw = level_firings(measure, held, rate, settings, series, weeks, seed,
+                                  repeats=repeats, factor=factor)  # fmt: skip
+        delays = level_delays(measure, held, changed, rate, settings, trials, seed + 1,
+                              repeats=repeats, factor=factor)  # fmt: skip
+        return fired, sw, np.array(delays)
+    rule = Rule.of(settings, measure, repeats=factor)
+    fired, days = false_firings(measure, held, 60 * rate, rule, series, 7 * weeks, seed,
+                                repeats=repeats)  # fmt: skip
+    delays = detection_minutes(held, held - changed, 60 * rate, rule, trials, seed + 1,
+                               measure, repeats)  # fmt: skip
+    return fired, days / 7, np.array(delays)
+
+
+def repeated_main(
+    settings: Settings, series: int, weeks: int, trials: int, seed: int, factor: float,
+    gap: float,
+) -> None:  # fmt: skip
+    """Print every level and drop alert's false firings per series-week and detection delay
+    on traffic whose questions repeat and are retried (`traffic.Repeats`)."""
+    rep = Repeats(gap=gap)
+    print(
+        f"questions asked 1 + Poisson(1) times, {gap:g} min apart on average; {rep.burst_p:.0%} of "
+        f"asks retried {rep.burst} times in their minute (E[M^2]/E[M] = "
+        f"{rep.design_effect():.2f}); rules' repeats factor {factor:g}, z {settings.alert_z}; "
+        f"{series} series x {weeks} weeks, {trials} changes per row\n"
+    )
+    print("| alert | events/min | false firings per series-week [95 % CI] | change | "
+          "fired within 1 h / 6 h | median delay |")  # fmt: skip
+    print("| --- | ---: | --- | --- | ---: | ---: |")
+    for i, (alert, measure, held, changed) in enumerate(REPEATED_CASES):
+        for j, rate in enumerate(REPEATED_RATES):
+            fired, sw, d = repeated_case(alert, measure, held, changed, rate, settings, series,
+                                         weeks, trials, seed + 10 * i + j, factor, rep)  # fmt: skip
+            lo, hi = poisson_interval(fired, sw)
+            median = np.median(d)
+            print(
+                f"| {alert} | {rate} | {fired / sw:.2f} [{lo:.2f}, {hi:.2f}] | {held:g} → "
+                f"{changed:g} | {np.mean(d <= 60):.0%} / {np.mean(d <= 360):.0%} | "
+                + (f"{median:.0f} min |" if np.isfinite(median) else "> 6 h |"),
                 flush=True,
             )
 
@@ -461,6 +556,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", action="store_true", help="the level alerts only")
     parser.add_argument("--weeks", type=int, default=4, help="weeks per level-alert series")
     parser.add_argument(
+        "--repeated",
+        action="store_true",
+        help="every level and drop alert on traffic whose questions repeat and are retried: "
+        "false firings per series-week and detection delay at 1, 5 and 60 events a minute",
+    )
+    parser.add_argument(
+        "--repeats", type=float, default=REPEATS, help="with --repeated: the rules' factor"
+    )
+    parser.add_argument(
+        "--gap", type=float, default=60.0, help="with --repeated: minutes between asks"
+    )
+    parser.add_argument(
         "--bound",
         action="store_true",
         help="what any detector can do against Hit@K's crossing: the Neyman-Pearson test of "
@@ -480,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.bound:
         bound_main(args.series * args.weeks, 10 * args.trials, args.seed)
+        return 0
+    if args.repeated:
+        repeated_main(s, args.series, args.weeks, args.trials, args.seed, args.repeats, args.gap)
         return 0
     if args.levels:
         levels_main(s, args.series // 2, args.weeks, args.trials, args.seed)

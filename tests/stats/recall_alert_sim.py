@@ -26,15 +26,14 @@ import numpy as np
 
 from ragmon.core.measures import compute
 from ragmon.settings import Settings
-from tests.stats.alert_sim import _increase, firing_onsets, rule_minutes
+from tests.stats.alert_sim import REPEATS, _increase, firing_onsets, rule_minutes
 from tests.stats.recall_sim import SEGMENTS, K, ranking
-from tests.stats.traffic import POOLS
+from tests.stats.traffic import POOLS, ask_times
 
 DAY, WEEK = 1440, 7 * 1440
 ALERT = "RagmonRecallLoss"
 # The rule's constants (ragmon-recording.yml, ragmon:retrieval_ra_nwg_pooled:drop_threshold):
 MARGIN = 0.05  # the smallest fall of the day's mean worth a page
-REPEATS = 3.0  # variance factor of questions asked more than once with the same value
 RATES = (1, 5, 60)  # events a minute
 
 
@@ -78,7 +77,7 @@ def counters(rng: np.random.Generator, per_minute: float, minutes: int, normal: 
     query = rng.integers(0, len(normal), size=len(first))
     m = 1 + rng.poisson(1.0, size=len(first))
     query = np.repeat(query, m)
-    at = _ask_times(rng, first, m)
+    at = ask_times(rng, first, m)
     value = normal[query]
     if lost_at is not None:
         gone = rng.random(len(normal)) < share
@@ -90,16 +89,6 @@ def counters(rng: np.random.Generator, per_minute: float, minutes: int, normal: 
     s = np.bincount(minute, weights=v, minlength=minutes)
     q = np.bincount(minute, weights=v * v, minlength=minutes)
     return np.cumsum(n).astype(float), np.cumsum(s), np.cumsum(q)
-
-
-def _ask_times(rng: np.random.Generator, first: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Each question's asks: the first at its minute, each further one an exponential hour
-    after the one before."""
-    gaps = rng.exponential(60.0, size=int(m.sum()))
-    start = np.repeat(np.cumsum(m) - m, m)  # index of each question's first ask
-    gaps[start == np.arange(len(gaps))] = 0.0
-    csum = np.cumsum(gaps)
-    return np.repeat(first, m) + csum - csum[start]
 
 
 def evaluate(count: np.ndarray, total: np.ndarray, squares: np.ndarray, rule: Rule,

@@ -18,15 +18,19 @@ from tests.stats.alert_sim import (
     DAY,
     WEEK,
     Rule,
+    _increase,
     detection_minutes,
     evaluate,
     evaluate_level,
     false_firings,
     firing,
+    level_delays,
+    level_firings,
     level_population,
     minute_counters,
     population,
 )
+from tests.stats.traffic import Repeats, repeated_counters
 
 ROOT = Path(__file__).resolve().parents[2]
 # recording rules first: promtool then evaluates them before the alerts at each step
@@ -265,9 +269,9 @@ def test_stationary_traffic_rarely_fires() -> None:
         assert days == 120 and fired <= 1, (measure, rate, fired)
 
 
-def test_a_drop_of_0_05_fires_within_two_hours() -> None:
+def test_a_drop_of_0_05_fires_within_six_hours() -> None:
     delays = detection_minutes(0.57, 0.05, 1000, Rule.of(SETTINGS, "ndcg"), 8, seed=5)
-    assert max(delays) <= 120, delays
+    assert max(delays) <= 360, delays
     assert min(delays) >= Rule.of(SETTINGS, "ndcg").for_minutes  # the rule's `for`
 
 
@@ -279,3 +283,45 @@ def test_too_few_events_never_fire() -> None:
     got = evaluate(c, s, q, Rule.of(SETTINGS, "ndcg"))
     assert not got["condition"][WEEK:].any()
     assert (got["mean7d"][WEEK + 120 :] - got["mean1h"][WEEK + 120 :] > 0.4).all()
+
+
+def test_repeated_traffic_keeps_its_rate_and_makes_hours_wander() -> None:
+    """`traffic.repeated_counters` brings the events a minute asked for, and its hourly means
+    of Hit@K vary more than as many independent events' would (repeats of one question in one
+    hour carry one value), less than whole questions' E[M^2]/E[M] allows."""
+    rng = np.random.default_rng(21)
+    values = level_population("hit", 0.62)
+    c, s, _ = repeated_counters(rng, 5, 2 * WEEK, values)
+    assert abs(c[-1] / (2 * WEEK) - 5) < 0.1
+    n = _increase(c, 60, 1)[60::60]
+    ratio = np.var(_increase(s, 60, 1)[60::60] / n) / (np.var(values) / n.mean())
+    assert 1.5 < ratio < Repeats().design_effect(), ratio
+
+
+def test_repeated_questions_rarely_fire_the_level_alerts() -> None:
+    """Hit@K at 0.62 (0.02 on the safe side: the level alerts' hardest case) on repeated
+    questions and retries, 8 series-weeks at 1 and at 5 events a minute: the rules (the repeats
+    factor) fire at most twice; the same traffic without the factor fires dozens of times.
+    The full run: `nice python -m tests.stats.alert_sim --repeated`."""
+    for rate, seed in ((1, 31), (5, 32)):
+        args = ("hit", 0.62, rate, SETTINGS, 8, 1, seed)
+        fired, weeks = level_firings(*args, repeats=Repeats())
+        assert weeks == 8 and fired <= 2, (rate, fired)
+        without, _ = level_firings(*args, repeats=Repeats(), factor=1.0)
+        assert without >= 15, (rate, without)
+
+
+def test_repeated_questions_rarely_fire_the_drop_alerts() -> None:
+    """T at 1 event a minute (the drop alerts' hardest case on this traffic), 6 series x 2
+    weeks after a week's warm-up: at most 3 firings (0.5 a series-week would be 6)."""
+    fired, days = false_firings("t", -0.05, 60, Rule.of(SETTINGS, "t"), 6, 14, 33,
+                                repeats=Repeats())  # fmt: skip
+    assert days == 84 and fired <= 3, fired
+
+
+def test_repeated_questions_still_page_on_a_crossing() -> None:
+    """At 60 events a minute Hit@K 0.62 -> 0.50 pages within the hour; at 5 a minute Harm@K
+    0.28 -> 0.40 does."""
+    hit = level_delays("hit", 0.62, 0.50, 60, SETTINGS, 4, 34, hours=2, repeats=Repeats())
+    harm = level_delays("harm", 0.28, 0.40, 5, SETTINGS, 4, 35, hours=2, repeats=Repeats())
+    assert max(hit) <= 60 and max(harm) <= 60, (hit, harm)

@@ -239,3 +239,66 @@ def _fill_aggregates(data: WindowData, retriever: str, ev: Events) -> None:
                 counts = np.bincount(idx, weights=w, minlength=len(BUCKETS[m]) + 1)
                 hist = Histogram(counts.tolist(), float(w @ v), float(w.sum()), float(w @ (v * v)))  # type: ignore[arg-type]
             data.hists.setdefault(f"retrieval_{m}", {})[labels] = hist
+
+
+def ask_times(
+    rng: np.random.Generator, first: np.ndarray, m: np.ndarray, gap: float = 60.0
+) -> np.ndarray:
+    """Each question's asks: the first at its minute, each further one an exponential `gap`
+    minutes (on average) after the one before (`m`: how many asks each question has)."""
+    gaps = rng.exponential(gap, size=int(m.sum()))
+    start = np.repeat(np.cumsum(m) - m, m)  # index of each question's first ask
+    gaps[start == np.arange(len(gaps))] = 0.0
+    csum = np.cumsum(gaps)
+    return np.repeat(first, m) + csum - csum[start]
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """Dependent traffic: each question is asked 1 + Poisson(1) times, `gap` minutes apart on
+    average (`ask_times`), and each ask is retried `burst` times within its minute with
+    probability `burst_p` (a user or a client retrying); every ask and retry carries the
+    question's value."""
+
+    burst_p: float = 0.01
+    burst: int = 8
+    gap: float = 60.0
+
+    def mean_size(self) -> float:
+        """Events per question, E[M]."""
+        return 2.0 * (1 + self.burst_p * self.burst)
+
+    def design_effect(self) -> float:
+        """E[M^2] / E[M]: how much more a mean over whole questions varies than one over as
+        many independent events (M = the sum over 1 + Poisson(1) asks of 1 + its retries)."""
+        a1 = 1 + self.burst_p * self.burst
+        a2 = 1 + self.burst_p * (2 * self.burst + self.burst**2)
+        m2 = 2 * (a2 - a1 * a1) + 5 * a1 * a1  # E[m] Var(A) + E[m^2] E[A]^2
+        return m2 / self.mean_size()
+
+
+def repeated_counters(
+    rng: np.random.Generator, per_minute: float, minutes: int, values: np.ndarray,
+    after: tuple[int, np.ndarray] | None = None, repeats: Repeats = Repeats(),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Cumulative _count, _sum and _sum_squares at the end of each minute of `repeats`
+    traffic at `per_minute` events a minute: questions arrive per minute (Poisson), each with a
+    value drawn from `values`; from minute `after[0]` on, its asks carry its value drawn from
+    `after[1]` instead (a changed retriever)."""
+    t = np.arange(minutes)
+    first = np.repeat(t, rng.poisson(per_minute / repeats.mean_size(), size=minutes))
+    m = 1 + rng.poisson(1.0, size=len(first))
+    question = np.repeat(np.arange(len(first)), m)
+    at = ask_times(rng, first, m, repeats.gap)
+    value = values[rng.integers(0, len(values), size=len(first))][question]
+    if after is not None:
+        late = after[1][rng.integers(0, len(after[1]), size=len(first))][question]
+        value = np.where(at >= after[0], late, value)
+    retries = np.where(rng.random(len(at)) < repeats.burst_p, repeats.burst, 0)
+    at, value = np.repeat(at, 1 + retries), np.repeat(value, 1 + retries)
+    keep = at < minutes
+    minute, v = at[keep].astype(int), value[keep]
+    n = np.bincount(minute, minlength=minutes)
+    s = np.bincount(minute, weights=v, minlength=minutes)
+    q = np.bincount(minute, weights=v * v, minlength=minutes)
+    return np.cumsum(n).astype(float), np.cumsum(s), np.cumsum(q)
