@@ -5,6 +5,7 @@ each run through the report's own `analyze()` many times.
     nice python -m tests.stats.report_sim --reports 40  # quicker, noisier
     nice python -m tests.stats.report_sim --only paraphrased --query-only  # clusters by query
     nice python -m tests.stats.report_sim --only planned --unweighted  # plain means (no weights)
+    nice python -m tests.stats.report_sim --reports 100 --only "SD 0.2"  # trending weeks
 
 Prints one line per scenario: reports, the share with a regression (for the drops: with the
 dropped retriever among the regressions), the share naming a mix shift, and the time taken.

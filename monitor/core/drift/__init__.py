@@ -7,7 +7,9 @@ Production traffic breaks the textbook assumptions, and each piece here is chose
   sandwich over clusters of events with the same normalized query or strongly overlapping top-K
   passages, `retrieval_clusters`; a question seen in both windows is one cluster), and the
   reference distribution is Student's t with the effective number of clusters as degrees of
-  freedom, so a few big clusters widen the interval instead of raising an alarm.
+  freedom, so a few big clusters widen the interval instead of raising an alarm. In a change
+  no question weighs more than `CAP` average questions of its window (`capped`): a topic
+  trending this week is part of the mix, not a comparison of one degree of freedom.
 - The mix of queries moves: `segment_change` splits the change of a mean into the change
   within segments at the baseline's segment mix (the retriever itself) and the part the mix
   explains (direct standardisation, as for age-adjusted rates).
