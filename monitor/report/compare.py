@@ -22,6 +22,7 @@ MEASURES = tuple(m.key for m in TABLE if m.report)
 # Measured only on some deployments (UDCG needs RAGMON_UTILITY=on): no row when no data.
 OPTIONAL = frozenset(m.key for m in TABLE if m.needs)
 NAMES = {m.key: m.name for m in TABLE}
+RANGE = {m.key: (m.lo, m.hi) for m in TABLE}  # an interval is cut to its measure's range
 LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
 ALPHA = 0.01  # family-wise error rate of one report (Holm over every comparison)
 MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
@@ -281,10 +282,10 @@ def compare_measure(
         cur.events.get(group), measure, cur.hists, group, coded.clu_c if coded else None
     )
     if row.base is None or row.cur is None or min(row.base.n, row.cur.n) < 2:
-        return row
+        return _in_range(row)
     if coded is not None:
         sb, sc = coded.samples(measure)
-        row.change = drift.segment_change(sb, sc)
+        row.change = drift.segment_change(sb, sc, cap=drift.CAP)
         nb_eff, nc_eff = _effective(row.base, sb), _effective(row.cur, sc)
         # a weighted histogram counts the events its judged ones stand for: so do the records
         full = all(
@@ -295,13 +296,22 @@ def compare_measure(
     else:
         cb, cc = _binned_cells(base.hists, measure, group), _binned_cells(cur.hists, measure, group)
         if not cb or not cc:
-            return row
+            return _in_range(row)
         row.change = drift.binned_change(cb, cc)
         nb_eff, nc_eff = float(row.base.n), float(row.cur.n)
         row.source = "binned counts"
     if hb is not None and hc is not None and hb.count and hc.count:
         row.psi = drift.psi(hb.buckets, hc.buckets)
         row.psi_p = drift.psi_pvalue(hb.buckets, hc.buckets, nb_eff, nc_eff)
+    return _in_range(row)
+
+
+def _in_range(row: Row) -> Row:
+    """Intervals cut to the measure's range (a t interval on few clusters can reach past it)."""
+    lo, hi = RANGE[row.measure]
+    row.base = row.base.within(lo, hi) if row.base else None
+    row.cur = row.cur.within(lo, hi) if row.cur else None
+    row.change = row.change.within(lo, hi) if row.change else None
     return row
 
 
@@ -367,6 +377,7 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
             # few events: segments pooled (the plain change), p from the scan
             plain = drift.segment_change(sb, sc, min_cell=max(len(sb), len(sc)) + 1)
             row.change = replace(plain, pvalue=p)
+            _in_range(row)
         if span is None:  # the headline measure's split describes the series
             span = Span(total - split, volume(eb), volume(ec), split)
         rows.append(row)

@@ -178,10 +178,12 @@ def measures_section(doc: Doc, report: Report) -> None:
     doc.h(2, "All measures, this week vs baseline", "measures")
     doc.p(
         "Means with 95% intervals that allow for repeated questions (cluster-robust by query, "
-        "t reference); the total change, and the change within segments at the baseline's "
-        "segment mix, which is what is tested; p is Holm-adjusted over every comparison in "
-        "this report; PSI on the fixed histogram bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 "
-        f"major), shown as 'within noise' when a PSI this large has a chance of {PSI_ALPHA:.0%} "
+        "t reference; cut to the measure's range); the total change, and the change within "
+        "segments at the baseline's segment mix, no question weighing more than "
+        f"{drift.CAP:g} times the average one, which is what is tested; p is Holm-adjusted "
+        "over every comparison in this report; PSI on the fixed histogram "
+        "bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 major), shown as 'within noise' when "
+        f"a PSI this large has a chance of {PSI_ALPHA:.0%} "
         "or more with no change at this volume."
     )
     mixes = {m.group: m for m in report.mix}

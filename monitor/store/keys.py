@@ -288,8 +288,9 @@ class Keys:
     def estimates(self, app: str) -> str:
         """Hash of one app's corrected estimates, summarized by a worker: window (`last`, the
         last 7 UTC days, or an ISO week `YYYY-Www`) → the summary's JSON (`ragmon.oversight`),
-        and `CHARGED` → the bytes charged for it (`ragmon.store.estimate_summaries`)."""
-        return f"{self.prefix}:est:{app}"
+        and `CHARGED` → the bytes charged for it (`ragmon.store.estimate_summaries`). Under
+        `est:a:`, so that no app name can be one of the fleet's keys beside it (`est:at`)."""
+        return f"{self.prefix}:est:a:{app}"
 
     @property
     def estimates_at(self) -> str:

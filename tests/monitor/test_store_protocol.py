@@ -4,6 +4,7 @@ those positions, in order."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import pytest
@@ -13,6 +14,7 @@ from ragmon.core.catalog import ALL as METRICS
 from ragmon.core.measures import histogram_bounds
 from ragmon.core.wire import (
     LABEL_KEYS,
+    LABEL_PATTERN,
     field_name,
     field_parts,
     series_app,
@@ -142,3 +144,29 @@ def test_every_script_compiles(settings: Settings) -> None:
             assert client.script_load(script.source)
     finally:
         client.close()
+
+
+def test_no_app_name_makes_a_key_of_the_fleet() -> None:
+    """A key of one app (a method of `Keys` taking `app` alone) is never one of the keys the
+    fleet shares (a property): an app named `at` once had its estimates in the key that
+    records when every app was summarized."""
+    keys = Keys()
+    shared = {
+        getattr(keys, name)
+        for name, attr in vars(Keys).items()
+        if isinstance(attr, property) and isinstance(getattr(keys, name), str)
+    }
+    per_app = [
+        getattr(keys, name)
+        for name, attr in vars(Keys).items()
+        if callable(attr) and list(inspect.signature(attr).parameters) == ["self", "app"]
+    ]
+    assert len(shared) >= 10 and len(per_app) >= 5
+    clashes = []
+    for key_of in per_app:
+        head = key_of("\0").split("\0")[0]  # the key before the app's name
+        for key in shared:
+            app = key.removeprefix(head)
+            if key.startswith(head) and re.match(LABEL_PATTERN, app) and key_of(app) == key:
+                clashes.append((key_of.__name__, app))
+    assert clashes == []

@@ -5,6 +5,7 @@ each run through the report's own `analyze()` many times.
     nice python -m tests.stats.report_sim --reports 40  # quicker, noisier
     nice python -m tests.stats.report_sim --only paraphrased --query-only  # clusters by query
     nice python -m tests.stats.report_sim --only planned --unweighted  # plain means (no weights)
+    nice python -m tests.stats.report_sim --reports 100 --only "SD 0.2"  # trending weeks
 
 Prints one line per scenario: reports, the share with a regression (for the drops: with the
 dropped retriever among the regressions), the share naming a mix shift, and the time taken.
@@ -52,12 +53,19 @@ def _tiny(rng: np.random.Generator) -> list[Stream]:
 
 
 def _drop(
-    per_week: int, drop: float, segment: str = "sharp", others: int | None = None, kb: int = 0
+    per_week: int,
+    drop: float,
+    segment: str = "sharp",
+    others: int | None = None,
+    kb: int = 0,
+    noise: float | None = None,
 ) -> tuple[list[Stream], list[Stream]]:
     """Three retrievers of the segment's quality; bm25's mean nDCG falls by `drop`. `others`:
     the other two retrievers' events a week (default: as many as bm25's); `kb`: passages of a
-    knowledge base of that many documents."""
-    noise = 1.0 if segment == "sharp" else NOISE
+    knowledge base of that many documents; `noise`: the ranking noise (default: SD 0.12 for
+    "sharp", 0.25 for "default")."""
+    if noise is None:
+        noise = 1.0 if segment == "sharp" else NOISE
     base = [
         Stream(r, per_week if r == "bm25" or others is None else others, noise,
                segments={segment: 1.0}, kb=kb)
@@ -66,6 +74,28 @@ def _drop(
     mean = float(np.nanmean(bank(segment, noise)["ndcg"]))
     worse = noise_for_mean(segment, mean - drop)
     return base, [replace(base[0], noise=worse), *base[1:]]
+
+
+SD02 = 2.5  # ranking noise of "sharp" queries with nDCG@10 0.56, SD 0.20 of one event
+
+
+def _trending_week(
+    share: float, drop: float = 0.0, per_week: int = 500
+) -> tuple[list[Stream], list[Stream]]:
+    """Three retrievers at SD 0.2 (bm25's nDCG falling by `drop`); this week `share` of each
+    day asks one topic of the week in 50 wordings (one cluster, new this week)."""
+    base, cur = _drop(per_week, drop, noise=SD02)
+    return base, [replace(s, paraphrased=share, weekly=True) for s in cur]
+
+
+def _trending(share: float, drop: float) -> Scenario:
+    what = f"power at SD 0.2: nDCG -{drop:.2f}" if drop else "trending week: SD 0.2"
+    return Scenario(
+        f"{what}, 500/week, {share:.0%} of this week 1 topic",
+        *_trending_week(share, drop),
+        target="bm25" if drop else None,
+        limit=">= 80%" if drop else "<= 5%",
+    )
 
 
 def scenarios(rng: np.random.Generator) -> list[Scenario]:
@@ -124,6 +154,14 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
             target="bm25",
             limit="info",
         ),  # fmt: skip
+        # a trending week (issue 46 item 2): one topic new this week, in 50 wordings
+        Scenario(
+            "power at SD 0.2: nDCG -0.05, 500/week",
+            *_drop(500, 0.05, noise=SD02),
+            target="bm25",
+            limit=">= 80%",
+        ),
+        *(_trending(share, drop) for drop in (0.0, 0.05) for share in (0.2, 0.4)),
         # small series (issue 34 item 5): 8 weeks of traffic, so the report can widen its windows
         Scenario("small beside large: 3 of 2-12/week, 3 of 700/week", small, small, weeks=8),
         *(

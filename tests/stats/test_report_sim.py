@@ -8,7 +8,8 @@ import functools
 import numpy as np
 import pytest
 
-from tests.stats.report_sim import Scenario, run, scenarios
+from ragmon.core.measure_table import MEASURES
+from tests.stats.report_sim import Scenario, one_report, run, scenarios
 
 REPORTS = 12
 
@@ -70,3 +71,31 @@ def test_a_small_knowledge_base_keeps_the_power_of_distinct_passages() -> None:
     assert distinct.flagged >= 5
     assert kb.flagged >= distinct.flagged - 2, (kb.flagged, distinct.flagged)
     assert kb.decided == kb.retrievers
+
+
+TRENDING = "power at SD 0.2: nDCG -0.05, 500/week, 20% of this week 1 topic"
+
+
+def test_a_trending_week_keeps_the_power_and_the_null() -> None:
+    # One topic new this week, 20 % of it in 50 wordings: one cluster that took the effective
+    # degrees of freedom to about 1 (the drop found in 3 of these 24 reports; 13 now), and its
+    # null (no regression in 8 reports, before and now).
+    found = run(_scenarios()[TRENDING], 2 * REPORTS, seed=2)
+    assert found.flagged >= 9, f"{found.flagged} of {found.reports} reports"
+    null = run(_scenarios()["trending week: SD 0.2, 500/week, 20% of this week 1 topic"], 8, seed=1)
+    assert null.flagged == 0, f"{null.flagged} of {null.reports} reports"
+
+
+def test_intervals_stay_inside_each_measures_range() -> None:
+    sc = _scenarios()["trending week: SD 0.2, 500/week, 40% of this week 1 topic"]
+    rep = one_report(sc, np.random.default_rng(3), salt=0)
+    cut = 0
+    for r in rep.rows:
+        ((lo, hi),) = [(m.lo, m.hi) for m in MEASURES if m.key == r.measure]
+        for iv in (r.base, r.cur):
+            if iv is not None:
+                assert lo <= iv.low <= iv.estimate <= iv.high <= hi, (r.group, r.measure, iv)
+                cut += iv.low == lo or iv.high == hi
+        if r.change is not None:
+            assert lo - hi <= r.change.low <= r.change.high <= hi - lo
+    assert cut  # a topic of 40 % of the week: one cluster, a t interval on about 1 degree

@@ -120,6 +120,7 @@ class Stream:
     paraphrased: float = 0.0  # share of each day's events asking that day's topic in other words
     wordings: int = 50  # distinct wordings of a paraphrased topic (each its own query key)
     spread: float = 0.0  # 0: every wording gets the topic's ranking; else each its own (`wording`)
+    weekly: bool = False  # one paraphrased topic all week (a trending week), not one a day
     # planned sampling: the inclusion probability of an event whose nDCG is below the bank's
     # median, and of one at or above it (rates that follow quality, as rates that follow the
     # time of day do when quality does); the judged events keep it, the histograms weigh 1 / it
@@ -141,7 +142,7 @@ def _query_ids(rng: np.random.Generator, s: Stream, day: int, n: int, salt: int)
     para = (u >= s.trending) & (u < s.trending + s.paraphrased)
     ids = rng.integers(0, s.repeat_pool, size=n)
     ids[trend] = 10_000_000 + salt * 1000 + day * 3 + rng.integers(0, 3, size=int(trend.sum()))
-    topic = PARAPHRASE + salt * 10 + day
+    topic = PARAPHRASE + salt * 10 + (0 if s.weekly else day)
     ids[para] = topic * 1000 + rng.integers(0, s.wordings, size=int(para.sum()))
     return ids
 

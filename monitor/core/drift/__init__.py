@@ -7,7 +7,9 @@ Production traffic breaks the textbook assumptions, and each piece here is chose
   sandwich over clusters of events with the same normalized query or strongly overlapping top-K
   passages, `retrieval_clusters`; a question seen in both windows is one cluster), and the
   reference distribution is Student's t with the effective number of clusters as degrees of
-  freedom, so a few big clusters widen the interval instead of raising an alarm.
+  freedom, so a few big clusters widen the interval instead of raising an alarm. In a change
+  no question weighs more than `CAP` average questions of its window (`capped`): a topic
+  trending this week is part of the mix, not a comparison of one degree of freedom.
 - The mix of queries moves: `segment_change` splits the change of a mean into the change
   within segments at the baseline's segment mix (the retriever itself) and the part the mix
   explains (direct standardisation, as for age-adjusted rates).
@@ -25,6 +27,7 @@ Production traffic breaks the textbook assumptions, and each piece here is chose
 from __future__ import annotations
 
 from ragmon.core.drift.changes import (
+    CAP,
     MIN_CELL,
     Cell,
     Change,
@@ -33,6 +36,7 @@ from ragmon.core.drift.changes import (
     bin_midpoints,
     binned_change,
     binned_moments,
+    capped,
     cluster_variance,
     clustered_mean,
     segment_change,
@@ -53,6 +57,7 @@ from ragmon.core.drift.shift import (
 )
 
 __all__ = [
+    "CAP",
     "MIN_CELL",
     "MORE_REPS",
     "OVERLAP",
@@ -66,6 +71,7 @@ __all__ = [
     "changepoint_pvalue",
     "binned_change",
     "binned_moments",
+    "capped",
     "chi2_sf",
     "cluster_variance",
     "clustered_mean",

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ragmon.core.drift.distributions import t_ppf, t_sf
 
 MIN_CELL = 10  # events a segment needs in each window to be compared on its own
+# In a window's change, one question weighs at most this many times its window's average
+# question (`segment_change`'s cap): a trending topic cannot become the whole comparison.
+CAP = 2.0
 _TINY = 1e-12  # differences of means below this are rounding, not change
 
 
@@ -48,6 +51,10 @@ class Interval:
     clusters: int
     df: float
 
+    def within(self, lo: float, hi: float) -> Interval:
+        """Cut to the range the values can take (the estimate lies inside already)."""
+        return replace(self, low=max(lo, self.low), high=min(hi, self.high))
+
     @property
     def se(self) -> float:
         half = self.high - self.estimate
@@ -67,10 +74,14 @@ class Change:
     sd: float  # pooled within-segment standard deviation of one event
     segments: int  # segments compared on their own (1 when there are none)
 
+    def within(self, lo: float, hi: float) -> Change:
+        """Cut to the changes a measure of range [lo, hi] can make: plus or minus its width."""
+        return replace(self, low=max(lo - hi, self.low), high=min(hi - lo, self.high))
+
     @property
     def mix(self) -> float:
         """The part of the total change explained by the segment mix (and by segments too small
-        to compare on their own)."""
+        to compare on their own, and questions above the cap)."""
         return self.total - self.estimate
 
     def _in_sd(self, x: float) -> float:
@@ -86,6 +97,17 @@ class Change:
     @property
     def effect_interval(self) -> tuple[float, float]:
         return self._in_sd(self.low), self._in_sd(self.high)
+
+
+def capped(weights: np.ndarray, clusters: np.ndarray, cap: float) -> np.ndarray:
+    """The events' weights with each cluster cut to `cap` times the window's average cluster
+    in events (clusters present), its events' weights scaled alike; a single event is never
+    cut, whatever its inclusion weight."""
+    count = np.bincount(clusters)
+    present = count > 0
+    limit = max(1.0, cap * len(clusters) / max(1, int(present.sum())))
+    scale = np.minimum(1.0, limit / np.maximum(count, 1))
+    return weights * scale[clusters]
 
 
 def cluster_variance(
@@ -160,7 +182,11 @@ def _cells(base: Sample, cur: Sample, min_cell: int) -> tuple[np.ndarray, np.nda
 
 
 def segment_change(
-    base: Sample, cur: Sample, min_cell: int = MIN_CELL, conf: float = 0.95
+    base: Sample,
+    cur: Sample,
+    min_cell: int = MIN_CELL,
+    conf: float = 0.95,
+    cap: float | None = None,
 ) -> Change:
     """The change of the mean within segments, at the baseline's segment mix.
 
@@ -169,11 +195,19 @@ def segment_change(
     w_s (y - mean_s) / sqrt(n_s (n_s - 1)) (each window's, with opposite signs), which is
     Welch's variance when every query is asked once. Reference: t with the effective number of
     clusters. Needs at least two events per window.
+
+    `cap`: in each window, a question cluster weighs at most `cap` times the window's average
+    cluster (`capped`). One trending topic then counts as a few questions, not as a third of
+    the week: the estimand is the change over questions, and the rest of the total change is
+    the mix's. Without it a topic new this week is one cluster carrying most of the variance,
+    and the effective degrees of freedom fall to about 1.
     """
     if len(base) < 2 or len(cur) < 2:
         raise ValueError("each window needs at least two events")
     ub, uc = base.w(), cur.w()  # Hajek's weights (ones when every event weighs the same)
     total = float(uc @ cur.values / uc.sum() - ub @ base.values / ub.sum())
+    if cap is not None:
+        ub, uc = capped(ub, base.clusters, cap), capped(uc, cur.clusters, cap)
     cb, cc, n_cells = _cells(base, cur, min_cell)
     kb, kc = cb >= 0, cc >= 0
     ub, uc = ub[kb], uc[kc]
@@ -196,6 +230,10 @@ def segment_change(
         np.concatenate([psi_b, psi_c]), np.concatenate([base.clusters[kb], cur.clusters[kc]])
     )
     resid = float(ub @ (rb * rb) + uc @ (rc * rc))
+    if cap is not None:  # the SD of one event, whatever the cut
+        resid = len(ub) * float(ub @ (rb * rb) / ub.sum()) + len(uc) * float(
+            uc @ (rc * rc) / uc.sum()
+        )
     sd = math.sqrt(resid / max(1.0, nb.sum() + nc.sum() - 2 * n_cells))
     floor = _permutation_bound(len(np.unique(base.clusters[kb])), len(np.unique(cur.clusters[kc])))
     return _tested(total, estimate, var, df, sd, n_cells, floor, conf)
