@@ -249,8 +249,9 @@ SIGNALS: tuple[Metric, ...] = (
     Metric(
         "ragmon_signal_empty_queries",
         "counter",
-        "Empty results (M = 0) of accepted events, each normalized query counted once a day per "
-        "series: a user's retries of one empty query count once (the empty-result alerts).",
+        "Empty results (M = 0) of accepted events, each normalized query counted once a UTC "
+        "day per series (a HyperLogLog's growth): a user's retries of one empty query count "
+        "once (the empty-result alerts).",
         SERIES_LABELS,
     ),
     Metric(

@@ -96,4 +96,3 @@ class Slot(StrEnum):
     APP = "{A}"
     REF = "{R}"
     DAY = "{D}"
-    QUERY = "{Q}"

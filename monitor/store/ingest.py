@@ -24,7 +24,7 @@ from ragmon.core.wire import SEP
 from ragmon.store import scripts
 from ragmon.store.failures import NotReplicated
 from ragmon.store.fields import Slot
-from ragmon.store.keys import DAY_TTL_S, EMPTY_QUERY_TTL_S, OTHER, QUERIES_TTL_S, fold
+from ragmon.store.keys import DAY_TTL_S, OTHER, QUERIES_TTL_S, fold
 from ragmon.store.ledger import Ledger, entry_bytes
 from ragmon.store.records import result_ttl_s
 
@@ -174,8 +174,7 @@ def signal_setup(keys: Keys, settings: Settings) -> str:
             "day_ttl": DAY_TTL_S,
             "queries_ttl": QUERIES_TTL_S,
             "results": [s.key for s in SIGNALS].index("results") + 1,
-            "empty_query": keys.empty_query(Slot.SERIES, Slot.QUERY),
-            "empty_ttl": EMPTY_QUERY_TTL_S,
+            "empty_queries": keys.day_empty_queries(Slot.DAY, Slot.SERIES),
             "total": settings.max_series,
             "per_app": settings.max_series_per_app,
             "fold_tail": fold("")[0].removeprefix(SEP),

@@ -11,7 +11,6 @@ from ragmon.store.fields import Name, Slot
 
 OTHER = "other"  # the label value of a folded series (`ragmon.store.series`)
 DAY_TTL_S = 400 * 86400  # per-day aggregates: a year of weekly reports plus margin
-EMPTY_QUERY_TTL_S = 86400  # an empty query counts once a day per series (the alerts' baseline)
 QUERIES_TTL_S = 15 * 86400  # a day's distinct-query HyperLogLogs (up to 12 kB each): 2 weeks
 
 
@@ -185,11 +184,12 @@ class Keys:
         events' timestamps), written at ingest: `ragmon_signal_queries_distinct`."""
         return f"{self.prefix}:day:{day}:q:{series}"
 
-    def empty_query(self, series: str, query: str) -> str:
-        """Set at ingest when a series answers a normalized query empty, kept `EMPTY_QUERY_TTL_S`:
-        while it lives, that query's empty results add nothing to `ragmon_signal_empty_queries`
-        (a user's retries of one empty query are one observation, not eight)."""
-        return f"{self.prefix}:eq:{series}:{query}"
+    def day_empty_queries(self, day: str, series: str) -> str:
+        """HyperLogLog of the normalized queries one series answered empty on one UTC day,
+        written at ingest: `ragmon_signal_empty_queries` grows by its count's growth, so a
+        user's retries of one empty query are one observation, not eight, and the memory is
+        one key per series and day whatever the traffic."""
+        return f"{self.prefix}:day:{day}:eq:{series}"
 
     def day_events(self, day: str, app: str | None = None) -> str:
         """Per-UTC-day list of one app's compact per-event records (the drift report's

@@ -86,8 +86,8 @@ end
 # histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the lifetime and
 # the day's counters (`day_counters`, as `day_hist`), repeated passages into the counters, the
 # queries' hashes into the day's HyperLogLog (`queries`, also with `SLOT.series`; kept `queries_ttl`
-# s), and an empty result (signal `results`, by index, is 0) into `signal_empty_queries` when its
-# query's `empty_query` key (`SLOT.query` its hash) was absent, that key then set for `empty_ttl` s;
+# s), and the queries of empty results (signal `results`, by index, is 0) into the day's
+# `empty_queries` HyperLogLog (kept as `queries`): `signal_empty_queries` grows by its count's rise;
 # the series passes the series budget first (`admit`: `total`, `per_app`; folded names from
 # `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events). Returns per event 1
 # (created), its stored status (the id existed) or {-2, app} (its request was refused: that app is
@@ -224,13 +224,15 @@ if next(sums) then
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
     end
-    local new_empty = 0
-    for _, qh in ipairs(a.empties) do
-      local seen = filled(filled(setup.empty_query, SLOT.series, series), SLOT.query, qh)
-      if redis.call('SET', seen, 1, 'NX', 'EX', setup.empty_ttl) then new_empty = new_empty + 1 end
-    end
-    if new_empty > 0 then
-      redis.call('HINCRBY', K.counters, N.signal_empty_queries .. SEP .. series, new_empty)
+    if #a.empties > 0 then
+      local eq = filled(filled(setup.empty_queries, SLOT.day, day), SLOT.series, series)
+      local before = redis.call('PFCOUNT', eq)
+      redis.call('PFADD', eq, unpack(a.empties))
+      local new_empty = redis.call('PFCOUNT', eq) - before
+      if new_empty > 0 then
+        redis.call('HINCRBY', K.counters, N.signal_empty_queries .. SEP .. series, new_empty)
+      end
+      redis.call('EXPIRE', eq, setup.queries_ttl)
     end
     local queries = filled(filled(setup.queries, SLOT.day, day), SLOT.series, series)
     redis.call('PFADD', queries, unpack(a.queries))

@@ -102,8 +102,8 @@ def simulate(case: Case, minutes: int, rng: np.random.Generator, outage_at: int 
     score = (SCORE_MEAN + SCORE_SD * z) * (1 + cycle * np.sin(2 * np.pi * t / DAY))
     score = np.where(late, score * scale, score)
     minute = t.astype(int)
-    # a question's first empty event: the one its `empty_query` key is set by (held a day;
-    # a question's asks span hours)
+    # a question's first empty event: the one that grows the day's HyperLogLog of empty
+    # queries (a question's asks span hours, rarely midnight)
     order = np.lexsort((t, q))
     e_idx = order[empty[order]]
     _, first_empty = np.unique(q[e_idx], return_index=True)
