@@ -111,7 +111,10 @@ def fed(redis_server: RedisServer) -> Iterator[Fed]:
         prom.wait_for('up{job="ragmon"} == 1')
         answers = []
         for wave in range(2):  # two waves a few seconds apart: rates see an increase
-            answers += stack.post(demo_events(N_EVENTS // 2, seed=wave))
+            events = demo_events(N_EVENTS // 2, seed=wave)
+            # one retrieval found nothing, asked twice (the empty-query counter's panels)
+            events += [{**events[0], "event_id": f"empty-{wave}", "passages": []}]
+            answers += stack.post(events)
             time.sleep(3)
         assert stack.client.post("/v1/retrievals", json={"query": "no k"}).status_code == 422
         queued = [a["event_id"] for a in answers if a["status"] == "queued"]
