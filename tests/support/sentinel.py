@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -78,10 +79,32 @@ class SentinelFleet:
         self.client.execute_command("SENTINEL", "FAILOVER", SERVICE)
         self.wait_promoted()
 
+    def _settled(self, port: int) -> bool:
+        """Every Sentinel names `port` as the primary and sees it up, with no failover running."""
+        for p in self.ports:
+            with redis.Redis(port=p, decode_responses=True) as s:
+                m = s.sentinel_master(SERVICE)
+                down = {"s_down", "o_down", "failover_in_progress"} & set(m["flags"].split(","))
+                if int(m["port"]) != port or down:
+                    return False
+        return True
+
+    def _settled_twice(self, port: int) -> bool:
+        """`_settled` now and again a down-after period later: a Sentinel that last heard the
+        new primary before its promotion (a replica stopped for a moment) can mark it down
+        just after it, and would fail over to the old primary if that were back already."""
+        if not self._settled(port):
+            return False
+        time.sleep(1.5 * DOWN_AFTER_MS / 1000)
+        return self._settled(port)
+
     def wait_promoted(self, seconds: float = 30) -> None:
-        """Until every Sentinel names the replica as the primary (one still naming the old
-        primary would take it back as the primary when it restarts empty)."""
+        """Until every Sentinel names the replica as the primary and keeps seeing it up (one
+        still naming the old primary would take it back as the primary when it restarts
+        empty)."""
         wait_until(lambda: self._all_name(self.replica.port), seconds, "the failover", every=0.1)
+        wait_until(lambda: self._settled_twice(self.replica.port), seconds,
+                   "the new primary up for every Sentinel", every=0.1)  # fmt: skip
 
     def logs(self, lines: int = 40) -> str:
         """The last `lines` of each Sentinel's log, for a failure's message."""
