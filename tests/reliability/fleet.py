@@ -146,6 +146,7 @@ def run(step: int, wait_replicas: int, pause: float, lag: bool, seed0: int = 20_
         acked_before = dict(sender.acked_at)
         fleet.wait_promoted()
         outcome.failover_s = time.monotonic() - killed
+        fleet.wait_settled()
         fleet.primary.start()  # empty (no persistence): the Sentinels make it a replica
         try:
             wait_until(lambda: _replicating(fleet), 60, "the old primary to replicate")

@@ -78,6 +78,7 @@ class SentinelFleet:
         is the primary."""
         self.client.execute_command("SENTINEL", "FAILOVER", SERVICE)
         self.wait_promoted()
+        self.wait_settled()
 
     def _settled(self, port: int) -> bool:
         """Every Sentinel names `port` as the primary and sees it up, with no failover running."""
@@ -99,10 +100,13 @@ class SentinelFleet:
         return self._settled(port)
 
     def wait_promoted(self, seconds: float = 30) -> None:
-        """Until every Sentinel names the replica as the primary and keeps seeing it up (one
-        still naming the old primary would take it back as the primary when it restarts
-        empty)."""
+        """Until every Sentinel names the replica as the primary (one still naming the old
+        primary would take it back as the primary when it restarts empty)."""
         wait_until(lambda: self._all_name(self.replica.port), seconds, "the failover", every=0.1)
+
+    def wait_settled(self, seconds: float = 30) -> None:
+        """Until every Sentinel keeps seeing the promoted replica up: the old primary may come
+        back then without being taken for the primary again."""
         wait_until(lambda: self._settled_twice(self.replica.port), seconds,
                    "the new primary up for every Sentinel", every=0.1)  # fmt: skip
 
