@@ -16,11 +16,10 @@ import time
 from ragmon.oversight import ESTIMATE_REFRESH_S, GAUGE_DAYS, Oversight, last_days, summarize
 from ragmon.store import Store
 from ragmon.store.finish import day_records_ttl_s
-from ragmon.store.ledger import share_bytes
+from ragmon.store.ledger import MIB, share_bytes
 from ragmon.workers.context import current_context
 
 log = logging.getLogger("ragmon.worker")
-MIB = 1024 * 1024
 
 
 def summarize_due(store: Store, now: float | None = None) -> list[str]:

@@ -31,11 +31,10 @@ from ragmon.settings import Settings
 from ragmon.store import IngestItem, Store
 from ragmon.store.address import async_client
 from ragmon.store.fields import Kind
-from ragmon.store.ledger import Ledger, Reading, entry_bytes, share_bytes
+from ragmon.store.ledger import MIB, Ledger, Reading, entry_bytes, share_bytes
 
 log = logging.getLogger("ragmon.api")
 
-MIB = 1024 * 1024
 REFRESH_S = 1.0
 RETRY_AFTER_S = 60
 MOST_SHARE = 0.5  # near maxmemory: the apps refused hold at least this share of the ledger

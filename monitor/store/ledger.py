@@ -45,12 +45,13 @@ DAY_S = 86_400.0
 # long after their last change (`ragmon.store.human`).
 GRADES_KEPT_S = 400 * DAY_S
 PACE_TTL_S = 180  # the pacing's counts of an interval: read in it and in the next one
+MIB = 1024 * 1024  # the unit of RAGMON_APP_STORAGE_MB and of the messages
 
 
 def share_bytes(settings: Settings, app: str) -> float:
     """`app`'s share of Redis in bytes (RAGMON_APP_STORAGE_MB; 0: none)."""
     limits = settings.app_storage_mb
-    return limits.get(app, limits.get("*", 0.0)) * 1024 * 1024
+    return limits.get(app, limits.get("*", 0.0)) * MIB
 
 
 def windows(settings: Settings) -> dict[Kind, float | None]:
@@ -141,7 +142,6 @@ class Memory:
 
     def warning(self) -> str | None:
         """The start-up warning of the API and the workers, or None."""
-        mb = 1024 * 1024
         if self.evicting:
             return (
                 f"Redis' maxmemory-policy is {self.policy}: at maxmemory it would drop ragmon's "
@@ -150,8 +150,8 @@ class Memory:
             )
         if self.maxmemory and self.forecast > self.maxmemory:
             return (
-                f"Redis' maxmemory {self.maxmemory / mb:.0f} MB is below the forecast steady "
-                f"state {self.forecast / mb:.0f} MB at today's rates and retention windows: "
+                f"Redis' maxmemory {self.maxmemory / MIB:.0f} MB is below the forecast steady "
+                f"state {self.forecast / MIB:.0f} MB at today's rates and retention windows: "
                 "raise maxmemory or shorten RAGMON_TEXT_TTL_DAYS / RAGMON_RESULT_TTL_DAYS "
                 "(docs/reliability.md); near it new events get 507"
             )

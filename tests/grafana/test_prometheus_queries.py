@@ -294,13 +294,18 @@ def test_the_exported_mean_matches_the_api_results(fed: Fed) -> None:
     assert float(mean["value"][1]) == pytest.approx(want, rel=1e-9)
 
 
-def test_the_mean_panel_weights_series_by_their_events(tmp_path: Path) -> None:
+def promtool_passes(promtool: str, tmp_path: Path, spec: dict) -> None:
+    """`promtool test rules` on a unit-test file written from `spec`, which must pass."""
+    path = tmp_path / "promtool_test.yml"
+    path.write_text(json.dumps(spec))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_mean_panel_weights_series_by_their_events(promtool: str, tmp_path: Path) -> None:
     """On fixed series (promtool), the overview's mean is total value over total events in its
     window: 1 event/min at 0.5 and 2 events/min at 0.9 give 0.7667, not the 0.7 of a mean of
     series means, and nothing from before the window."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not found: install Debian's `prometheus` package (scripts/test does)")
     labels = 'app="a", index="i", segment="s", retriever="{}"'
     series = [  # before the window: 100 events at 0 in each series
         (f"ragmon_retrieval_ndcg_sum{{{labels.format('r1')}}}", "0x10 0+0.5x20"),
@@ -321,10 +326,7 @@ def test_the_mean_panel_weights_series_by_their_events(tmp_path: Path) -> None:
             }],
         }],
     }  # fmt: skip
-    path = tmp_path / "mean_panel_test.yml"
-    path.write_text(json.dumps(spec))
-    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_passes(promtool, tmp_path, spec)
 
 
 @pytest.mark.parametrize("fixed_rate", [None, 0.5], ids=["planned", "fixed"])
@@ -364,7 +366,4 @@ def test_the_coverage_rule_and_panel_say_what_share_the_means_cover(
             ],
         }],
     }  # fmt: skip
-    path = tmp_path / "coverage_test.yml"
-    path.write_text(json.dumps(spec))
-    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    promtool_passes(promtool, tmp_path, spec)

@@ -229,8 +229,9 @@ def segment_change(
     var, _, df = cluster_variance(
         np.concatenate([psi_b, psi_c]), np.concatenate([base.clusters[kb], cur.clusters[kc]])
     )
-    resid = float(ub @ (rb * rb) + uc @ (rc * rc))
-    if cap is not None:  # the SD of one event, whatever the cut
+    if cap is None:
+        resid = float(ub @ (rb * rb) + uc @ (rc * rc))
+    else:  # the SD of one event, whatever the cut
         resid = len(ub) * float(ub @ (rb * rb) / ub.sum()) + len(uc) * float(
             uc @ (rc * rc) / uc.sum()
         )
