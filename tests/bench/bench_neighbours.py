@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import resource
 import subprocess
 import sys
 import threading
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from tests.bench.common import exit_on_sigterm, machine, ms, pct
 from tests.reliability.attacks import watch
 from tests.reliability.neighbours import KEY_A, KEYS, Context, _post_one, _traces, answers, prepare
-from tests.support.stack import Stack, redis_server
+from tests.support.stack import Child, RedisServer, Stack, redis_server, stop_all
 
 HEALTH_P99_MS, RATIO = 100.0, 1.5
 CLIENT_NICE = 10  # appA's client stands for another machine: its own CPU is not the server's
@@ -70,6 +72,39 @@ def phase(stack: Stack, ctx: Context, seconds: float, quiet: dict | None) -> dic
     return got
 
 
+def server_cpu(stack: Stack, rs: RedisServer) -> float:
+    """CPU seconds so far of the server's processes (the API and its children, the workers,
+    Redis)."""
+    children = [stack.api, *stack.workers, rs.proc]
+    return sum(sum(p.cpu_times()[:2]) for c in children if c is not None for p in c.tree())
+
+
+HOG = """
+import sys, time
+duty = float(sys.argv[1])
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < duty * 0.01:
+        pass
+    time.sleep((1 - duty) * 0.01)
+"""
+
+
+def hogs(cores: float, nice: int = 0) -> list[Child]:
+    """Processes that together burn `cores` CPUs (each its share of every 10 ms), in sessions
+    of their own like the server's processes: the control phase's stand-in for appA's work."""
+    n = max(1, math.ceil(cores))
+    share = str(min(1.0, cores / n))
+    return [Child([sys.executable, "-c", HOG, share], nice=nice) for _ in range(n)]
+
+
+def measured(stack: Stack, rs: RedisServer, run: Callable[[], dict]) -> tuple[dict, float]:
+    """`run()`'s result and the CPUs the server used meanwhile."""
+    t0, cpu0 = time.monotonic(), server_cpu(stack, rs)
+    got = run()
+    return got, (server_cpu(stack, rs) - cpu0) / (time.monotonic() - t0)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench.bench_neighbours", description=__doc__)
     p.add_argument("--seconds", type=float, default=30.0, help="per phase (default 30)")
@@ -89,26 +124,41 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ctx = prepare(stack.url)
             baseline = dict(answers(ctx))
-            quiet = phase(stack, ctx, args.seconds, None)
+            quiet, quiet_cpu = measured(stack, rs, lambda: phase(stack, ctx, args.seconds, None))
             hostile = subprocess.Popen(
                 ["nice", "-n", str(CLIENT_NICE), sys.executable, "-m",
                  "tests.reliability.neighbours", stack.url, KEY_A, str(args.seconds * 4 / 3)],
                 stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
-            under = phase(stack, ctx, args.seconds, baseline)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            under, under_cpu = measured(
+                stack, rs, lambda: phase(stack, ctx, args.seconds, baseline)
+            )
             neighbour = json.loads(hostile.communicate(timeout=args.seconds + 600)[0])
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            client_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            extra = max(0.0, under_cpu - quiet_cpu)
+            client = client_cpu / (args.seconds * 4 / 3)
+            burning = [*hogs(extra), *hogs(client, CLIENT_NICE)]
+            try:
+                control, _ = measured(stack, rs, lambda: phase(stack, ctx, args.seconds, baseline))
+            finally:
+                stop_all(burning)
         finally:
             stack.stop()
+    print(f"server CPU: quiet {quiet_cpu:.2f} CPUs, appA beside it {under_cpu:.2f}; "
+          f"appA's client {client:.2f}")  # fmt: skip
     met = not under["changed"]
     for name in ("health", "ingest", "export"):
-        q, u = quiet[name], under[name]
+        q, u, c = quiet[name], under[name], control[name]
         target = HEALTH_P99_MS / 1000 if name == "health" else RATIO * pct(q, 99)
         ok = pct(u, 99) <= target
         met &= ok
         print(
             f"appB {name:7s} n={len(q)}/{len(u)}  p50 {ms(pct(q, 50))} -> {ms(pct(u, 50))} ms, "
             f"p99 {ms(pct(q, 99))} -> {ms(pct(u, 99))} ms ({pct(u, 99) / pct(q, 99):.2f}x; "
-            f"target {ms(target)} ms) {'met' if ok else 'MISSED'}"
+            f"target {ms(target)} ms) {'met' if ok else 'MISSED'}; beside CPU hogs of the "
+            f"same CPU instead: p99 {ms(pct(c, 99))} ms ({pct(c, 99) / pct(q, 99):.2f}x)"
         )
     print(f"appB routes: {under['rounds']} rounds of every route under the neighbour, "
           f"answers changed: {under['changed'] or 'none'}")  # fmt: skip

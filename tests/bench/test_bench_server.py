@@ -162,6 +162,11 @@ def test_neighbours_benchmark_prints_each_latency_and_every_answer_held() -> Non
     for name in ("health", "ingest", "export"):
         row = re.search(rf"^appB {name} +n=(\d+)/(\d+) .* p99 {NUM} -> {NUM} ms", out, re.M)
         assert row and int(row.group(1)) > 0 and int(row.group(2)) > 0, out
+        control = re.search(rf"^appB {name} .* CPU hogs of the same CPU instead: p99 {NUM} ms "
+                            rf"\({NUM}x\)$", out, re.M)  # fmt: skip
+        assert control, out
+    assert re.search(rf"^server CPU: quiet {NUM} CPUs, appA beside it {NUM}; appA's client {NUM}$",
+                     out, re.M), out  # fmt: skip
     assert re.search(r"^appB routes: \d+ rounds .* answers changed: none$", out, re.M), out
     assert re.search(r"^(targets met|TARGETS MISSED)$", out, re.M), out
 
