@@ -9,7 +9,6 @@ its event back at the next claim. States and arrows: CONTRIBUTING.md ("The deliv
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -17,10 +16,11 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 
-from ragmon.core.wire import Status, split_ref
+from ragmon.core.wire import split_ref
 from ragmon.store import scripts
 from ragmon.store.ingest import DRAIN_WANTED_TTL_S, texts
 from ragmon.store.keys import Keys
+from ragmon.store.records import failed_result
 from ragmon.store.rq_jobs import DrainJobs
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Delivery:
         self.apart = apart
         self.keys = keys
         self.jobs = DrainJobs(client, settings.queue_name)
-        self._shares = json.dumps(dict(settings.app_shares))
+        self._shares = [x for app, share in settings.app_shares.items() for x in (app, share)]
         self._claim = client.register_script(scripts.CLAIM.source)
         self._retry = client.register_script(scripts.RETRY.source)
         self._pending = client.register_script(scripts.PENDING.source)
@@ -69,10 +69,11 @@ class Delivery:
         call = scripts.CLAIM.call(
             keys={"leased": k.leased, "apps": k.pending_apps, "vt": k.virtual_time,
                   "counters": k.counters, "failed": k.failed},
-            args={"limit": n, "lease_s": lease_s, "shares": self._shares,
-                  "max_attempts": MAX_ATTEMPTS, "event_key": k.event_template,
-                  "pending_key": k.pending_template, "died": DIED,
-                  "died_error": f"{DIED}: its work horse died during each of its attempts"},
+            args={"limit": n, "lease_s": lease_s, "max_attempts": MAX_ATTEMPTS,
+                  "event_key": k.event_template, "pending_key": k.pending_template, "died": DIED,
+                  "died_result": failed_result(
+                      f"{DIED}: its work horse died during each of its attempts")},
+            lists={"shares": self._shares},
         )  # fmt: skip
         reply = cast(list[bytes], self._claim(keys=call.keys, args=call.args))
         return Claimed(texts(reply[2:]), float(reply[1]), bool(reply[0]))
@@ -87,17 +88,15 @@ class Delivery:
     def retry(self, ref: str, lease_end: float, error: str) -> int:
         """A passing judge failure: back to pending after the attempt's delay, or failed after
         the last; 1, 2, or 0 when the lease was no longer this caller's."""
-        app, event_id = split_ref(ref)
+        app = split_ref(ref)[0]
         k = self.keys
-        result = {"event_id": event_id, "status": Status.FAILED.value,
-                  "error": f"{UNAVAILABLE}: {error}"}  # fmt: skip
         call = scripts.RETRY.call(
             keys={"event": k.event(ref), "leased": k.leased, "pending": k.pending(app),
                   "apps": k.pending_apps, "vt": k.virtual_time, "counters": k.counters,
                   "failed": k.failed},
             args={"ref": ref, "app": app, "lease_end": lease_end, "error": error[:500],
-                  "delays": json.dumps(RETRY_DELAYS_S), "result": json.dumps(result),
-                  "reason": UNAVAILABLE},
+                  "result": failed_result(f"{UNAVAILABLE}: {error}"), "reason": UNAVAILABLE},
+            lists={"delays": RETRY_DELAYS_S},
         )  # fmt: skip
         return int(cast(int, self._retry(keys=call.keys, args=call.args)))
 

@@ -23,6 +23,7 @@ from ragmon.core.index_members import (
     OVERVIEW,
     SORTS,
     encode_time,
+    index_members,
     measure_member_parts,
     member_ref,
     overview_hours,
@@ -45,7 +46,7 @@ from ragmon.store.failed_page import failed_page
 from ragmon.store.fields import HourPart, Slot
 from ragmon.store.index_walk import Page, Walk
 from ragmon.store.keys import OTHER, Keys, fold
-from ragmon.store.records import result_ttl_s
+from ragmon.store.records import result_ttl_s, text_of
 
 if TYPE_CHECKING:
     from ragmon.settings import Settings
@@ -57,6 +58,19 @@ CANDIDATE_CAP = 20_000  # members a selective threshold may list instead of walk
 OVERVIEW_CHUNK = 10  # series per OVERVIEW call: Redis is held briefly at a time
 SUMMARY_CHUNK = 10  # series per SUMMARIZE call (each may read 191 hourly hashes)
 SUMMED = [f"{m}{SEP}{part}" for m in OVERVIEW for part in HourPart]  # a summary's sums, in order
+
+
+def trace_pointer(series: str, ref: str) -> str:
+    """What the trace hash keeps of an indexed event: its series and ref (EXPLORE_INDEX stores
+    it as given, the series filled in for `Slot.SERIES`; pointers an earlier release's script
+    encoded decode alike)."""
+    return json.dumps([series, ref], separators=(",", ":"))
+
+
+def pointed(raw: bytes | str) -> tuple[str, str]:
+    """The (series, ref) of a trace pointer."""
+    series, ref = json.loads(raw)
+    return series, ref
 
 
 class ExploreIndex:
@@ -80,8 +94,9 @@ class ExploreIndex:
         self._keys = {"indexed": k.explore_series, "traces": k.explore_traces}
         self._summary_args = {
             "hour_key": k.explore_hour(s, Slot.HOUR), "summary_key": k.explore_summary(s),
-            "fields": json.dumps(SUMMED), "parts": len(HourPart),
+            "parts": len(HourPart),
         }  # fmt: skip
+        self._fields = {"fields": SUMMED}
 
     # ---- writing (workers) --------------------------------------------------------------------
 
@@ -101,24 +116,71 @@ class ExploreIndex:
         rec = record(event, result, now + result_ttl_s(self.settings), self.settings.store_text)
         ref = event_ref(rec["app"], rec["id"])
         measures = result["measures"]
-        hourly = {m: v for m in OVERVIEW if (v := measures.get(m)) is not None}
+        hourly = [x for m in OVERVIEW if (v := measures.get(m)) is not None for x in (m, repr(v))]
+        time_member, sortable = index_members(rec, ref)
         call = scripts.EXPLORE_INDEX.call(
             keys={**self._keys, "event": self.keys.event(ref)},
             args={
                 **self._templates,
                 **self._summary_args,
                 "now": now,
-                "trim_max": TRIM_PER_FINISH,
                 "record": json.dumps(rec, separators=(",", ":")),
+                "time_member": time_member,
+                "hour": int(rec["t"]) // 3_600_000,
+                "expires": rec["e"],
+                "trace_field": f"{rec['app']}{SEP}{rec['tid']}" if rec.get("tid") else "",
+                "trace": trace_pointer(Slot.SERIES, ref),
                 "ref": ref,
                 "hour_ttl": HOUR_KEEP_S,
-                "hourly": json.dumps(hourly),
                 "orphan": fold(OTHER)[0],
                 "fold_tail": SEP.join([OTHER] * (len(LABEL_KEYS) - 1)),
                 "weight": repr(float(weight)),
             },
-        )
+            lists={**self._fields, "sortable": [x for kv in sortable for x in kv],
+                   "hourly": hourly},
+        )  # fmt: skip
         self._index(keys=call.keys, args=call.args, client=pipe)
+
+    def indexed(self, reply: list[Any], now: float) -> None:
+        """After the finish step: trim the series EXPLORE_INDEX (`reply`) indexed into when it
+        holds expired events."""
+        if int(reply[0]) and int(reply[2]):
+            self.trim_series(text_of(reply[1]), now, TRIM_PER_FINISH)
+
+    def trim_series(self, series: str, now: float, limit: int) -> int:
+        """Drop up to `limit` expired events of `series` (EXPLORE_TRIM), their index members
+        read from their records here; returns how many."""
+        k = self.keys
+        expired = cast(
+            list[bytes],
+            self.client.zrangebyscore(k.explore_expiry(series), "-inf", now, start=0, num=limit),
+        )
+        refs = [r.decode() for r in expired]
+        raws: list[bytes | None] = []
+        if refs:
+            raws = cast(list[bytes | None], self.client.hmget(k.explore_records(series), refs))
+        lists: dict[str, list[str]] = {"refs": refs, "time_members": [], "measure_members": []}
+        traced: dict[str, str] = {}  # trace field -> the ref it should point to
+        for ref, raw in zip(refs, raws, strict=True):
+            if raw is None:
+                continue
+            rec = json.loads(raw)
+            time_member, sortable = index_members(rec, ref)
+            lists["time_members"].append(time_member)
+            lists["measure_members"] += [x for kv in sortable for x in kv]
+            if rec.get("tid"):
+                traced[f"{rec['app']}{SEP}{rec['tid']}"] = ref
+        held: list[bytes | None] = []
+        if traced:
+            held = cast(list[bytes | None], self.client.hmget(k.explore_traces, list(traced)))
+        lists["traces"] = [
+            x for (field, ref), p in zip(traced.items(), held, strict=True)
+            if p is not None and pointed(p)[1] == ref for x in (field, p.decode())
+        ]  # fmt: skip
+        call = scripts.EXPLORE_TRIM.call(
+            keys=self._keys, args={**self._templates, "now": now, "series": series}, lists=lists
+        )
+        return int(self._trim(keys=call.keys, args=call.args))
 
     def trim(self, now: float | None = None) -> int:
         """Drop expired events from every series (the hourly sweep), `TRIM_PER_CALL` at a time
@@ -136,12 +198,7 @@ class ExploreIndex:
             pipe.execute()
         for series in self.series():
             while True:
-                call = scripts.EXPLORE_TRIM.call(
-                    keys=self._keys,
-                    args={**self._templates, "now": now, "trim_max": TRIM_PER_CALL,
-                          "series": series},
-                )  # fmt: skip
-                n = int(self._trim(keys=call.keys, args=call.args))
+                n = self.trim_series(series, now, TRIM_PER_CALL)
                 dropped += n
                 if n < TRIM_PER_CALL:
                     break
@@ -159,6 +216,7 @@ class ExploreIndex:
                 keys={},
                 args={**self._summary_args, "hour": hour, "hour_ttl": HOUR_KEEP_S},
                 more_args=series[i : i + SUMMARY_CHUNK],
+                lists=self._fields,
             )
             changed += int(self._summarize(keys=call.keys, args=call.args))
         return changed
@@ -255,6 +313,7 @@ class ExploreIndex:
                 args={**self._summary_args, "time_key": self._templates["time_key"],
                       "hour": recent[-1]},
                 more_args=chunk,
+                lists=self._fields,
             )  # fmt: skip
             lines = cast(list[bytes], self._overview(keys=call.keys, args=call.args))
             for s, line in zip(chunk, lines, strict=True):
@@ -367,7 +426,7 @@ class ExploreIndex:
         for raw in held:
             if raw is None:
                 continue
-            s, ref = json.loads(raw)
+            s, ref = pointed(raw)
             if s not in series:
                 continue
             rec = self.client.hget(self.keys.explore_records(s), ref)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragmon.core.catalog import LAG_BUCKETS
 from ragmon.core.measures import HISTOGRAM_MEASURES
-from ragmon.core.wire import Status, field_parts, series_name, split_ref
+from ragmon.core.wire import field_parts, series_name, split_ref
 from ragmon.store import scripts
 from ragmon.store.keys import OTHER, fold
 from ragmon.store.ledger import KEY_OVERHEAD, Ledger, allocated, entry_bytes
@@ -22,6 +22,7 @@ from ragmon.store.records import (
     bucket_index,
     day_record,
     event_day,
+    failed_result,
     ref_of,
     result_ttl_s,
     text_ttl_s,
@@ -106,9 +107,8 @@ def finish_call(
             "series": series_name(result["labels"]),
             "folded": folded, "folded_count": folded_count,
             "orphan": orphan, "orphan_count": orphan_count,
-            "budget": json.dumps(
-                {"total": s.max_series, "per_app": s.max_series_per_app, "now": int(now)}
-            ),
+            "max_series": s.max_series, "max_series_per_app": s.max_series_per_app,
+            "now": int(now),
             "day_record": day_json,
             "day_keep": DAY_EVENTS_KEEP,
             "payload": compact,
@@ -116,13 +116,13 @@ def finish_call(
             "lag_bucket": bucket_index(LAG_BUCKETS, lag),
             "k": event["k"],
             "ref": ref,
-            "series_counts": json.dumps(counts),
             "n_obs": len(obs) // 3,
             "weight": repr(weight(s, event, inclusion)),
             "text_ttl": texts_s,
             "record_bytes": record,
             **ledger_args,
         },
+        lists={"series_counts": [x for c in counts for x in c]},
         more_args=[*obs, *(g for g in grades if g is not None)],
     )  # fmt: skip
 
@@ -153,10 +153,9 @@ def inclusion_probability(settings: Settings, event: Mapping[str, Any]) -> float
 
 def fail_call(keys: Keys, ref: str, reason: str, message: str, now: float) -> Call:
     """FAIL for the event `ref`: its result says why (`reason: message`)."""
-    error = f"{reason}: {message}"
-    result = {"event_id": split_ref(ref)[1], "status": Status.FAILED.value, "error": error}
     return scripts.FAIL.call(
         keys={"event": keys.event(ref), "counters": keys.counters, "failed": keys.failed,
               "leased": keys.leased, "pending": keys.pending(split_ref(ref)[0])},
-        args={"result": json.dumps(result), "reason": reason, "now": now, "ref": ref},
+        args={"result": failed_result(f"{reason}: {message}"), "reason": reason, "now": now,
+              "ref": ref},
     )  # fmt: skip

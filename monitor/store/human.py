@@ -47,6 +47,13 @@ def text_field(passage_id: str) -> str:
     return f"t:{passage_id}"
 
 
+def same(held: bytes, record: Mapping[str, Any]) -> bool:
+    """Whether a held record has `record`'s grade and note (a write of it changes nothing)."""
+    old = json.loads(held)
+    note = old.get("note") if isinstance(old.get("note"), str) else ""
+    return bool(old.get("grade") == record["grade"] and note == (record.get("note") or ""))
+
+
 class OverRoom(Exception):
     """A write of grades refused whole: `app`'s grades would add `adding` bytes, past the room
     it was given."""
@@ -82,9 +89,34 @@ class HumanGrades:
         seconds after which Redis refuses the write (the caller has stopped waiting)."""
         if not records:
             return []
+        now = now if now is not None else time.time()
+        while True:  # again when another write changed one of its fields after it was read
+            states = self.write_read(records, self.read(records), now, texts, rooms, deadline)
+            if states is not None:
+                return states
+
+    def read(self, records: Sequence[dict[str, Any]]) -> list[bytes | None]:
+        """What the fields `records` would take hold now."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for r in records:
+                ref = event_ref(r["app"], r["event_id"])
+                pipe.hget(self.keys.human_grades(ref), field_of(r["passage_id"], r["reviewer"]))
+            return cast(list[bytes | None], pipe.execute())
+
+    def write_read(
+        self,
+        records: Sequence[dict[str, Any]],
+        held: Sequence[bytes | None],
+        now: float,
+        texts: Sequence[tuple[str, str]] | None = None,
+        rooms: Mapping[str, int] | None = None,
+        deadline: float = 0.0,
+    ) -> list[str] | None:
+        """`write`, given what its fields held when read (`read`), compared here with the
+        records: None, and nothing stored, when a field no longer holds what was read."""
         texts = texts or [("", "")] * len(records)
         keys, args = [], []
-        for r, (query, text) in zip(records, texts, strict=True):
+        for r, old, (query, text) in zip(records, held, texts, strict=True):
             ref = event_ref(r["app"], r["event_id"])
             keys += [
                 self.keys.human_grades(ref),
@@ -93,19 +125,11 @@ class HumanGrades:
             ]
             room = (rooms or {}).get(r["app"])
             args += [
-                field_of(r["passage_id"], r["reviewer"]),
-                json.dumps(r, separators=(",", ":")),
-                str(r["grade"]),
-                r.get("note") or "",
-                ref,
-                r["app"],
-                str(room if room is not None else NO_LIMIT),
-                QUERY_FIELD,
-                query,
-                text_field(r["passage_id"]),
-                text,
-            ]
-        now = now if now is not None else time.time()
+                field_of(r["passage_id"], r["reviewer"]), json.dumps(r, separators=(",", ":")),
+                old.decode() if old is not None else "", int(old is not None and same(old, r)),
+                ref, r["app"], str(room if room is not None else NO_LIMIT),
+                QUERY_FIELD, query, text_field(r["passage_id"]), text,
+            ]  # fmt: skip
         ledger_keys, ledger_args = self.ledger.slots(scripts.HUMAN_GRADES_KINDS, now)
         call = scripts.HUMAN_GRADES.call(
             keys={"generation": self.keys.human_generation, "apps": self.keys.human_apps,
@@ -116,6 +140,8 @@ class HumanGrades:
             more_args=args,
         )  # fmt: skip
         reply = self._write(keys=call.keys, args=call.args)
+        if reply and int(reply[0]) == -2:
+            return None
         if reply and int(reply[0]) == -1:
             raise OverRoom(reply[1].decode(), int(reply[2]))
         return [STATES[int(s)] for s in reply]

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis.asyncio
 
@@ -107,7 +107,7 @@ def plan_ingest(
     items: Sequence[IngestItem],
     deadline: float = 0.0,
     sizes: Sequence[int] | None = None,
-    setup: str | None = None,
+    setup: SignalSetup | None = None,
 ) -> IngestPlan:
     """INGEST's call for `items`, sent as requests of `sizes` items (default: one request).
     Past `deadline` (unix seconds by Redis' clock; 0: none) the script writes nothing. Items
@@ -116,6 +116,7 @@ def plan_ingest(
     s, k = settings, keys
     limit = s.queue_limit
     plan = IngestPlan(items, limit)
+    setup = setup or signal_setup(k, s)
     first: dict[str, int] = {}
     slots: dict[str, int] = {}
     groups: dict[tuple[str, str], int] = {}
@@ -152,7 +153,8 @@ def plan_ingest(
               "hist": k.hist, **ledger_keys},
         args={"ttl": result_ttl_s(settings), "idem_ttl": s.idempotency_s, "deadline": deadline,
               "limit": limit, "n_events": len(events), "wake_ttl": DRAIN_WANTED_TTL_S,
-              "n_groups": len(groups), "signals": setup or signal_setup(k, s), **ledger_args},
+              "n_groups": len(groups), **setup.args, **ledger_args},
+        lists=setup.lists,
         more_keys=[*events, *(k.pending(app) for app in apps)],
         more_args=[*tail, *apps, *(x for g in groups for x in g), *per_request],
     )  # fmt: skip
@@ -160,14 +162,20 @@ def plan_ingest(
     return plan
 
 
-def signal_setup(keys: Keys, settings: Settings) -> str:
-    """INGEST's `signals`, the same for every call of a deployment (the store builds it once:
-    one argument a call, not eight): each signal's histogram (its `Metric.key`) and 1 when it
-    keeps a sum of squares, the per-day keys and their TTLs, the series budget, and how a
-    series past it is folded (as `keys.fold`)."""
-    return json.dumps(
+class SignalSetup(NamedTuple):
+    """INGEST's named arguments and lists for the signals, the same for every call of a
+    deployment (the store builds them once)."""
+
+    args: dict[str, Any]
+    lists: dict[str, list[Any]]
+
+
+def signal_setup(keys: Keys, settings: Settings) -> SignalSetup:
+    """Each signal's histogram (its `Metric.key`) and 1 when it keeps a sum of squares, the
+    per-day keys and their TTLs, the series budget, and how a series past it is folded (as
+    `keys.fold`)."""
+    return SignalSetup(
         {
-            "names": [[f"signal_{s.key}", int(s.sum_squares)] for s in SIGNALS],
             "day_hist": keys.day_hist(Slot.DAY),
             "day_counters": keys.day_counters(Slot.DAY),
             "queries": keys.day_queries(Slot.DAY, Slot.SERIES),
@@ -175,11 +183,15 @@ def signal_setup(keys: Keys, settings: Settings) -> str:
             "queries_ttl": QUERIES_TTL_S,
             "results": [s.key for s in SIGNALS].index("results") + 1,
             "empty_queries": keys.day_empty_queries(Slot.DAY, Slot.SERIES),
-            "total": settings.max_series,
-            "per_app": settings.max_series_per_app,
+            "max_series": settings.max_series,
+            "max_series_per_app": settings.max_series_per_app,
             "fold_tail": fold("")[0].removeprefix(SEP),
             "orphan": fold(OTHER)[0],
-        }
+        },
+        {
+            "hists": [f"signal_{s.key}" for s in SIGNALS],
+            "squares": [int(s.sum_squares) for s in SIGNALS],
+        },
     )
 
 

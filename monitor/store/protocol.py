@@ -3,8 +3,10 @@ stored names both sides share.
 
 A `Script` names its KEYS and ARGV positions once. The script reads them as `K.<name>` and
 `A.<name>` (a generated header binds them), and a caller builds them with `Script.call` from
-the same names, so no one counts positions. Variable-length tails follow the named positions;
-`KEYS_REST` and `ARGV_REST` are their first indexes. The header also holds the stored names the
+the same names, so no one counts positions. Named lists of scalars follow the named ARGV
+positions, each as its length then its items, read as `L.<name>` (a Lua array of strings): Lua
+parses no JSON. Variable-length tails follow; `KEYS_REST` and `ARGV_REST` are their first
+indexes. The header also holds the stored names the
 scripts share with Python (`ragmon.store.fields`, `SEP`): no name is spelled in Lua.
 """
 
@@ -46,12 +48,13 @@ class Call(NamedTuple):
 
 @dataclass(frozen=True)
 class Script:
-    """A Lua script with its named KEYS and ARGV positions."""
+    """A Lua script with its named KEYS and ARGV positions, and its named ARGV lists."""
 
     name: str
     keys: tuple[str, ...]
     args: tuple[str, ...]
     body: str
+    lists: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
@@ -62,6 +65,14 @@ class Script:
         header.append(_table("K", ((k, f"KEYS[{i}]") for i, k in enumerate(self.keys, 1))))
         header.append(_table("A", ((a, f"ARGV[{i}]") for i, a in enumerate(self.args, 1))))
         header.append(f"local KEYS_REST, ARGV_REST = {len(self.keys) + 1}, {len(self.args) + 1}\n")
+        if self.lists:
+            listed = ", ".join(_quoted(n) for n in self.lists)
+            header.append(
+                f"local L = {{}}\nfor _, name in ipairs({{{listed}}}) do\n"
+                "  local items = {}\n"
+                "  for j = 1, tonumber(ARGV[ARGV_REST]) do items[j] = ARGV[ARGV_REST + j] end\n"
+                "  L[name], ARGV_REST = items, ARGV_REST + #items + 1\nend\n"
+            )
         return "".join(header) + self.body
 
     def call(
@@ -70,15 +81,22 @@ class Script:
         args: Mapping[str, Any],
         more_keys: Sequence[str] = (),
         more_args: Sequence[Any] = (),
+        lists: Mapping[str, Sequence[Any]] | None = None,
     ) -> Call:
-        """KEYS and ARGV from every named position (a missing or unknown name raises), then the
-        tails."""
-        if set(keys) != set(self.keys) or set(args) != set(self.args):
+        """KEYS and ARGV from every named position and list (a missing or unknown name
+        raises), then the tails."""
+        lists = lists or {}
+        if (
+            set(keys) != set(self.keys)
+            or set(args) != set(self.args)
+            or set(lists) != set(self.lists)
+        ):
             raise ValueError(
-                f"{self.name}: KEYS {sorted(keys)} and ARGV {sorted(args)} do not name "
-                f"{self.keys} and {self.args}"
+                f"{self.name}: KEYS {sorted(keys)}, ARGV {sorted(args)} and lists "
+                f"{sorted(lists)} do not name {self.keys}, {self.args} and {self.lists}"
             )
+        listed = [x for name in self.lists for x in (len(lists[name]), *lists[name])]
         return Call(
             [keys[k] for k in self.keys] + list(more_keys),
-            [args[a] for a in self.args] + list(more_args),
+            [args[a] for a in self.args] + listed + list(more_args),
         )

@@ -80,6 +80,20 @@ class Result(TypedDict):
     udcg_missing: NotRequired[str | None]
 
 
+class FailedResult(TypedDict):
+    """What a failed event keeps as its result (GET adds its `event_id`, from its key)."""
+
+    status: Status
+    error: str
+
+
+def failed_result(error: str) -> str:
+    """The stored result of a failed event, the one encoding FAIL, RETRY and CLAIM store (they
+    take it as a scalar): results stored before it also name the event (`event_id`)."""
+    result: FailedResult = {"status": Status.FAILED, "error": error}
+    return json.dumps(result)
+
+
 @dataclass(frozen=True)
 class IngestItem:
     """One validated event ready to store: payload is the normalized event JSON; `app` is its

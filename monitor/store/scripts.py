@@ -80,24 +80,26 @@ end
 # events to already holds `limit` pending events. The deadline (unix seconds, 0: none) is when the
 # API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis catching up)
 # is refused whole, so a client that retries after the 503 is never counted twice.
-# The signals of a group's new events are summed here and written once per group. `signals` (JSON,
-# the same for every call of a deployment: `ingest.signal_setup`) names them: each of `names`
-# ([histogram, 1 to keep the sum of squares], by index) goes into the lifetime and the day's
-# histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into the lifetime and
-# the day's counters (`day_counters`, as `day_hist`), repeated passages into the counters, the
-# queries' hashes into the day's HyperLogLog (`queries`, also with `SLOT.series`; kept `queries_ttl`
-# s), and the queries of empty results (signal `results`, by index, is 0) into the day's
-# `empty_queries` HyperLogLog (kept as `queries`): `signal_empty_queries` grows by its count's rise;
-# the series passes the series budget first (`admit`: `total`, `per_app`; folded names from
-# `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events). Returns per event 1
-# (created), its stored status (the id existed) or {-2, app} (its request was refused: that app is
-# at its limit); then 1 when the caller must enqueue a drain job (none waits: `Keys.drain_wanted`
-# was absent), else 0.
+# The signals of a group's new events are summed here and written once per group, as named by
+# the same arguments in every call of a deployment (`ingest.signal_setup`): each signal's
+# histogram (`hists`, by index; `squares` 1 to keep its sum of squares) goes into the lifetime
+# and the day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into
+# the lifetime and the day's counters (`day_counters`, as `day_hist`), repeated passages into the
+# counters, the queries' hashes into the day's HyperLogLog (`queries`, also with `SLOT.series`; kept
+# `queries_ttl` s), and the queries of empty results (signal `results`, by index, is 0) into the
+# day's `empty_queries` HyperLogLog (kept as `queries`): `signal_empty_queries` grows by its count's
+# rise; the series passes the series budget first (`admit`: `max_series`, `max_series_per_app`;
+# folded names from `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events).
+# Returns per event 1 (created), its stored status (the id existed) or {-2, app} (its request was
+# refused: that app is at its limit); then 1 when the caller must enqueue a drain job (none waits:
+# `Keys.drain_wanted` was absent), else 0.
 INGEST = Script(
     "INGEST",
     ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist",
      *Ledger.script_keys(INGEST_KINDS)),
-    ("ttl", "idem_ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "signals",
+    ("ttl", "idem_ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "day_hist",
+     "day_counters", "queries", "day_ttl", "queries_ttl", "results", "empty_queries",
+     "max_series", "max_series_per_app", "fold_tail", "orphan",
      *Ledger.script_args(INGEST_KINDS)),
     _DELIVERY
     + _ADMIT
@@ -119,7 +121,7 @@ local apps_at = ARGV_REST + 8 * n
 local n_apps = #KEYS - KEYS_REST + 1 - n
 local groups_at = apps_at + n_apps
 local sums = {}
-local setup = cjson.decode(A.signals)
+local results = tonumber(A.results)
 local function observe(g, sig)  -- one new event's signals into its group's sums
   local a = sums[g]
   if not a then
@@ -136,7 +138,7 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
     local b, v = string.match(slot, '^(%d+):(%S+)$')
     if b then
       local x = tonumber(v)
-      if i == setup.results and x == 0 then a.empties[#a.empties + 1] = qh end
+      if i == results and x == 0 then a.empties[#a.empties + 1] = qh end
       local buckets = a.b[i] or {}
       a.b[i] = buckets
       buckets[b] = (buckets[b] or 0) + 1
@@ -196,47 +198,47 @@ for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
   i = last + 1
 end
 if next(sums) then
-  local names = setup.names
-  local budget = {total = setup.total, per_app = setup.per_app, now = now}
+  local budget = {total = tonumber(A.max_series), per_app = tonumber(A.max_series_per_app),
+                  now = now}
   for g, a in pairs(sums) do
     local sent, day = ARGV[groups_at + 2 * (g - 1)], ARGV[groups_at + 2 * g - 1]
     local app = app_of(sent)
-    local series = admit(sent, app, app .. SEP .. setup.fold_tail, setup.orphan, budget, nil, 0)
-    local day_hist = filled(setup.day_hist, SLOT.day, day)
+    local series = admit(sent, app, app .. SEP .. A.fold_tail, A.orphan, budget, nil, 0)
+    local day_hist = filled(A.day_hist, SLOT.day, day)
     for _, h in ipairs({K.hist, day_hist}) do
       for si, buckets in pairs(a.b) do
-        local f = names[si][1] .. SEP .. series .. SEP
+        local f = L.hists[si] .. SEP .. series .. SEP
         for b, c in pairs(buckets) do redis.call('HINCRBY', h, f .. H.bucket .. b, c) end
         redis.call('HINCRBYFLOAT', h, f .. H.sum, string.format('%.17g', a.s[si]))
-        if names[si][2] == 1 then
+        if tonumber(L.squares[si]) == 1 then
           redis.call('HINCRBYFLOAT', h, f .. H.sumsq, string.format('%.17g', a.q[si]))
         end
         redis.call('HINCRBY', h, f .. H.count, a.c[si])
       end
     end
-    redis.call('EXPIRE', day_hist, setup.day_ttl)
+    redis.call('EXPIRE', day_hist, A.day_ttl)
     if a.short > 0 then
       redis.call('HINCRBY', K.counters, N.signal_short .. SEP .. series, a.short)
-      local day_counters = filled(setup.day_counters, SLOT.day, day)
+      local day_counters = filled(A.day_counters, SLOT.day, day)
       redis.call('HINCRBY', day_counters, N.signal_short .. SEP .. series, a.short)
-      redis.call('EXPIRE', day_counters, setup.day_ttl)
+      redis.call('EXPIRE', day_counters, A.day_ttl)
     end
     if a.rep > 0 then
       redis.call('HINCRBY', K.counters, N.passages_duplicate .. SEP .. series, a.rep)
     end
     if #a.empties > 0 then
-      local eq = filled(filled(setup.empty_queries, SLOT.day, day), SLOT.series, series)
+      local eq = filled(filled(A.empty_queries, SLOT.day, day), SLOT.series, series)
       local before = redis.call('PFCOUNT', eq)
       redis.call('PFADD', eq, unpack(a.empties))
       local new_empty = redis.call('PFCOUNT', eq) - before
       if new_empty > 0 then
         redis.call('HINCRBY', K.counters, N.signal_empty_queries .. SEP .. series, new_empty)
       end
-      redis.call('EXPIRE', eq, setup.queries_ttl)
+      redis.call('EXPIRE', eq, A.queries_ttl)
     end
-    local queries = filled(filled(setup.queries, SLOT.day, day), SLOT.series, series)
+    local queries = filled(filled(A.queries, SLOT.day, day), SLOT.series, series)
     redis.call('PFADD', queries, unpack(a.queries))
-    redis.call('EXPIRE', queries, setup.queries_ttl)
+    redis.call('EXPIRE', queries, A.queries_ttl)
   end
 end
 for app, bytes in pairs(charges[LG.idem]) do
@@ -252,13 +254,14 @@ if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then
 out[n + 1] = wake
 return out
 """,
+    lists=("hists", "squares"),
 )  # fmt: skip
 
 # A drain job takes up to `limit` events (`Delivery.claim`). First, every lease that ended
 # (its work horse died) puts its event back into its app's pending set, or, after
-# `max_attempts` claims, marks it failed (reason `died`, error `died_error`). Then, one event
+# `max_attempts` claims, marks it failed (reason `died`, result `died_result`). Then, one event
 # at a time, the app with the lowest pass among those with an event due gives its oldest due
-# event, and its pass grows by 1 / its share (`shares`: JSON {app: share}, 1 when absent):
+# event, and its pass grows by 1 / its share (`shares`: pairs app, share; 1 when absent):
 # stride scheduling. Each
 # event taken is leased until now + `lease_s` and its attempts counted; an event no longer
 # queued (expired, done) is dropped from pending. Returns {left, lease_end, refs...}: left is
@@ -269,17 +272,17 @@ CLAIM = Script(
     (
         "limit",
         "lease_s",
-        "shares",
         "max_attempts",
         "event_key",
         "pending_key",
         "died",
-        "died_error",
+        "died_result",
     ),
     _DELIVERY
     + """
 local now = now_s()
-local shares = cjson.decode(A.shares)
+local shares = {}
+for i = 1, #L.shares, 2 do shares[L.shares[i]] = L.shares[i + 1] end
 local max_attempts = tonumber(A.max_attempts)
 local function ev(ref) return filled(A.event_key, SLOT.ref, ref) end
 local function pending(app) return filled(A.pending_key, SLOT.app, app) end
@@ -290,9 +293,7 @@ for _, ref in ipairs(ended) do
   if redis.call('HGET', key, F.status) == S.queued then
     local attempts = tonumber(redis.call('HGET', key, F.attempts) or '0')
     if attempts >= max_attempts then
-      local id = string.sub(ref, #app_of(ref) + #SEP + 1)
-      local result = cjson.encode({event_id = id, status = S.failed, error = A.died_error})
-      mark_failed(key, ref, result, A.died, K.counters, K.failed, now)
+      mark_failed(key, ref, A.died_result, A.died, K.counters, K.failed, now)
     else
       redis.call('ZADD', pending(app_of(ref)), now, ref)
       join(K.apps, K.vt, app_of(ref))
@@ -352,17 +353,18 @@ end
 redis.call('SET', K.vt, string.format('%.17g', vt))
 return out
 """,
+    lists=("shares",),
 )
 
 # A passing judge failure (timeout, 429, 5xx, connection) of a leased event (`Delivery.retry`):
 # only while the caller's lease (`lease_end`) still holds it, the event goes back to its app's
-# pending set, due after `delays[attempts]` seconds (JSON list), with the error kept for GET;
+# pending set, due after `delays[attempts]` seconds (a list), with the error kept for GET;
 # past the last delay it is marked failed with `result` and `reason`.
 # Returns 1 (back in pending), 2 (failed), 0 (not this caller's any more).
 RETRY = Script(
     "RETRY",
     ("event", "leased", "pending", "apps", "vt", "counters", "failed"),
-    ("ref", "app", "lease_end", "error", "delays", "result", "reason"),
+    ("ref", "app", "lease_end", "error", "result", "reason"),
     _DELIVERY
     + """
 local held = redis.call('ZSCORE', K.leased, A.ref)
@@ -371,16 +373,16 @@ redis.call('ZREM', K.leased, A.ref)
 if redis.call('HGET', K.event, F.status) ~= S.queued then return 0 end
 local now = now_s()
 local attempts = tonumber(redis.call('HGET', K.event, F.attempts) or '0')
-local delays = cjson.decode(A.delays)
 redis.call('HSET', K.event, F.error, A.error)
-if attempts > #delays then
+if attempts > #L.delays then
   mark_failed(K.event, A.ref, A.result, A.reason, K.counters, K.failed, now)
   return 2
 end
-redis.call('ZADD', K.pending, now + delays[attempts], A.ref)
+redis.call('ZADD', K.pending, now + tonumber(L.delays[attempts]), A.ref)
 join(K.apps, K.vt, A.app)
 return 1
 """,
+    lists=("delays",),
 )
 
 # Put the failed events of ARGV's tail back into their apps' pending sets, due now
@@ -423,8 +425,9 @@ return added
 # Mark one event done and record its observations, once (`ragmon.store.finish`).
 # `series` is the event's series; past the series budget (`admit`) it is counted in `folded`
 # (its app holds series) or `orphan` (it holds none), adding 1 to `folded_count` or
-# `orphan_count` (`keys.fold`). `budget`: JSON {total, per_app, now}. `series_counts`: JSON
-# [[name, reason, n], ...] adds n to `name|<series>[|reason]` in counters. ARGV tail: `n_obs`
+# `orphan_count` (`keys.fold`); the budget is `max_series` and `max_series_per_app`, seen
+# `now`. `series_counts`: a list of triples name, reason, n; each adds n to
+# `name|<series>[|reason]` in counters. ARGV tail: `n_obs`
 # triples (name, bucket, value), each adding to the bucket, the sum, the sum of squares (for the
 # variance the alerts need) and the count; then the grades (one per graded passage).
 # `day_events` is the app's list of per-day records (trimmed to its newest `day_keep`),
@@ -447,8 +450,8 @@ FINISH = Script(
      "leased", "pending", "day_apps", "app_failed", "series_per_app", "texts",
      *Ledger.script_keys(FINISH_KINDS)),
     ("result", "ttl", "app", "series", "folded", "folded_count", "orphan", "orphan_count",
-     "budget", "day_record", "day_keep", "payload", "lag", "lag_bucket", "k", "ref",
-     "series_counts", "n_obs", "weight", "text_ttl", "record_bytes",
+     "max_series", "max_series_per_app", "now", "day_record", "day_keep", "payload", "lag",
+     "lag_bucket", "k", "ref", "n_obs", "weight", "text_ttl", "record_bytes",
      *Ledger.script_args(FINISH_KINDS)),
     _ADMIT
     + LEDGER
@@ -467,7 +470,9 @@ redis.call('ZREM', K.leased, A.ref)
 redis.call('ZREM', K.pending, A.ref)
 local st = redis.call('HGET', K.event, F.status)
 if st ~= S.queued and st ~= S.failed then return 0 end
-local series = admit(A.series, A.app, A.folded, A.orphan, cjson.decode(A.budget),
+local budget = {total = tonumber(A.max_series), per_app = tonumber(A.max_series_per_app),
+                now = A.now}
+local series = admit(A.series, A.app, A.folded, A.orphan, budget,
                      {A.folded_count, A.orphan_count}, 1)
 redis.call('HSET', K.event, F.status, S.done, F.result, A.result, F.series, series)
 if tonumber(A.text_ttl) > 0 then  -- the texts leave the record: kept `text_ttl` s apart
@@ -478,10 +483,10 @@ if A.payload ~= '' then redis.call('HSET', K.event, F.payload, A.payload) end
 redis.call('EXPIRE', K.event, tonumber(A.ttl))
 charge(LG.record, K.lg_record, K.lg_record_rate, A.lg_record_ttl, A.lg_record_rate_ttl,
        K.lg_since, A.app, tonumber(A.record_bytes), tonumber(redis.call('TIME')[1]))
-for _, c in ipairs(cjson.decode(A.series_counts)) do
-  local field = c[1] .. SEP .. series
-  if c[2] ~= '' then field = field .. SEP .. c[2] end
-  redis.call('HINCRBY', K.counters, field, c[3])
+for c = 1, #L.series_counts, 3 do
+  local field = L.series_counts[c] .. SEP .. series
+  if L.series_counts[c + 1] ~= '' then field = field .. SEP .. L.series_counts[c + 1] end
+  redis.call('HINCRBY', K.counters, field, L.series_counts[c + 2])
 end
 local j = ARGV_REST
 local w = tonumber(A.weight)
@@ -516,6 +521,7 @@ redis.call('ZREM', K.failed, A.ref)
 redis.call('ZREM', K.app_failed, A.ref)
 return 1
 """,
+    lists=("series_counts",),
 )  # fmt: skip
 
 # Mark one queued event failed, once (a lasting judge failure); it leaves leased and pending.
@@ -561,11 +567,9 @@ return freed
 
 # The event explorer's index (`ragmon.store.event_index`). Both scripts: `indexed` the indexed
 # series zset, `traces` the trace hash; key templates by time, by measure, of records and by
-# expiry, where `SLOT.series` stands for the series and `SLOT.measure` for the measure; `now`;
-# `trim_max` how many expired events to drop per series at most.
+# expiry, where `SLOT.series` stands for the series and `SLOT.measure` for the measure; `now`.
 _EXPLORE_KEYS = ("indexed", "traces")
-_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "app_key", "now",
-                 "trim_max")  # fmt: skip
+_EXPLORE_ARGS = ("time_key", "measure_key", "records_key", "expiry_key", "app_key", "now")
 _EXPLORE = """
 local function key(template, series, measure)
   local k = string.gsub(template, SLOT.series, function() return series end)
@@ -576,46 +580,19 @@ local function app_of(series)
   return string.sub(series, 1, string.find(series, SEP, 1, true) - 1)
 end
 local now = tonumber(A.now)
-local function trim(series)
-  local expiry = key(A.expiry_key, series)
-  local records = key(A.records_key, series)
-  local old = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, tonumber(A.trim_max))
-  for _, ref in ipairs(old) do
-    local raw = redis.call('HGET', records, ref)
-    if raw then
-      local r = cjson.decode(raw)
-      redis.call('ZREM', key(A.time_key, series), r.t .. SEP .. ref)
-      for m, v in pairs(r.x) do
-        redis.call('ZREM', key(A.measure_key, series, m), v .. SEP .. r.t .. SEP .. ref)
-      end
-      if r.tid then
-        local field = r.app .. SEP .. r.tid
-        local held = redis.call('HGET', K.traces, field)
-        if held and cjson.decode(held)[2] == ref then redis.call('HDEL', K.traces, field) end
-      end
-      redis.call('HDEL', records, ref)
-    end
-    redis.call('ZREM', expiry, ref)
-  end
-  if redis.call('ZCARD', expiry) == 0 then
-    redis.call('ZREM', K.indexed, series)
-    redis.call('ZREM', key(A.app_key, app_of(series)), series)
-  end
-  return #old
-end
 """
 
 # The overview's summary of one series (`summary_key`, a hash: `h` the unix hour H it was made
 # for, `r|<field>` the sums of the 23 complete hours before H, `b|<field>` of the 168 before
 # those), shared by EXPLORE_INDEX and SUMMARIZE, which write it, and OVERVIEW, which only reads
-# it. `fields`: JSON list of `<measure>|<part>` (`parts` per measure, the count first);
+# it. `fields`: a list of `<measure>|<part>` (`parts` per measure, the count first);
 # `hour_key` the hourly sums' key template (`SLOT.series`, `SLOT.hour`). `current` gives a
 # series' sums for hour H: from its summary moved an hour at a time when made for at most two
 # hours before or after H (three reads an hour; the hourly sums keep 2 hours past the windows
 # for this), else, with `make`, from the 191 hourly sums (else nil: not made).
-_SUMMARY_ARGS = ("hour_key", "summary_key", "fields", "parts")
+_SUMMARY_ARGS = ("hour_key", "summary_key", "parts")
 _SUMMARY = """
-local fields = cjson.decode(A.fields)
+local fields = L.fields
 local function series_key(template, series)
   return (string.gsub(template, SLOT.series, function() return series end))
 end
@@ -706,9 +683,12 @@ end
 """
 
 # Index one event the explorer lists, once: runs after FINISH in the same transaction and only
-# for an event FINISH has just made done (its series set, not yet indexed), then trims its
-# series. `record`: the record JSON (`explorer.record`); `hour_key`'s `SLOT.hour` the unix hour
-# of the event and `hour_ttl` its TTL; `hourly`: JSON {measure: value} added to that hour's
+# for an event FINISH has just made done (its series set, not yet indexed). `record`: its
+# record (`index_members.record`), `time_member` and `sortable` (pairs measure, member) its
+# index members (`index_members.index_members`), `expires` its expiry, all stored as given;
+# `trace_field` its trace hash field ('' for none) and `trace` the pointer stored there,
+# `SLOT.series` standing for the series. `hour` the unix hour of the event, `hour_key`'s
+# `SLOT.hour`, and `hour_ttl` its TTL; `hourly`: pairs (measure, value) added to that hour's
 # count, sum and sum of squares, and to the series' overview summary, first brought to the hour
 # of `now` (`bring`), when the event's hour is one of its complete hours; each value weighs
 # `weight` (1 / the event's inclusion probability with planned sampling, else 1): count + 1,
@@ -718,7 +698,8 @@ end
 # cap) is indexed under its app's own folded series (its app, then `fold_tail`), so the app
 # stays in the explorer. The series is listed in `indexed` and in its app's `app_key` set.
 # Members are `<time>|<ref>` and `<value>|<time>|<ref>`, all scored 0 (read by lex order).
-# Returns 1 when indexed, 0 when not (already, or FINISH did not record it).
+# Returns {1, series, 1 when the series holds expired events (the caller trims them), else 0},
+# or {0} when not indexed (already, or FINISH did not record it).
 EXPLORE_INDEX = Script(
     "EXPLORE_INDEX",
     (*_EXPLORE_KEYS, "event"),
@@ -726,9 +707,13 @@ EXPLORE_INDEX = Script(
         *_EXPLORE_ARGS,
         *_SUMMARY_ARGS,
         "record",
+        "time_member",
+        "hour",
+        "expires",
+        "trace_field",
+        "trace",
         "ref",
         "hour_ttl",
-        "hourly",
         "orphan",
         "fold_tail",
         "weight",
@@ -737,25 +722,28 @@ EXPLORE_INDEX = Script(
     + _SUMMARY
     + """
 local series = redis.call('HGET', K.event, F.series)
-if not series or redis.call('HSETNX', K.event, F.indexed, 1) == 0 then return 0 end
+if not series or redis.call('HSETNX', K.event, F.indexed, 1) == 0 then return {0} end
 local ref = A.ref
-local r = cjson.decode(A.record)
-if series == A.orphan and r.app ~= app_of(A.orphan) then series = r.app .. SEP .. A.fold_tail end
+local app = app_of(ref)
+if series == A.orphan and app ~= app_of(A.orphan) then series = app .. SEP .. A.fold_tail end
 redis.call('HSET', key(A.records_key, series), ref, A.record)
-redis.call('ZADD', key(A.time_key, series), 0, r.t .. SEP .. ref)
-for m, v in pairs(r.x) do
-  redis.call('ZADD', key(A.measure_key, series, m), 0, v .. SEP .. r.t .. SEP .. ref)
+redis.call('ZADD', key(A.time_key, series), 0, A.time_member)
+for i = 1, #L.sortable, 2 do
+  redis.call('ZADD', key(A.measure_key, series, L.sortable[i]), 0, L.sortable[i + 1])
 end
-redis.call('ZADD', key(A.expiry_key, series), r.e, ref)
+redis.call('ZADD', key(A.expiry_key, series), A.expires, ref)
 redis.call('ZADD', K.indexed, now, series)
 redis.call('ZADD', key(A.app_key, app_of(series)), now, series)
-if r.tid then redis.call('HSET', K.traces, r.app .. SEP .. r.tid, cjson.encode({series, ref})) end
+if A.trace_field ~= '' then
+  local pointer = string.gsub(A.trace, SLOT.series, function() return series end, 1)
+  redis.call('HSET', K.traces, A.trace_field, pointer)
+end
 local H = math.floor(now / 3600)
 local skey = series_key(A.summary_key, series)
 if tonumber(redis.call('HGET', skey, OV.hour)) ~= H then
   bring(series, H, tonumber(A.hour_ttl))  -- before this event is in its hour's sums
 end
-local hour = string.format('%d', math.floor(tonumber(r.t) / 3600000))
+local hour = A.hour
 local hkey = string.gsub(key(A.hour_key, series), SLOT.hour, hour)
 local w = tonumber(A.weight)  -- 1 / inclusion probability: Hajek's means of the hour
 local function weigh(hash, f, count)
@@ -771,19 +759,24 @@ local function weigh(hash, f, count)
 end
 local function one(hash, f) redis.call('HINCRBY', hash, f, 1) end
 local function one_float(hash, f) redis.call('HINCRBYFLOAT', hash, f, 1) end
-for m, v in pairs(cjson.decode(A.hourly)) do weigh(hkey, m .. SEP, one)(v) end
+local hourly = L.hourly
+for i = 1, #hourly, 2 do weigh(hkey, hourly[i] .. SEP, one)(tonumber(hourly[i + 1])) end
 redis.call('EXPIRE', hkey, tonumber(A.hour_ttl))
 local h = tonumber(hour)
 if h < H and h > H - 192 then  -- an hour the summary holds: add to it
   local part = OV.before
   if h > H - 24 then part = OV.recent end
-  for m, v in pairs(cjson.decode(A.hourly)) do
-    weigh(skey, part .. SEP .. m .. SEP, one_float)(v)
+  for i = 1, #hourly, 2 do
+    weigh(skey, part .. SEP .. hourly[i] .. SEP, one_float)(tonumber(hourly[i + 1]))
   end
 end
-trim(series)
-return 1
+local expired = 0
+if #redis.call('ZRANGEBYSCORE', key(A.expiry_key, series), '-inf', now, 'LIMIT', 0, 1) > 0 then
+  expired = 1
+end
+return {1, series, expired}
 """,
+    lists=("fields", "sortable", "hourly"),
 )
 
 # Bring the overview summaries of `n_series` series (ARGV tail) to `hour` (`bring`): the
@@ -799,6 +792,7 @@ local H, ttl, changed = tonumber(A.hour), tonumber(A.hour_ttl), 0
 for j = ARGV_REST, #ARGV do changed = changed + bring(ARGV[j], H, ttl) end
 return changed
 """,
+    lists=("fields",),
 )
 
 # The explorer's overview of the series in the ARGV tail, reading only: per series one string,
@@ -839,19 +833,43 @@ for j = ARGV_REST, #ARGV do
 end
 return out
 """,
+    lists=("fields",),
 )
 
-# Drop up to `trim_max` expired events of `series` (the hourly sweep calls it per series until
-# none is left: series that stopped receiving events are trimmed here; one call keeps Redis
-# busy a few milliseconds at most). Returns how many were dropped.
+# Drop expired events of `series` from its index, as read and decoded by the caller
+# (`ExploreIndex.trim_series`): `refs` leave the records and the expiry set, `time_members`
+# the time index, `measure_members` (pairs measure, member) the measures' indexes, and each of
+# `traces` (pairs field, pointer) leaves the trace hash while it still holds that pointer. A
+# series left with no event leaves `indexed` and its app's set. Returns how many refs.
 EXPLORE_TRIM = Script(
     "EXPLORE_TRIM",
     _EXPLORE_KEYS,
     (*_EXPLORE_ARGS, "series"),
     _EXPLORE
     + """
-return trim(A.series)
+local series = A.series
+local expiry = key(A.expiry_key, series)
+for _, ref in ipairs(L.refs) do
+  redis.call('HDEL', key(A.records_key, series), ref)
+  redis.call('ZREM', expiry, ref)
+end
+for _, member in ipairs(L.time_members) do
+  redis.call('ZREM', key(A.time_key, series), member)
+end
+local mm = L.measure_members
+for i = 1, #mm, 2 do redis.call('ZREM', key(A.measure_key, series, mm[i]), mm[i + 1]) end
+for i = 1, #L.traces, 2 do
+  if redis.call('HGET', K.traces, L.traces[i]) == L.traces[i + 1] then
+    redis.call('HDEL', K.traces, L.traces[i])
+  end
+end
+if redis.call('ZCARD', expiry) == 0 then
+  redis.call('ZREM', K.indexed, series)
+  redis.call('ZREM', key(A.app_key, app_of(series)), series)
+end
+return #L.refs
 """,
+    lists=("refs", "time_members", "measure_members", "traces"),
 )
 
 ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
@@ -860,15 +878,17 @@ ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
 # Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer), within
 # the bytes each app's grades may add now (its room): a request that would pass it is refused.
 # KEYS tail: per grade, its event's grades hash, its app's set of graded events and its event's
-# texts hash. ARGV tail: per grade, its field in the grades hash, the record (JSON), the grade,
-# the note ('' for none), the event ref, the app, the app's room, then the query's and the
+# texts hash. ARGV tail: per grade, its field in the grades hash, the record (stored as given),
+# the record the caller read in that field ('' for none), 1 when that one has the same grade and
+# note (`human.same`) else 0, the event ref, the app, the app's room, then the query's and the
 # passage's text fields and texts ('' for a text another grade of the request carries). A grade
 # whose stored twin has the same grade and note changes nothing (0); a new one is stored (1), a
-# changed one replaces it (2). What it adds (fields, records, texts not held yet, `overhead`
-# bytes each) is charged to the ledger's `grades` class. Any change bumps `generation`, which
-# the derived statistics (agreement, estimates) are cached by. Refused whole: {-1, app, bytes
-# it would add} past an app's room; an error past `deadline` (unix seconds, 0: none), when the
-# API has already answered 503.
+# changed one replaces it (2). Refused whole with {-2} when a field no longer holds what the
+# caller read (another write came between: the caller reads again). What it adds (fields,
+# records, texts not held yet, `overhead` bytes each) is charged to the ledger's `grades` class. Any
+# change bumps `generation`, which the derived statistics (agreement, estimates) are cached by.
+# Refused whole: {-1, app, bytes it would add} past an app's room; an error past `deadline` (unix
+# seconds, 0: none), when the API has already answered 503.
 HUMAN_GRADES_KINDS = (Kind.GRADES,)
 HUMAN_GRADES = Script(
     "HUMAN_GRADES",
@@ -887,14 +907,12 @@ local function key(i, j) return KEYS[KEYS_REST + 3 * (i - 1) + j] end
 local function arg(i, j) return ARGV[ARGV_REST + W * (i - 1) + j] end
 local out, adds, rooms = {}, {}, {}
 for i = 1, n do
-  local field, grade, note, app = arg(i, 0), arg(i, 2), arg(i, 3), arg(i, 5)
+  local field, app = arg(i, 0), arg(i, 5)
   local state, add = 1, #field + #arg(i, 1) + over
   local old = redis.call('HGET', key(i, 0), field)
+  if (old or '') ~= arg(i, 2) then return {-2} end
   if old then
-    local o = cjson.decode(old)
-    local was = o.note
-    if type(was) ~= 'string' then was = '' end
-    if tostring(o.grade) == grade and was == note then state, add = 0, 0
+    if tonumber(arg(i, 3)) == 1 then state, add = 0, 0
     else state, add = 2, math.max(0, #arg(i, 1) - #old) end
   end
   for t = 7, 9, 2 do

@@ -238,6 +238,7 @@ class Store:
             pipe.expire(day_events, day_records_ttl_s(self.settings))
             pipe.set(self.keys.series_sweep, 1, nx=True, ex=SWEEP_EVERY_S)
             replies = pipe.execute()
+        self.explore.indexed(replies[1], now)
         if replies[-1]:  # this process sweeps for the fleet
             if self.settings.series_idle_days > 0:
                 self.series.free_idle(now)

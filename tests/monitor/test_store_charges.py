@@ -36,6 +36,23 @@ def test_a_second_opinion_is_charged_with_the_apps_grades(store: Store) -> None:
     assert len(text) <= held(store, Kind.GRADES)["shop"] < 2 * len(text)
 
 
+def test_a_grade_written_on_a_stale_read_stores_and_charges_nothing(store: Store) -> None:
+    """HUMAN_GRADES compares what the caller read with what the field holds (Lua parses no
+    record): a write that read before another changed the field is refused, then read again."""
+    mine = {"app": "shop", "event_id": "e1", "passage_id": "p1", "reviewer": "ann", "grade": 1,
+            "note": "", "at": NOW}  # fmt: skip
+    stale = store.human.read([mine])
+    assert stale == [None]
+    assert store.human.write([mine], now=NOW) == ["created"]
+    charged = held(store, Kind.GRADES)
+    changed = {**mine, "grade": 3}
+    assert store.human.write_read([changed], stale, NOW) is None
+    assert store.human.of_event("shop", "e1") == [mine] and held(store, Kind.GRADES) == charged
+    assert store.human.write([changed], now=NOW) == ["updated"]
+    assert store.human.write([{**changed, "at": NOW + 1}], now=NOW) == ["unchanged"]
+    assert store.human.write([{**changed, "note": "why"}], now=NOW) == ["updated"]
+
+
 def summary(size: int) -> dict[str, str]:
     """A summary as a worker keeps it: the last 7 days, six ISO weeks and the agreement."""
     names = ["last", *(f"2026-W{w:02d}" for w in range(44, 50)), "agreement"]

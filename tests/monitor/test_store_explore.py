@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ragmon.core.index_members import moments, overview_hours
+from ragmon.core.index_members import SORTS, member_ref, moments, overview_hours
 from ragmon.core.measures import compute
 from ragmon.core.search import parse_search
 from ragmon.core.wire import event_ref
@@ -158,6 +158,31 @@ def test_expired_events_leave_the_index(
     assert len(summaries) == 3  # only the overview's hourly sums and summaries, which expire
     assert set(leftover) == set(hourly) | set(summaries)
     assert all(store.client.ttl(k) > 0 for k in leftover)
+
+
+def test_a_finish_trims_its_series_and_a_trace_keeps_pointing_to_its_newest_event(
+    store: Store,
+) -> None:
+    """The members of expired events are read from their records in Python (Lua parses none);
+    a trace's pointer leaves only while it points to the expired event."""
+    series = "shop|kb|bm25|all"
+    finish(store, "shop", 1, "bm25", [3, 0, 0, 0], trace_id="abc")
+    finish(store, "shop", 2, "bm25", [0, 0, 0, 0], trace_id="abc")  # abc now points here
+    finish(store, "shop", 3, "bm25", [1, 0, 0, 0], trace_id="old")
+    traces = store.keys.explore_traces
+    # e3's pointer as another release may have spelled it: any JSON encoding decodes
+    store.client.hset(traces, "shop|old", json.dumps([series, "shop|e3"]))
+    store.client.zadd(store.keys.explore_expiry(series), {"shop|e1": 1, "shop|e3": 1})
+    finish(store, "shop", 4, "bm25", [2, 0, 0, 0])  # its finish trims e1 and e3
+    kept = {"shop|e2", "shop|e4"}
+    assert {r.decode() for r in store.client.hkeys(store.keys.explore_records(series))} == kept
+    members = [m.decode() for m in store.client.zrange(store.keys.explore_time(series), 0, -1)]
+    assert {member_ref(m, "time") for m in members} == kept
+    for m in SORTS[1:]:
+        held = store.client.zrange(store.keys.explore_measure(m, series), 0, -1)
+        assert {member_ref(x.decode(), m) for x in held} <= kept
+    assert store.client.hgetall(traces) == {b"shop|abc": json.dumps([series, "shop|e2"],
+                                            separators=(",", ":")).encode()}  # fmt: skip
 
 
 def test_trace_lookup_and_app_scope(store: Store) -> None:

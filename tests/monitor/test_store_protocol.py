@@ -1,6 +1,6 @@
 """The Python-Lua protocol (`ragmon.store.protocol`): every script reads only the KEYS and ARGV
-positions it names, names no stored field of its own, and its argument builders fill exactly
-those positions, in order."""
+positions and lists it names, parses no JSON, names no stored field of its own, and its argument
+builders fill exactly those positions, in order."""
 
 from __future__ import annotations
 
@@ -59,6 +59,15 @@ def test_a_script_reads_the_positions_it_names_and_no_other(script: Script) -> N
     assert not re.findall(r"(?:KEYS|ARGV)\[\d", script.body), "a position by number"
     assert named("K", script.body, script.keys) == set(script.keys)
     assert named("A", script.body, script.args) == set(script.args)
+    assert named("L", script.body, script.lists) == set(script.lists)
+    assert len(set(script.lists)) == len(script.lists)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
+def test_a_script_parses_no_json(script: Script) -> None:
+    """Lua gets scalars and lists of scalars: what it stores of a record comes encoded from
+    Python (`ragmon.store.records`), what it compares is a scalar of its own."""
+    assert "cjson" not in script.source and "cmsgpack" not in script.source
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
@@ -76,9 +85,10 @@ def test_the_header_binds_each_name_to_its_position() -> None:
     source = scripts.FINISH.source
     assert "local K = {event = KEYS[1], hist = KEYS[2]," in source
     assert f"lg_record_rate = KEYS[{len(scripts.FINISH.keys)}]}}" in source
-    assert "n_obs = ARGV[18], weight = ARGV[19]," in source and len(scripts.FINISH.args) == 23
-    assert "lg_record_rate_ttl = ARGV[23]}" in source
-    assert "local KEYS_REST, ARGV_REST = 18, 24\n" in source
+    assert "n_obs = ARGV[19], weight = ARGV[20]," in source and len(scripts.FINISH.args) == 24
+    assert "lg_record_rate_ttl = ARGV[24]}" in source
+    assert "local KEYS_REST, ARGV_REST = 18, 25\n" in source
+    assert "ipairs({'series_counts'})" in source
     assert "local F = {payload = 'p', status = 's'," in source
 
 
@@ -90,6 +100,23 @@ def test_call_takes_every_name_and_only_those() -> None:
         script.call({"a": "ka"}, {"x": 1})
     with pytest.raises(ValueError, match="do not name"):
         script.call({"a": "ka", "b": "kb"}, {"x": 1, "y": 2})
+    with pytest.raises(ValueError, match="do not name"):
+        script.call({"a": "ka", "b": "kb"}, {"x": 1}, lists={"u": []})
+
+
+def test_lists_follow_the_named_arguments_each_with_its_length(settings: Settings) -> None:
+    """A script reads each declared list whole, whatever its length, and the tail after them."""
+    script = Script(
+        "T", (), ("x",), "return {A.x, #L.u, #L.v, L.v[1] or '', ARGV[ARGV_REST]}", ("u", "v")
+    )
+    call = script.call({}, {"x": "x"}, more_args=["tail"], lists={"v": ["v1"], "u": []})
+    assert call.args == ["x", 0, 1, "v1", "tail"]
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        reply = client.eval(script.source, 0, *call.args)
+    finally:
+        client.close()
+    assert reply == [b"x", 0, 1, b"v1", b"tail"]
 
 
 def test_series_name_and_fold_follow_the_label_order() -> None:
@@ -131,8 +158,10 @@ def test_the_finish_builder_fills_finish_s_positions() -> None:
     assert (args["series"], args["folded"], args["orphan"]) == (
         "shop|kb|bm25|faq", "shop|other|other|other", "other|other|other|other",
     )  # fmt: skip
-    assert args["series_counts"] == '[["x", "why", 2]]' and args["lag"] == "60.0"
-    tail = call.args[len(scripts.FINISH.args) :]
+    assert args["lag"] == "60.0"
+    listed = call.args[len(scripts.FINISH.args) :]
+    assert listed[:4] == [3, "x", "why", 2]  # series_counts: its length, then its triple
+    tail = listed[4:]
     assert args["n_obs"] == 2 and len(tail) == 3 * 2 + 1  # two measures, one grade
     assert tail[0::3][:2] == ["retrieval_ndcg", "retrieval_hit"] and tail[-1] == 3
 
