@@ -27,7 +27,7 @@ from ragmon.report.compare import (
     segment_hists,
 )
 from ragmon.report.coverage import Judged, judged_shares, received_events
-from ragmon.report.gather import Dataset, WindowData
+from ragmon.report.gather import TREND_WEEKS, Dataset, WindowData
 from ragmon.report.ops import JudgeOps, OpsRow, group_ops, judge_ops
 from ragmon.report.population import QueryPopulation, SegmentMix, query_population, segment_mix
 from ragmon.report.signal_shifts import GroupSignals, signal_changes
@@ -240,7 +240,7 @@ def _trend(data: Dataset, groups: list[Group]) -> dict[str, dict[Group, list[flo
         out[m] = {}
         for g in groups:
             means: list[float | None] = []
-            for block in data.trend:
+            for block in data.trend[-TREND_WEEKS:]:
                 h = group_hist(block.hists, m, g)
                 means.append(h.sum / h.count if h is not None and h.count else None)
             out[m][g] = means
@@ -379,7 +379,7 @@ def analyze(data: Dataset, now: datetime | None = None) -> Report:
         worst_ndcg=cur.worst_ndcg,
         worst_harm=cur.worst_harm,
         trend=_trend(data, groups),
-        trend_labels=[b.window.label for b in data.trend],
+        trend_labels=[b.window.label for b in data.trend[-TREND_WEEKS:]],
         store_text=data.store_text,
         result_ttl_days=data.result_ttl_days,
         explorer_url=data.explorer_url,

@@ -15,7 +15,11 @@ from ragmon.core.wire import SEP, event_ref
 from ragmon.store import Histogram, Store
 from ragmon.store.records import StoredEvent
 
-TREND_WEEKS = 8
+TREND_WEEKS = 8  # weeks of the trend plot
+# A small series (`ragmon.report.small_series`) is scanned over every week whose per-event
+# records are still kept (RAGMON_RESULT_TTL_DAYS), at most this many: the report then reads
+# that many weeks of histograms, and of the records of the small series' apps.
+SMALL_HISTORY_WEEKS = 16
 MIN_EVENTS = 30  # events a retriever needs in each window before any verdict
 MIN_QUERIES = 10  # distinct queries a retriever needs in each window before any verdict
 WORST_N = 10  # events listed per drill-down table
@@ -107,7 +111,8 @@ class WindowData:
 
 @dataclass
 class Dataset:
-    """Everything the analysis needs; `trend` holds 7-day blocks, oldest first, last = current."""
+    """Everything the analysis needs; `trend` holds 7-day blocks, oldest first, last = current:
+    the plot's last `TREND_WEEKS`, and with a small series the weeks its records are kept."""
 
     current: WindowData
     baseline: WindowData
@@ -172,7 +177,8 @@ class _DayCache:
             if any(name.startswith("retrieval_") for name in self.hists[day]):
                 data.days_with_data += 1  # judged data
             if with_events:
-                records = self.store.day_events(day)
+                apps = None if keep is None else {g[0] for g in keep}
+                records = self.store.day_events(day, only=apps)
                 if keep is not None:
                     records = [e for e in records if _group(e) in keep]
                 data.add_records(records)
@@ -184,7 +190,8 @@ class _DayCache:
 def gather(
     store: Store, current: Window, baseline: Window, progress: Progress = stderr_progress
 ) -> Dataset:
-    """Read the current and baseline windows (with per-event records) and 8 weekly blocks."""
+    """Read the current and baseline windows (with per-event records) and the weekly blocks
+    of the trend (`history_weeks` with a small series, else `TREND_WEEKS`)."""
     cache = _DayCache(store, progress)
     progress(f"reading {current.label} ({len(current.days)} days)")
     cur = cache.window(current, with_events=True)
@@ -197,8 +204,10 @@ def gather(
     for w in (cur, base):
         w.distinct_queries = _distinct_queries(store, w)
     small = _small_groups(cur, base) if _weekly(current, baseline) else set()
+    s = store.settings
+    weeks = history_weeks(s.result_ttl_days) if small else TREND_WEEKS
     trend = []
-    for back in range(TREND_WEEKS - 1, -1, -1):
+    for back in range(weeks - 1, -1, -1):
         block = Window(current.end, current.end).shifted(-back)
         block = Window(block.end.fromordinal(block.end.toordinal() - 6), block.end)
         if block == current and small:
@@ -208,8 +217,7 @@ def gather(
         else:
             with_events = bool(small)
             trend.append(cache.window(block, with_events, keep=small))
-    progress(f"read {len(cache.hists)} days of histograms for the {TREND_WEEKS}-week trend")
-    s = store.settings
+    progress(f"read {len(cache.hists)} days of histograms for the {weeks}-week trend")
     return Dataset(cur, base, trend, s.store_text, s.result_ttl_days, s.explorer_url)
 
 
@@ -224,6 +232,12 @@ def _distinct_queries(store: Store, w: WindowData) -> dict[Group, int]:
 def _group(record: dict) -> Group:
     lb = record["labels"]
     return (lb["app"], lb["index"], lb["retriever"])
+
+
+def history_weeks(result_ttl_days: float) -> int:
+    """Weeks a small series is scanned over: those its records are kept for, at least the
+    trend's, at most `SMALL_HISTORY_WEEKS`."""
+    return max(TREND_WEEKS, min(SMALL_HISTORY_WEEKS, math.ceil(result_ttl_days / 7)))
 
 
 def _weekly(current: Window, baseline: Window) -> bool:

@@ -1,14 +1,17 @@
-"""Small series: a change-point scan over the 8-week trend, when one week is too few.
+"""Small series: a change-point scan over the weeks whose records are kept, when one week is
+too few.
 
 A retriever below the weekly minimum (`compare.MIN_EVENTS` events from `compare.MIN_QUERIES`
 questions in each window) never gets a one-week verdict. For such a retriever the report splits
-its weeks of the trend (7-day blocks ending on the report's last day) in two at every week where
+its weeks of history (7-day blocks ending on the report's last day, as many as its records are
+kept, at most `gather.SMALL_HISTORY_WEEKS`) in two at every week where
 both sides hold `SMALL_MIN_EVENTS` events from `SMALL_MIN_QUERIES` questions, compares the weeks
 after the split with the weeks before it, and keeps the split where the mean moves most; the p
 of that largest move comes from re-assigning (question, week) blocks between the weeks
 (`drift.changepoint_pvalue`), so it holds for the scan as a whole. Comparing the weeks since a
 change with the weeks before it keeps a drop showing week after week until it recovers (a
-baseline of the weeks just before this window would soon hold the dropped weeks). The
+baseline of the weeks just before this window would soon hold the dropped weeks), and the
+more weeks precede a change, the surer its p: so the scan reads every week still kept. The
 comparisons join the report's one Holm family (`tests/stats/report_sim.py`, the "tiny" and
 "small" scenarios; `tests/stats/small_drop_sim.py`, weeks after a drop).
 
@@ -68,7 +71,7 @@ def merge_windows(parts: Sequence[WindowData], groups: Iterable[Group] | None = 
 
 
 class SpanWindows:
-    """The trend's weekly blocks split into a baseline (the weeks before a split) and a current
+    """The weekly blocks split into a baseline (the weeks before a split) and a current
     window (the weeks from it on), merged: histograms once per split, one group's records when
     asked for."""
 

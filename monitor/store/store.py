@@ -371,12 +371,15 @@ class Store:
                 pipe.smembers(self.keys.day_apps(day))
             return {x.decode() for found in pipe.execute() for x in found}
 
-    def day_events(self, day: str) -> list[dict[str, Any]]:
+    def day_events(self, day: str, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The compact per-event results kept for one UTC day: every app's (each app's newest
-        last), after those of the list all apps shared before."""
+        last; `only`: these apps' lists alone), after those of the list all apps shared before."""
         apps = sorted(
             x.decode() for x in cast(set[bytes], self.client.smembers(self.keys.day_apps(day)))
         )
+        if only is not None:
+            wanted = set(only)
+            apps = [a for a in apps if a in wanted]
         with self.client.pipeline(transaction=False) as pipe:
             for key in [self.keys.day_events(day), *(self.keys.day_events(day, a) for a in apps)]:
                 pipe.lrange(key, 0, -1)

@@ -1,6 +1,6 @@
 """Small series (issue 34 item 5, issue 46 item 3): a retriever with a few events a week is
-compared over the 8-week trend split where its mean moves most, and gets a verdict instead of
-"too few events to tell"; a drop keeps showing while it lasts."""
+compared over the weeks its records are kept, split where its mean moves most, and gets a
+verdict instead of "too few events to tell"; a drop keeps showing while it lasts."""
 
 from __future__ import annotations
 
@@ -12,22 +12,24 @@ import pytest
 from ragmon.core.window import Window, windows
 from ragmon.report.analyze import analyze
 from ragmon.report.document import to_markdown
-from ragmon.report.gather import Dataset, WindowData, gather
+from ragmon.report.gather import SMALL_HISTORY_WEEKS, TREND_WEEKS, Dataset, WindowData, gather
 from ragmon.report.render import build
 from tests.monitor.test_report import APP, GOOD, INDEX, ranked_grades, store_records, window_data
 
 CUR, BASE = windows(end="2026-11-22", days=7)
-WEEKS = [CUR.shifted(back - 7) for back in range(8)]  # oldest first; the last is CUR
 
 
 def trend(
-    per_week: dict[str, int], noise_after: dict[str, float] | None = None, since: int = 4
+    per_week: dict[str, int],
+    noise_after: dict[str, float] | None = None,
+    since: int = 4,
+    weeks: int = 8,
 ) -> list[WindowData]:
-    """8 weekly blocks: retriever -> events a week (each its own question); `noise_after`: the
-    ranking noise of a retriever from week `since` on (a drop)."""
+    """Weekly blocks, oldest first, the last CUR: retriever -> events a week (each its own
+    question); `noise_after`: the ranking noise of a retriever from week `since` on (a drop)."""
     rng = random.Random(7)
     blocks = []
-    for i, w in enumerate(WEEKS):
+    for i, w in enumerate(CUR.shifted(back - weeks + 1) for back in range(weeks)):
         events = []
         for r, n in per_week.items():
             noise = (noise_after or {}).get(r, GOOD) if i >= since else GOOD
@@ -93,9 +95,10 @@ class _Store:
     def counters(self, day: str) -> dict:
         return {}
 
-    def day_events(self, day: str) -> list[dict]:
+    def day_events(self, day: str, only: set[str] | None = None) -> list[dict]:
         b = self.days.get(day)
         records = store_records(b) if b is not None else []
+        records = [r for r in records if only is None or r["labels"]["app"] in only]
         return [r | {"id": f"{day}-{r['id']}"} for r in records]  # ids (questions) differ by week
 
 
@@ -117,3 +120,18 @@ def test_gather_reads_older_weeks_for_small_series_only() -> None:
                                               two.start.fromordinal(two.start.toordinal() - 1)),
                   progress=lambda _: None)  # fmt: skip
     assert all(not b.events for b in data.trend)
+
+
+def test_a_small_series_is_scanned_over_every_week_its_records_are_kept() -> None:
+    """RAGMON_RESULT_TTL_DAYS of 112: 16 weeks of the small series' records, scanned whole (a
+    drop 12 weeks ago still has 4 weeks before it); the plots keep their 8 weeks."""
+    store = _Store(trend({"tiny": 5, "big": 40}, {"tiny": 8.0}, since=4, weeks=16))
+    store.settings.result_ttl_days = 112.0
+    data = gather(store, CUR, BASE, progress=lambda _: None)
+    assert len(data.trend) == SMALL_HISTORY_WEEKS == 16
+    assert set(data.trend[0].events) == {(APP, INDEX, "tiny")}
+    report = analyze(data)
+    assert [r.group[2] for r in report.regressions] == ["tiny"]
+    span = report.spans[(APP, INDEX, "tiny")]
+    assert span.weeks + span.base_weeks == 16 and 3 <= span.base_weeks <= 5  # near the drop
+    assert {len(means) for by in report.trend.values() for means in by.values()} == {TREND_WEEKS}

@@ -22,6 +22,7 @@ import numpy as np
 
 from ragmon.core.window import windows
 from ragmon.report.analyze import Report, analyze
+from ragmon.report.gather import SMALL_HISTORY_WEEKS as HISTORY
 from ragmon.report.gather import Dataset
 from tests.stats import traffic
 from tests.stats.traffic import Stream, bank, noise_for_mean, window_data
@@ -37,7 +38,7 @@ class Scenario:
     cur: list[Stream]
     target: str | None = None  # the retriever that truly got worse (power scenarios)
     limit: str = "<= 5%"
-    weeks: int = 2  # weeks of traffic: 8 gives the report its trend, so small series widen
+    weeks: int = 2  # weeks of traffic: more give the report its trend, so small series widen
     # (the last `changed` weeks carry `cur`, the ones before `base`)
     changed: int = 1
 
@@ -105,7 +106,7 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
     tiny = _tiny(rng)
     small = [*_tiny(rng)[:3], *_three(700)]
     return [
-        Scenario("tiny series: 30 retrievers, 2-12 events/week", tiny, tiny, weeks=8),
+        Scenario("tiny series: 30 retrievers, 2-12 events/week", tiny, tiny, weeks=HISTORY),
         Scenario(
             "clustered: 700/week, 20% from 3 trending queries a day",
             _three(700, trending=0.2),
@@ -162,11 +163,11 @@ def scenarios(rng: np.random.Generator) -> list[Scenario]:
             limit=">= 80%",
         ),
         *(_trending(share, drop) for drop in (0.0, 0.05) for share in (0.2, 0.4)),
-        # small series (issue 34 item 5): 8 weeks of traffic, so the report can widen its windows
-        Scenario("small beside large: 3 of 2-12/week, 3 of 700/week", small, small, weeks=8),
+        # small series (issue 34 item 5): the weeks a small series is scanned over
+        Scenario("small beside large: 3 of 2-12/week, 3 of 700/week", small, small, weeks=HISTORY),
         *(
             Scenario(
-                f"power small: nDCG -{drop:.2f} for 1 at {n}/week (others 700), 4 weeks",
+                f"power small: nDCG -{drop:.2f} for 1 at {n}/week (others 700), 4 of 8 weeks",
                 *_drop(n, drop, others=700),
                 target="bm25",
                 limit="info",
