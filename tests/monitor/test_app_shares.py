@@ -76,3 +76,5 @@ def test_one_apps_backdated_flood_never_trims_another_apps_day_records(
     ids = [r["id"] for r in store.day_events(day)]
     assert sorted(i for i in ids if i.startswith("b-")) == ["b-0", "b-1", "b-2"]
     assert sorted(i for i in ids if i.startswith("a-")) == [f"a-{i}" for i in range(35, 40)]
+    # the report reads a small series' older weeks from its own app's lists only
+    assert sorted(r["id"] for r in store.day_events(day, only={"b"})) == ["b-0", "b-1", "b-2"]
