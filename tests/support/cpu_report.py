@@ -2,10 +2,13 @@
 this plugin) prints the costliest tests at the end (CONTRIBUTING: no test needs more than ~20 s
 of CPU).
 
-A test's CPU is this process's, its reaped children's (RUSAGE_CHILDREN) and what its live
-descendants spent during it, from its setup to its teardown (servers a fixture started count
-where they run). It travels in the teardown report's user properties, so with xdist the main
-process prints every worker's tests.
+A test's CPU is what this process and its descendants spent from its setup to its teardown
+(servers a fixture started count where they run): this process's own and its reaped
+children's (RUSAGE_CHILDREN), plus each live descendant's own and its reaped children's. A
+descendant that ends during a test moves from the second sum to the first, so a module's
+server stopped after its last test charges that test its last minutes, not its whole life.
+It travels in the teardown report's user properties, so with xdist the main process prints
+every worker's tests.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def _tree() -> dict[int, float]:
             t = p.cpu_times()
         except psutil.Error:
             continue
-        out[p.pid] = t.user + t.system
+        out[p.pid] = t.user + t.system + t.children_user + t.children_system
     return out
 
 
@@ -52,8 +55,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if call.when == "teardown" and item.nodeid in _started:
         before, tree = _started.pop(item.nodeid)
-        after = _tree()
-        spent = _own() - before + sum(t - tree.get(pid, 0.0) for pid, t in after.items())
+        spent = _own() - before + sum(_tree().values()) - sum(tree.values())
         report.user_properties.append((CPU, round(spent, 2)))
     return report
 
