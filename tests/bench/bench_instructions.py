@@ -3,18 +3,20 @@
     .venv/bin/python -m tests.bench.bench_instructions [--short] [--json out.json]
 
 CPU time on a shared machine moves with everything else running; the number of instructions
-executed does not. This runs small programs under `valgrind --tool=callgrind` (needed: the
-`valgrind` package), each twice, with N and with 6N events, and divides the difference by 5N,
-which cancels what each program does once. Valgrind instruments only the measured part: a
-program starts uninstrumented (`--instr-atstart=no`; start-up under instrumentation was ~98 %
-of each run's instructions and most of its time) and turns it on with `callgrind_control`
-once its imports, corpus and monitor are ready. The programs record realistic events (K = 10, 20
-passages of TREC DL text) and run the encoder's pass over them (build, validate, encode, copy
-into the outbox; no threads, no network), with orjson and with the standard library's `json`;
-the same events recorded but not encoded are subtracted. The baseline, in the same run:
-`json.dumps` of the finished wire events, the least any hook must do.
-The start-up heap is frozen out of the garbage collector (as ragmon's API does) so that
-collections of the benchmark's own data do not blur the count.
+executed does not. This runs a small program under `valgrind --tool=callgrind` (needed: the
+`valgrind` package) twice, with N and with 6N events, and divides the difference by 5N, which
+cancels what the program does once. Valgrind instruments only the measured phases: the program
+starts uninstrumented (`--instr-atstart=no`; start-up under instrumentation was ~98 % of each
+run's instructions and most of its time), and around each phase turns instrumentation on,
+zeroes the counter and reads it back with `callgrind_control`. The phases, in one process
+(start-up under valgrind is most of a run's CPU): the SDK encoder's pass (build, validate,
+encode, copy into the outbox; no threads, no network) over realistic recorded events (K = 10,
+20 passages of TREC DL text), with orjson and with the standard library's `json`; and the
+baseline, `json.dumps` of the finished wire events, the least any hook must do. Making,
+recording and freeing the app's passages is not counted. Before each phase the heap, the
+recorded events included, is collected and frozen out of the garbage collector (as ragmon's
+API does after start-up), so that collections of the benchmark's own data do not blur the
+count.
 """
 
 from __future__ import annotations
@@ -34,49 +36,73 @@ from typing import Any
 
 from tests.bench.hook_apps import REPO, load_corpus, machine
 
-MODES = ("drive", "sdk", "sdk-stdlib", "wire", "wire-dumps")
+PHASES = ("sdk", "sdk-stdlib", "dumps")
 
 
-def child(mode: str, n: int) -> None:
-    """The measured program: `mode` over `n` events."""
+def child(n: int) -> None:
+    """The measured program over `n` events: prints each phase's instructions as JSON."""
     import ragmon.client.encoder as encoder
     import ragmon.client.events as events
     import ragmon.client.recorder as recorder
 
-    if mode == "sdk-stdlib":
-        events.orjson = None
     corpus, queries = load_corpus()
-    monitor = recorder.RetrievalMonitor("http://127.0.0.1:9", labels={"app": "bench"})
-    monitor._threads = ()  # no threads: the encoder's pass runs here, once
     encoder.ENCODE_SLICE_S = 1e9  # no sleeps: count the work, not the yields
-    gc.collect()
-    gc.freeze()
-    instrument()  # from here on each instruction is counted
-    wire = []
-    for i in range(n):
+    orjson = events.orjson
+
+    def hits(i: int) -> list[tuple[str, str, float]]:
         j = (i * 10) % (len(corpus) - 20)
-        hits = [(pid, text, float(20 - r)) for r, (pid, text) in enumerate(corpus[j : j + 20])]
-        query = queries[i % len(queries)]
-        if mode.startswith("wire"):
-            labels = {"app": "bench"}
-            wire.append(events.build_event(query, hits, 10, labels, timestamp=time.time()))
+        return [(pid, text, float(20 - r)) for r, (pid, text) in enumerate(corpus[j : j + 20])]
+
+    counts: dict[str, int] = {}
+    for phase in PHASES:
+        events.orjson = None if phase == "sdk-stdlib" else orjson
+        monitor = recorder.RetrievalMonitor("http://127.0.0.1:9", labels={"app": "bench"})
+        monitor._threads = ()  # no threads: the encoder's pass runs here, once
+        made, wire = [hits(i) for i in range(n)], []  # the app frees its passages: kept
+        for i, passages in enumerate(made):
+            query = queries[i % len(queries)]
+            if phase == "dumps":
+                labels = {"app": "bench"}
+                wire.append(events.build_event(query, passages, 10, labels, timestamp=time.time()))
+            else:
+                monitor.record(query, passages, 10)
+        gc.collect()
+        gc.freeze()
+        instrument()
+        callgrind_control("--zero")  # from here on each instruction is counted
+        if phase == "dumps":
+            for event in wire:
+                json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
         else:
-            monitor.record(query, hits, 10)
-    if mode.startswith("sdk"):
-        monitor._encode_all()
+            monitor._encode_all()
+        counts[phase] = counted()
         assert monitor.stats()["invalid"] == 0
-    elif mode == "wire-dumps":
-        for event in wire:
-            json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
-    monitor._buf.clear()
-    monitor._out.clear()
+        monitor._buf.clear()
+        monitor._out.clear()
+        del made, wire
+        gc.unfreeze()
+    print(json.dumps(counts))
+
+
+def callgrind_control(*args: str) -> str:
+    return subprocess.run(
+        ["callgrind_control", *args, str(os.getpid())], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def instrument() -> None:
     """Turn callgrind's instrumentation on for this process (the measured part starts)."""
-    subprocess.run(
-        ["callgrind_control", "--instr=on", str(os.getpid())], capture_output=True, check=True
-    )
+    callgrind_control("--instr=on")
+
+
+def counted() -> int:
+    """Instructions counted since `instrument()`; instrumentation off again."""
+    totals = callgrind_control("-e")
+    callgrind_control("--instr=off")
+    found = re.findall(r"^\s*Th\s+\d+\s+([\d,]+)", totals, re.M)
+    if not found:
+        raise RuntimeError(f"no callgrind totals in: {totals[-500:]}")
+    return sum(int(v.replace(",", "")) for v in found)
 
 
 def callgrind_count(module: str, args: list[str], timeout: float) -> int:
@@ -94,22 +120,26 @@ def callgrind_count(module: str, args: list[str], timeout: float) -> int:
     return int(match.group(1))
 
 
-def count(mode: str, n: int) -> int:
-    """Instructions executed by this module's child program in `mode` for `n` events."""
-    return callgrind_count("tests.bench.bench_instructions", [mode, str(n)], 900)
-
-
 def run(short: bool = False) -> dict[str, Any]:
     n = 40 if short else 200
-    jobs = [(mode, m) for mode in MODES for m in (n, 6 * n)]
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # counts do not move with the load
-        total = dict(zip(jobs, pool.map(lambda job: count(*job), jobs), strict=True))
-    per = {mode: (total[mode, 6 * n] - total[mode, n]) / (5 * n) for mode in MODES}
-    out: dict[str, Any] = {"machine": machine(), "events": (n, 6 * n)}
-    out["sdk"] = per["sdk"] - per["drive"]
-    out["sdk_stdlib"] = per["sdk-stdlib"] - per["drive"]
-    out["dumps"] = per["wire-dumps"] - per["wire"]
+    sizes = (n, 6 * n)
+    with ThreadPoolExecutor(len(sizes)) as pool:  # counts do not move with the load
+        outs = list(pool.map(callgrind_output, sizes))
+    small, large = (json.loads(o.strip().splitlines()[-1]) for o in outs)
+    per = {phase: (large[phase] - small[phase]) / (5 * n) for phase in PHASES}
+    out: dict[str, Any] = {"machine": machine(), "events": sizes}
+    out["sdk"], out["sdk_stdlib"], out["dumps"] = per["sdk"], per["sdk-stdlib"], per["dumps"]
     return out
+
+
+def callgrind_output(n: int) -> str:
+    """What this module's measured program prints for `n` events, run under callgrind."""
+    return subprocess.run(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+         sys.executable, "-m", "tests.bench.bench_instructions", "--child", str(n)],
+        cwd=REPO, env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, text=True,
+        timeout=900, check=True,
+    ).stdout  # fmt: skip
 
 
 def report(f: dict[str, Any]) -> str:
@@ -130,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--short", action="store_true", help="fewer events (CI)")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
-    p.add_argument("--child", nargs=2, metavar=("MODE", "N"), help=argparse.SUPPRESS)
+    p.add_argument("--child", type=int, metavar="N", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child)
         return 0
     if not shutil.which("valgrind"):
         print("bench_instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
