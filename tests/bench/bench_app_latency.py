@@ -5,7 +5,8 @@
         [--json out.json]
 
 Three copies of a RAG-like FastAPI app run under uvicorn (see `hook_apps`): `off` and `off'`
-without the hook, `on` with `RetrievalMonitor.record()` in its endpoint. Each round drives
+without the hook, started once for every state, and `on` with `RetrievalMonitor.record()` in
+its endpoint, started for each state with that state's sidecar. Each round drives
 each copy alone for `--seconds` at `--rate` requests/s with an open-loop generator, in a
 random order, the hooked copy's turns followed by 1.3 s of quiet (more than the SDK takes to
 send what it holds), so its work never spills into another copy's turn. Per round: the p99
@@ -130,20 +131,22 @@ def measure_state(
     seconds: float,
     rounds: int,
     cpus: dict[str, set[int] | None],
+    unhooked: tuple[App, App],
     shape: Shape = FULL,
     lowest: bool = True,
 ) -> dict[str, Any]:
-    """`rounds` rounds of the three apps in a random order, this sidecar state."""
+    """`rounds` rounds of the three apps in a random order, this sidecar state; `unhooked`
+    are the warm `off` and `off'`."""
     queries = load_corpus()[1]
     rng = random.Random(f"{state}-{rate}")
     per: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     with (
         sidecar(state, cpus["sidecar"], lowest) as url,
-        rag_apps([False, False, True], url, cpus["apps"], shape) as (off, off2, on),
+        rag_apps([True], url, cpus["apps"], shape) as (on,),
     ):
+        off, off2 = unhooked
         apps = {"off": off, "off2": off2, "on": on}
-        for app in apps.values():  # warm-up
-            segment(app, rate, min(1.0, seconds), queries)
+        segment(on, rate, min(1.0, seconds), queries)  # warm-up
         for _ in range(rounds):
             order = list(VARIANTS)
             rng.shuffle(order)
@@ -212,9 +215,13 @@ def run(
     try:
         # --short is a smoke run, so its sidecar keeps normal priority: beside CPU-bound work an
         # idle-class sidecar never started (a failed CI run under load)
-        results = [
-            measure_state(s, rate, seconds, rounds, where, shape, lowest=not short) for s in states
-        ]
+        with rag_apps([False, False], "", where["apps"], shape) as (off, off2):
+            for app in (off, off2):  # warm-up
+                segment(app, rate, min(1.0, seconds), load_corpus()[1])
+            results = [
+                measure_state(s, rate, seconds, rounds, where, (off, off2), shape, not short)
+                for s in states
+            ]
     finally:  # the caller's CPUs back (a test process ran every later test on one CPU)
         if before is not None:
             os.sched_setaffinity(0, before)
