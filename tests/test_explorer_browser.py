@@ -47,7 +47,7 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 @pytest.fixture
 def fed(redis_url: str) -> Iterator[Stack]:
-    stack = Stack(redis_url, workers=2).start()
+    stack = Stack(redis_url, workers=1).start()  # the pages, not the fleet, are under test
     events = demo_events(per_day=20)  # 280: the bm25 regression's 7 days hold about 45
     stack.post(events)
     stack.wait_done([e["event_id"] for e in events], timeout=300, app="support-bot")
