@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragmon.core import drift
-from ragmon.report.compare import ALPHA, Coded, Group, group_name
+from ragmon.report.compare import Coded, Group, group_name
 
 MIX_MIN_SHARE = 0.05  # a segment's share must move at least this much to be called a mix shift
 REPEAT_MIN_CHANGE = 0.10  # change in the share of repeated questions worth saying
 LENGTH_MIN_CHANGE = 0.20  # relative change in mean question length worth saying
+# The population's shifts are context for the verdicts, not verdicts: named only on strong
+# evidence, apart from the regressions' family.
+SHIFT_ALPHA = 0.01
 
 
 @dataclass
@@ -67,7 +70,7 @@ def segment_mix(group: Group, coded: Coded) -> SegmentMix | None:
                 drift.Sample(ib, zeros_b, coded.clu_b), drift.Sample(ic, zeros_c, coded.clu_c)
             )
             pmin = min(pmin, ch.pvalue)
-            if ch.pvalue * len(names) < ALPHA and abs(c - b) >= MIX_MIN_SHARE:
+            if ch.pvalue * len(names) < SHIFT_ALPHA and abs(c - b) >= MIX_MIN_SHARE:
                 moved = True
     return SegmentMix(group, shares, min(1.0, pmin * len(names)), moved)
 
@@ -103,7 +106,7 @@ def query_population(group: Group, coded: Coded) -> QueryPopulation:
         pop.length_base, pop.length_cur = float(lb[ob].mean()), float(lc[oc].mean())
         pop.length_p = ch.pvalue
         rel = abs(ch.total) / pop.length_base if pop.length_base else 0.0
-        if ch.pvalue < ALPHA and rel >= LENGTH_MIN_CHANGE:
+        if ch.pvalue < SHIFT_ALPHA and rel >= LENGTH_MIN_CHANGE:
             pop.moved.append(
                 f"questions {pop.length_base:.1f} → {pop.length_cur:.1f} words on average"
             )

@@ -14,6 +14,8 @@ from ragmon.report.compare import (
     MIN_EVENTS,
     MIN_QUERIES,
     NAMES,
+    PRIMARY,
+    PRIMARY_SHARE,
     PSI_ALPHA,
     Group,
     Row,
@@ -181,7 +183,8 @@ def measures_section(doc: Doc, report: Report) -> None:
         "t reference; cut to the measure's range); the total change, and the change within "
         "segments at the baseline's segment mix, no question weighing more than "
         f"{drift.CAP:g} times the average one, which is what is tested; p is Holm-adjusted "
-        "over every comparison in this report; PSI on the fixed histogram "
+        f"over every comparison in this report, {NAMES[PRIMARY]} holding "
+        f"{PRIMARY_SHARE:.0%} of the level; PSI on the fixed histogram "
         "bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 major), shown as 'within noise' when "
         f"a PSI this large has a chance of {PSI_ALPHA:.0%} "
         "or more with no change at this volume."
@@ -362,7 +365,9 @@ def methods_section(doc: Doc) -> None:
             "scan; below that the report says 'too few events to tell' with the counts.",
             "A regression is a measure whose change within segments, at the baseline's segment "
             "mix, points the bad way (Harm@K up, every other measure down), with a "
-            f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report and a "
+            f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report "
+            f"({NAMES[PRIMARY]}, where a drop shows first, holding {PRIMARY_SHARE:.0%} of the "
+            "level, the other measures the rest) and a "
             f"change of at least {MIN_EFFECT} standard deviations of one event. A change that "
             "only the segment mix explains is a mix shift, not a regression.",
             "Each retriever has one verdict, its measures read together: any regression makes "

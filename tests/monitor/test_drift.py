@@ -207,6 +207,24 @@ def test_holm_matches_direct() -> None:
     assert drift.holm([]) == []
 
 
+def test_weighted_holm_gives_the_heavy_hypothesis_its_share_and_passes_it_on() -> None:
+    p = [0.02, 0.03, 0.04]
+    # weights 2:1:1 of 4: 0.02/2*4=0.04; then 0.03*2=0.06; then 0.04*1 -> monotone 0.06
+    assert drift.holm(p, [2, 1, 1]) == pytest.approx([0.04, 0.06, 0.06])
+    assert drift.holm(p, [1, 1, 1]) == pytest.approx(drift.holm(p))
+    assert drift.holm(p, [2, 1, 1])[0] < drift.holm(p)[0]  # 0.04 against plain Holm's 0.06
+
+
+def test_weighted_holm_keeps_the_family_wise_error() -> None:
+    """Under the null (uniform p-values), any weights reject something at 5% in at most 5%
+    of families."""
+    rng = np.random.default_rng(3)
+    weights = [9.0, 9.0, 9.0, *([1.0] * 27)]
+    families = rng.uniform(size=(4000, 30))
+    rejected = sum(min(drift.holm(list(f), weights)) < 0.05 for f in families)
+    assert rejected / 4000 <= 0.05 + 3 * (0.05 * 0.95 / 4000) ** 0.5
+
+
 def test_evidence_words_never_say_real() -> None:
     words = [drift.evidence(p) for p in (1e-5, 0.005, 0.03, 0.5)]
     assert words == [

@@ -213,3 +213,17 @@ def test_sixteen_retrievers_get_small_multiples_with_distinct_colours() -> None:
         )
     captions = list(plots.trend_pngs(report))
     assert captions[0].endswith("(retrievers 1-8 of 16)") and captions[1].endswith("9-16 of 16)")
+
+
+def test_the_primary_measure_holds_its_share_of_the_level_whatever_the_family() -> None:
+    from types import SimpleNamespace
+
+    from ragmon.report.compare import PRIMARY, PRIMARY_SHARE, family_weights
+
+    rows = [SimpleNamespace(measure=m) for m in [PRIMARY, "t", "hit"] * 3 + ["t"]]
+    w = family_weights(rows)  # type: ignore[arg-type]
+    assert sum(w) == pytest.approx(1.0)
+    held = sum(x for x, r in zip(w, rows, strict=True) if r.measure == PRIMARY)
+    assert held == pytest.approx(PRIMARY_SHARE)
+    alone = [SimpleNamespace(measure="t")] * 4
+    assert family_weights(alone) == [1.0] * 4  # type: ignore[arg-type]

@@ -8,7 +8,9 @@ each run through the report's own `analyze()` many times.
     nice python -m tests.stats.report_sim --reports 100 --only "SD 0.2"  # trending weeks
 
 Prints one line per scenario: reports, the share with a regression (for the drops: with the
-dropped retriever among the regressions), the share naming a mix shift, and the time taken.
+dropped retriever among the regressions), the share naming a mix shift, the time taken, and
+for the drops `alone`: the share whose dropped retriever's nDCG@K is worse with p below the
+report's level over the retrievers (what a report testing nDCG@K alone would find).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from ragmon.core.window import windows
 from ragmon.report.analyze import Report, analyze
+from ragmon.report.compare import ALPHA, PRIMARY
 from ragmon.report.gather import SMALL_HISTORY_WEEKS as HISTORY
 from ragmon.report.gather import Dataset
 from tests.stats import traffic
@@ -209,6 +212,9 @@ def one_report(sc: Scenario, rng: np.random.Generator, salt: int) -> Report:
 class Outcome:
     reports: int = 0
     flagged: int = 0  # a regression (power: of the target retriever)
+    # power: the target's primary measure worse with p below ALPHA over the retrievers tested:
+    # what a report testing that measure alone (Bonferroni over the retrievers) would find
+    alone: int = 0
     mix_named: int = 0
     retrievers: int = 0  # retrievers with data in both windows
     decided: int = 0  # of them, with a verdict (not "too few events to tell" or another reason)
@@ -229,6 +235,11 @@ def run(
         rep = one_report(sc, rng, salt=i)
         groups = {r.group[2] for r in rep.regressions}
         out.flagged += (sc.target in groups) if sc.target else bool(groups)
+        primary = [r for r in rep.rows if r.measure == PRIMARY and r.change is not None]
+        out.alone += any(
+            r.group[2] == sc.target and r.worse and r.tested.pvalue < ALPHA / len(primary)
+            for r in primary
+        )
         out.mix_named += bool(rep.mix_shifts)
         for v in rep.verdicts:
             out.retrievers += 1
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     print(
         f"{'scenario':58} {'reports':>7} {'regression':>10} {'limit':>7} {'mix named':>9} "
-        f"{'verdicts':>8} {'s':>6}"
+        f"{'verdicts':>8} {'s':>6} {'alone':>6}"
     )
     for i, sc in enumerate(scenarios(rng)):
         if args.only and not any(word in sc.name for word in args.only.split("|")):
@@ -272,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{sc.name:58} {o.reports:7d} {o.rate:10.1%} {sc.limit:>7} "
             f"{o.mix_named / o.reports:9.0%} {o.decided / max(1, o.retrievers):8.1%} "
-            f"{o.seconds:6.1f}",
+            f"{o.seconds:6.1f} {f'{o.alone / o.reports:.0%}' if sc.target else '':>6}",
             flush=True,
         )
     return 0

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pytest
 
 from ragmon.core.measure_table import MEASURES
+from ragmon.report.compare import ALPHA
 from tests.stats.report_sim import Scenario, one_report, run, scenarios
 
 REPORTS = 12
@@ -20,9 +22,27 @@ def _scenarios() -> dict[str, Scenario]:
     return {sc.name: sc for sc in scenarios(np.random.default_rng(13))}
 
 
+def most_under_null(n: int, rate: float = ALPHA, chance: float = 0.001) -> int:
+    """The most of `n` reports a procedure whose false-alarm rate is at most `rate` names a
+    regression in, but for a `chance` this small: more means its rate is above `rate`."""
+    k, tail = n, 0.0
+    while k > 0:
+        tail += math.comb(n, k) * rate**k * (1 - rate) ** (n - k)
+        if tail >= chance:
+            return k
+        k -= 1
+    return 0
+
+
 def _pick(word: str) -> Scenario:
     (sc,) = [sc for name, sc in _scenarios().items() if name.startswith(word) and "own" not in name]
     return sc
+
+
+def test_most_under_null_is_the_binomial_tail() -> None:
+    assert most_under_null(12) == 4  # P(X >= 4) = 0.0022, P(X >= 5) = 0.0002 at 5 %
+    assert most_under_null(100) == 13
+    assert most_under_null(12, rate=0.0) == 0
 
 
 @pytest.mark.parametrize(
@@ -37,11 +57,12 @@ def _pick(word: str) -> Scenario:
         "planned: 700/week, rates",
     ],  # fmt: skip
 )
-def test_nothing_changes_and_no_regression_is_reported(word: str) -> None:
+def test_nothing_changes_and_regressions_stay_within_the_level(word: str) -> None:
     sc = _pick(word)
     # 30 retrievers a report, each scanned over 16 weeks: a quarter of the reports, 90 verdicts
     out = run(sc, REPORTS // 4 if word == "tiny series" else REPORTS, seed=1)
-    assert out.flagged == 0, f"{sc.name}: {out.flagged} of {out.reports} reports"
+    most = most_under_null(out.reports)
+    assert out.flagged <= most, f"{sc.name}: {out.flagged} of {out.reports} reports"
     if word == "tiny series":  # every small series gets a verdict over up to 4 weeks
         assert out.decided == out.retrievers > 0
     if word == "segment mix only":
@@ -83,7 +104,7 @@ def test_a_trending_week_keeps_the_power_and_the_null() -> None:
     found = run(_scenarios()[TRENDING], 2 * REPORTS, seed=2)
     assert found.flagged >= 9, f"{found.flagged} of {found.reports} reports"
     null = run(_scenarios()["trending week: SD 0.2, 500/week, 20% of this week 1 topic"], 8, seed=1)
-    assert null.flagged == 0, f"{null.flagged} of {null.reports} reports"
+    assert null.flagged <= most_under_null(8), f"{null.flagged} of {null.reports} reports"
 
 
 def test_intervals_stay_inside_each_measures_range() -> None:

@@ -71,15 +71,23 @@ def psi_pvalue(
     return chi2_sf(psi(baseline, current) / (1 / nb + 1 / nc), df)
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given); controls family-wise error."""
+def holm(pvalues: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given); controls family-wise error.
+
+    With `weights` (positive), the weighted Holm procedure: a hypothesis of weight w is first
+    tested at level alpha * w / (sum of the weights), and each rejection passes its share on
+    to the rest, so the family-wise error stays at alpha however the weights are set.
+    """
     m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
+    w = [1.0] * m if weights is None else [float(x) for x in weights]
+    order = sorted(range(m), key=lambda i: pvalues[i] / w[i])
     out = [1.0] * m
+    left = sum(w)
     running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+    for i in order:
+        running = max(running, min(1.0, pvalues[i] / w[i] * left))
         out[i] = running
+        left -= w[i]
     return out
 
 
