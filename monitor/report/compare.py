@@ -12,6 +12,7 @@ import numpy as np
 from ragmon.core import drift
 from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
+from ragmon.report.family import settle
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
 from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SpanWindows
 from ragmon.store import Histogram
@@ -24,11 +25,6 @@ OPTIONAL = frozenset(m.key for m in TABLE if m.needs)
 NAMES = {m.key: m.name for m in TABLE}
 RANGE = {m.key: (m.lo, m.hi) for m in TABLE}  # an interval is cut to its measure's range
 LOWER_IS_BETTER = frozenset(m.key for m in TABLE if m.better == "lower")
-ALPHA = 0.05  # family-wise error rate of one report (weighted Holm over every comparison)
-# The measure a regression is most often seen in gets this share of ALPHA (split between the
-# retrievers tested); the other measures share the rest, and a rejection passes its share on.
-PRIMARY, PRIMARY_SHARE = "ndcg", 0.5
-MIN_EFFECT = 0.1  # smallest change, in standard deviations of one event, worth a person's time
 KEPT_SHARE = 0.98  # per-event records must cover this share of the histogram to be complete
 PSI_ALPHA = 0.01  # a PSI reading counts only when noise this large is rarer than this
 # Below this many question clusters in either window a cluster-robust interval has (almost) no
@@ -398,17 +394,6 @@ class Compared:
     spans: dict[Group, Span] = field(default_factory=dict)  # small series over several weeks
 
 
-def family_weights(rows: Sequence[Row]) -> list[float]:
-    """Each tested row's weight in the report's Holm family: `PRIMARY_SHARE` of the level to
-    the primary measure's rows, the rest to the others (all of it when only one kind is
-    tested)."""
-    primary = sum(r.measure == PRIMARY for r in rows)
-    if not 0 < primary < len(rows):
-        return [1.0] * len(rows)
-    first, rest = PRIMARY_SHARE / primary, (1 - PRIMARY_SHARE) / (len(rows) - primary)
-    return [first if r.measure == PRIMARY else rest for r in rows]
-
-
 def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] = ()) -> Compared:
     """Every (group, measure) row with Holm-adjusted p-values and a status. `trend`: the
     weekly blocks a small series is compared over when one week has too few events."""
@@ -453,13 +438,5 @@ def compare_all(cur: WindowData, base: WindowData, trend: Sequence[WindowData] =
                 row.status = CANNOT_TELL
                 row.change = None
             rows.append(row)
-    tested = [r for r in rows if r.change is not None]
-    adjusted = drift.holm([r.tested.pvalue for r in tested], family_weights(tested))
-    for r, p in zip(tested, adjusted, strict=True):
-        r.p_adj = p
-        big = abs(r.tested.effect) >= MIN_EFFECT
-        if p < ALPHA and big:
-            r.status = "regression" if r.worse else "improvement"
-        else:
-            r.status = "unchanged"
+    settle([r for r in rows if r.change is not None])
     return Compared(rows, volumes, codes, widened)

@@ -8,14 +8,10 @@ from ragmon.core import drift
 from ragmon.core.pages import WORST_SORT, events_url
 from ragmon.report.analyze import Report, fmt
 from ragmon.report.compare import (
-    ALPHA,
     CANNOT_TELL,
-    MIN_EFFECT,
     MIN_EVENTS,
     MIN_QUERIES,
     NAMES,
-    PRIMARY,
-    PRIMARY_SHARE,
     PSI_ALPHA,
     Group,
     Row,
@@ -23,6 +19,7 @@ from ragmon.report.compare import (
 )
 from ragmon.report.coverage import coverage_section
 from ragmon.report.document import Cell, Doc, Link
+from ragmon.report.family import ALPHA, MIN_EFFECT, PRIMARY, PRIMARY_SHARE
 from ragmon.report.judging import agreement_section, anchor_section, estimates_section
 from ragmon.report.ops import JudgeOps
 from ragmon.report.population import MIX_MIN_SHARE, SegmentMix

@@ -218,7 +218,7 @@ def test_sixteen_retrievers_get_small_multiples_with_distinct_colours() -> None:
 def test_the_primary_measure_holds_its_share_of_the_level_whatever_the_family() -> None:
     from types import SimpleNamespace
 
-    from ragmon.report.compare import PRIMARY, PRIMARY_SHARE, family_weights
+    from ragmon.report.family import PRIMARY, PRIMARY_SHARE, family_weights
 
     rows = [SimpleNamespace(measure=m) for m in [PRIMARY, "t", "hit"] * 3 + ["t"]]
     w = family_weights(rows)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ import numpy as np
 
 from ragmon.core.window import windows
 from ragmon.report.analyze import Report, analyze
-from ragmon.report.compare import ALPHA, PRIMARY
+from ragmon.report.family import ALPHA, PRIMARY
 from ragmon.report.gather import SMALL_HISTORY_WEEKS as HISTORY
 from ragmon.report.gather import Dataset
 from tests.stats import traffic

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ragmon.core.measure_table import MEASURES
-from ragmon.report.compare import ALPHA
+from ragmon.report.family import ALPHA
 from tests.stats.report_sim import Scenario, one_report, run, scenarios
 
 REPORTS = 12
