@@ -29,31 +29,16 @@ import math
 import time
 from typing import Any
 
-import psutil
 import redis
 
 from tests.bench.bench_memory import event, idle, post_all
-from tests.bench.common import machine
+from tests.bench.common import cpu_of, machine
 from tests.support.fake_llm import FakeLLM
 from tests.support.stack import RedisServer, Stack
 
 SERIES = 20
 RATES = (100, 1_000, 10_000)  # events/s the model sizes for
 JUDGED_SHARES = (0.01, 0.1)  # of those events, judged (the defaults judge a few per series)
-
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds of a process and of its children, alive or reaped."""
-    p = psutil.Process(pid)
-    t = p.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
-    for child in p.children(recursive=True):
-        try:
-            c = child.cpu_times()
-            total += c.user + c.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
 
 
 def redis_cpu(client: redis.Redis) -> float:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tests.bench.common import exit_on_sigterm, machine, ms, pct
+from tests.bench.common import cpu_of, exit_on_sigterm, machine, ms, pct
 from tests.reliability.attacks import watch
 from tests.reliability.neighbours import KEY_A, KEYS, Context, _post_one, _traces, answers, prepare
 from tests.support.stack import Child, RedisServer, Stack, redis_server, stop_all
@@ -75,8 +75,7 @@ def phase(stack: Stack, ctx: Context, seconds: float, quiet: dict | None) -> dic
 def server_cpu(stack: Stack, rs: RedisServer) -> float:
     """CPU seconds so far of the server's processes (the API and its children, the workers,
     Redis)."""
-    children = [stack.api, *stack.workers, rs.proc]
-    return sum(sum(p.cpu_times()[:2]) for c in children if c is not None for p in c.tree())
+    return sum(cpu_of(c.pid) for c in [stack.api, *stack.workers, rs.proc] if c is not None)
 
 
 HOG = """

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -60,6 +61,20 @@ def machine() -> str:
         f"Python {platform.python_version()}; {platform.system()} {platform.release()}; "
         f"load average {load}"
     )
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds of a process and of its children, alive or reaped."""
+    p = psutil.Process(pid)
+    t = p.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in p.children(recursive=True):
+        try:
+            c = child.cpu_times()
+            total += c.user + c.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def exit_on_sigterm() -> None:
