@@ -68,12 +68,17 @@ def member_ref(member: str, sort: str) -> str:
     return member.split(SEP, 1 if sort == "time" else 2)[-1]
 
 
+def time_member(t: str, ref: str) -> str:
+    """The time index member `<time>|<ref>` of the event `ref` (`app|event_id`) at `t`."""
+    return f"{t}{SEP}{ref}"
+
+
 def index_members(rec: Mapping[str, Any], ref: str) -> tuple[str, list[tuple[str, str]]]:
     """The members of an event's `record` (`ref` its `app|event_id`): its time index member
-    `<time>|<ref>` and per sortable measure (measure, `<value>|<time>|<ref>`); the workers'
-    scripts store and remove them as given."""
-    t = rec["t"]
-    return f"{t}{SEP}{ref}", [(m, f"{v}{SEP}{t}{SEP}{ref}") for m, v in rec["x"].items()]
+    and per sortable measure (measure, `<value>|<time>|<ref>`); the workers' scripts store and
+    remove them as given."""
+    at = time_member(rec["t"], ref)
+    return at, [(m, f"{v}{SEP}{at}") for m, v in rec["x"].items()]
 
 
 def measure_member_parts(member: str) -> tuple[str, str, str]:

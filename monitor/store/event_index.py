@@ -29,6 +29,7 @@ from ragmon.core.index_members import (
     overview_hours,
     record,
     row,
+    time_member,
     weighted_moments,
     within,
 )
@@ -65,6 +66,11 @@ def trace_pointer(series: str, ref: str) -> str:
     it as given, the series filled in for `Slot.SERIES`; pointers an earlier release's script
     encoded decode alike)."""
     return json.dumps([series, ref], separators=(",", ":"))
+
+
+def trace_field(app: str, trace_id: str) -> str:
+    """The trace hash's field of an app's trace."""
+    return f"{app}{SEP}{trace_id}"
 
 
 def pointed(raw: bytes | str) -> tuple[str, str]:
@@ -117,7 +123,7 @@ class ExploreIndex:
         ref = event_ref(rec["app"], rec["id"])
         measures = result["measures"]
         hourly = [x for m in OVERVIEW if (v := measures.get(m)) is not None for x in (m, repr(v))]
-        time_member, sortable = index_members(rec, ref)
+        at, sortable = index_members(rec, ref)
         call = scripts.EXPLORE_INDEX.call(
             keys={**self._keys, "event": self.keys.event(ref)},
             args={
@@ -125,10 +131,10 @@ class ExploreIndex:
                 **self._summary_args,
                 "now": now,
                 "record": json.dumps(rec, separators=(",", ":")),
-                "time_member": time_member,
+                "time_member": at,
                 "hour": int(rec["t"]) // 3_600_000,
                 "expires": rec["e"],
-                "trace_field": f"{rec['app']}{SEP}{rec['tid']}" if rec.get("tid") else "",
+                "trace_field": trace_field(rec["app"], rec["tid"]) if rec.get("tid") else "",
                 "trace": trace_pointer(Slot.SERIES, ref),
                 "ref": ref,
                 "hour_ttl": HOUR_KEEP_S,
@@ -165,11 +171,11 @@ class ExploreIndex:
             if raw is None:
                 continue
             rec = json.loads(raw)
-            time_member, sortable = index_members(rec, ref)
-            lists["time_members"].append(time_member)
+            at, sortable = index_members(rec, ref)
+            lists["time_members"].append(at)
             lists["measure_members"] += [x for kv in sortable for x in kv]
             if rec.get("tid"):
-                traced[f"{rec['app']}{SEP}{rec['tid']}"] = ref
+                traced[trace_field(rec["app"], rec["tid"])] = ref
         held: list[bytes | None] = []
         if traced:
             held = cast(list[bytes | None], self.client.hmget(k.explore_traces, list(traced)))
@@ -339,7 +345,7 @@ class ExploreIndex:
         now = now or time.time()
         series = self.series(search)
         if search.trace_id:
-            return self._by_trace(search, series, now)
+            return self._by_trace(search, search.trace_id, series, now)
         if search.status == Status.FAILED:
             return failed_page(self.client, self.keys, self.sealer, search, budget)
         listed = self._candidates(search, series)
@@ -383,7 +389,7 @@ class ExploreIndex:
             (member, s)
             for s, refs in found.items()
             for ref, ts in refs.items()
-            if within(member := f"{ts}{SEP}{ref}", lo, hi)
+            if within(member := time_member(ts, ref), lo, hi)
         ]
         listed.sort(reverse=search.descending)
         return listed
@@ -413,15 +419,13 @@ class ExploreIndex:
             page.cursor = encode_cursor(search, last)
         return page
 
-    def _by_trace(self, search: Search, series: list[str], now: float) -> Page:
+    def _by_trace(self, search: Search, trace_id: str, series: list[str], now: float) -> Page:
         apps = [search.labels["app"]] if "app" in search.labels else sorted(
             {series_app(s) for s in series}
         )  # fmt: skip
         if not apps:
             return Page()
-        held = self.client.hmget(
-            self.keys.explore_traces, [f"{a}{SEP}{search.trace_id}" for a in apps]
-        )
+        held = self.client.hmget(self.keys.explore_traces, [trace_field(a, trace_id) for a in apps])
         page = Page()
         for raw in held:
             if raw is None:
