@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ragmon.core.measure_table import MEASURES
 from ragmon.report.family import ALPHA
@@ -25,13 +25,7 @@ def _scenarios() -> dict[str, Scenario]:
 def most_under_null(n: int, rate: float = ALPHA, chance: float = 0.001) -> int:
     """The most of `n` reports a procedure whose false-alarm rate is at most `rate` names a
     regression in, but for a `chance` this small: more means its rate is above `rate`."""
-    k, tail = n, 0.0
-    while k > 0:
-        tail += math.comb(n, k) * rate**k * (1 - rate) ** (n - k)
-        if tail >= chance:
-            return k
-        k -= 1
-    return 0
+    return int(stats.binom.isf(chance, n, rate))
 
 
 def _pick(word: str) -> Scenario:
