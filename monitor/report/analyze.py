@@ -312,8 +312,8 @@ def _notes(report: Report, cur: WindowData, base: WindowData) -> list[str]:
         )
         notes.append(
             f"fewer than {MIN_EVENTS} events from {MIN_QUERIES} queries in one week, compared "
-            "over the trend's weeks split where the mean moves most (p from a permutation test "
-            f"of the whole scan): {names}"
+            "over the weeks kept: the weeks since the mean last changed against those before, "
+            f"back to the change before (p from a permutation test of the whole scan): {names}"
         )
     sources = {r.source for r in report.rows if r.change is not None}
     if "kept records (sample)" in sources:

@@ -14,7 +14,7 @@ from ragmon.core.measure_table import MEASURES as TABLE
 from ragmon.core.measures import BUCKETS
 from ragmon.report.family import settle
 from ragmon.report.gather import MIN_EVENTS, MIN_QUERIES, Events, Group, Hists, WindowData
-from ragmon.report.small_series import SMALL_MIN_EVENTS, SMALL_MIN_QUERIES, SpanWindows
+from ragmon.report.small_series import SpanWindows, segments
 from ragmon.store import Histogram
 
 # The measures the report compares (`report` in the measure table), with their display names.
@@ -326,44 +326,36 @@ class Span:
     permutation: bool = True  # p from the change-point scan's permutation test
 
 
-def _splits(events: Events, weeks: list[int], total: int) -> list[int]:
-    """The weeks a series can be split at: both sides with the small minimum of events and
-    distinct queries."""
-    out = []
-    for s in range(1, total):
-        sides = ([q for q, w in zip(events.queries, weeks, strict=True) if (w >= s) == after]
-                 for after in (False, True))  # fmt: skip
-        if all(len(q) >= SMALL_MIN_EVENTS and len(set(q)) >= SMALL_MIN_QUERIES for q in sides):
-            out.append(s)
-    return out
-
-
 def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
-    """A group too small for one week, over the trend's weeks split where each measure moves
-    most (`drift.changepoint_pvalue`); None when no split has the small minimum on both sides."""
+    """A group too small for one week, over the trend's weeks: each measure's weeks since it
+    last changed against the weeks before, back to the change before (`drift.changepoint_pvalue`
+    over `small_series.segments`); None when no segment has the small minimum."""
     events, weeks = spans.series(g)
     total = len(spans.trend)
-    splits = _splits(events, weeks, total)
-    if not splits:
+    found = segments(events.queries, weeks, total)
+    if not found:
         return None
     clusters = drift.retrieval_clusters(events.queries, _passages(events))
     w_all = weights_of(events)
     week_of = np.array(weeks)
     seed = zlib.crc32(group_name(g).encode())  # one draw for all its measures
     rows, span = [], None
-    halves: dict[int, tuple[WindowData, WindowData, Coded | None]] = {}  # by split
+    halves: dict[tuple[int, int], tuple[WindowData, WindowData, Coded | None]] = {}
     for m in MEASURES:
         values = np.array(events.values.get(m, [np.nan] * len(events)), dtype=float)
         ok = ~np.isnan(values)
-        split, p = drift.changepoint_pvalue(
-            values[ok], clusters[ok], week_of[ok], splits, seed=seed,
+        (start, stop), p = drift.changepoint_pvalue(
+            values[ok], clusters[ok], week_of[ok], found, seed=seed,
             weights=None if w_all is None else w_all[ok],
         )  # fmt: skip
-        if split not in halves:
-            cur, base = spans.get(split, g)
+        # a change that lasts: its weeks against those before; one that ended: the weeks since
+        # its end against its own
+        split, since = (start, 0) if stop >= total else (stop, start)
+        if (split, since) not in halves:
+            cur, base = spans.get(split, g, since)
             eb, ec = base.events.get(g), cur.events.get(g)
-            halves[split] = (cur, base, Coded.of(eb, ec) if eb and ec else None)
-        cur, base, coded = halves[split]
+            halves[split, since] = (cur, base, Coded.of(eb, ec) if eb and ec else None)
+        cur, base, coded = halves[split, since]
         if coded is None:
             continue
         eb, ec = coded.base, coded.cur
@@ -378,7 +370,7 @@ def _span_rows(g: Group, spans: SpanWindows) -> tuple[Span, list[Row]] | None:
             row.change = replace(plain, pvalue=p)
             _in_range(row)
         if span is None:  # the headline measure's split describes the series
-            span = Span(total - split, volume(eb), volume(ec), split)
+            span = Span(total - split, volume(eb), volume(ec), split - since)
         rows.append(row)
     return (span, rows) if span is not None else None
 

@@ -19,7 +19,7 @@ from ragmon.report.compare import (
 )
 from ragmon.report.coverage import coverage_section
 from ragmon.report.document import Cell, Doc, Link
-from ragmon.report.family import ALPHA, MIN_EFFECT, PRIMARY, PRIMARY_SHARE
+from ragmon.report.family import ALPHA, MIN_EFFECT, PRIMARY, PRIMARY_SHARE, WORSE_SHARE
 from ragmon.report.judging import agreement_section, anchor_section, estimates_section
 from ragmon.report.ops import JudgeOps
 from ragmon.report.population import MIX_MIN_SHARE, SegmentMix
@@ -181,7 +181,8 @@ def measures_section(doc: Doc, report: Report) -> None:
         "segments at the baseline's segment mix, no question weighing more than "
         f"{drift.CAP:g} times the average one, which is what is tested; p is Holm-adjusted "
         f"over every comparison in this report, {NAMES[PRIMARY]} holding "
-        f"{PRIMARY_SHARE:.0%} of the level; PSI on the fixed histogram "
+        f"{PRIMARY_SHARE:.0%} of the level and a change the bad way {WORSE_SHARE:.0%} of each "
+        "comparison's; PSI on the fixed histogram "
         "bins (< 0.1 stable, 0.1-0.25 moderate, > 0.25 major), shown as 'within noise' when "
         f"a PSI this large has a chance of {PSI_ALPHA:.0%} "
         "or more with no change at this volume."
@@ -198,9 +199,9 @@ def measures_section(doc: Doc, report: Report) -> None:
         if span is not None:
             doc.p(
                 f"{said}Too few events in one week ({vb} → {vc}): the last {span.weeks} weeks "
-                f"against the {span.base_weeks} before ({span.base} → {span.cur}), the split of "
-                "the 8 weeks where the mean moves most; p from a permutation test of that "
-                "scan, segments pooled."
+                f"against the {span.base_weeks} before ({span.base} → {span.cur}), the weeks "
+                "since the mean last changed against those before, back to the change before; "
+                "p from a permutation test of that scan, segments pooled."
             )
         elif vb is not None:
             mix = mixes.get(g)
@@ -357,14 +358,16 @@ def methods_section(doc: Doc) -> None:
         [
             f"A retriever is judged only with at least {MIN_EVENTS} events from {MIN_QUERIES} "
             "distinct queries in each window. A retriever below that in one week is compared "
-            "over the 8-week trend split in two where its mean moves most (each side with at "
-            "least 8 events from 5 queries), the p-value from a permutation test of the whole "
-            "scan; below that the report says 'too few events to tell' with the counts.",
+            "over the weeks kept: the weeks since its mean last changed against those before, "
+            "back to the change before (each with at least 8 events from 5 queries), the "
+            "p-value from a permutation test of the whole scan; below that the report says "
+            "'too few events to tell' with the counts.",
             "A regression is a measure whose change within segments, at the baseline's segment "
             "mix, points the bad way (Harm@K up, every other measure down), with a "
             f"Holm-adjusted p-value below {ALPHA} over all comparisons in the report "
             f"({NAMES[PRIMARY]}, where a drop shows first, holding {PRIMARY_SHARE:.0%} of the "
-            "level, the other measures the rest) and a "
+            f"level, the other measures the rest; a change the bad way {WORSE_SHARE:.0%} of each "
+            "comparison's, the good way the rest) and a "
             f"change of at least {MIN_EFFECT} standard deviations of one event. A change that "
             "only the segment mix explains is a mix shift, not a regression.",
             "Each retriever has one verdict, its measures read together: any regression makes "

@@ -2,16 +2,18 @@
 too few.
 
 A retriever below the weekly minimum (`compare.MIN_EVENTS` events from `compare.MIN_QUERIES`
-questions in each window) never gets a one-week verdict. For such a retriever the report splits
+questions in each window) never gets a one-week verdict. For such a retriever the report scans
 its weeks of history (7-day blocks ending on the report's last day, as many as its records are
-kept, at most `gather.SMALL_HISTORY_WEEKS`) in two at every week where
-both sides hold `SMALL_MIN_EVENTS` events from `SMALL_MIN_QUERIES` questions, compares the weeks
-after the split with the weeks before it, and keeps the split where the mean moves most; the p
-of that largest move comes from re-assigning (question, week) blocks between the weeks
-(`drift.changepoint_pvalue`), so it holds for the scan as a whole. Comparing the weeks since a
-change with the weeks before it keeps a drop showing week after week until it recovers (a
-baseline of the weeks just before this window would soon hold the dropped weeks), and the
-more weeks precede a change, the surer its p: so the scan reads every week still kept. The
+kept, at most `gather.SMALL_HISTORY_WEEKS`) for the segment of weeks whose mean differs most
+from the rest (`segments`): a change that lasts to this week, or one that ended. It compares
+the weeks since the last change with the weeks before, back to the change before: a lasting
+drop against the weeks before it, a drop that ended by the weeks since against the drop's. The
+p of the largest lasting change comes from re-assigning (question, week) blocks between the
+weeks (`drift.changepoint_pvalue`), so it holds for the scan as a whole. So a drop shows week
+after week until it recovers, and not after (a baseline of the weeks just before this window
+would soon hold the dropped weeks; a scan of lasting changes alone kept comparing the drop and
+its end with the weeks before), and the more weeks precede a change, the surer its p: so the
+scan reads every week still kept. The
 comparisons join the report's one Holm family (`tests/stats/report_sim.py`, the "tiny" and
 "small" scenarios; `tests/stats/small_drop_sim.py`, weeks after a drop).
 
@@ -36,6 +38,29 @@ SMALL_MIN_EVENTS = 8  # on each side of a split (2 a week over four weeks: the s
 # With fewer distinct questions per window no permutation p-value can be below 0.01:
 # 2 / C(5 + 5, 5) = 0.008.
 SMALL_MIN_QUERIES = 5
+
+
+def segments(queries: Sequence[str], weeks: Sequence[int], total: int) -> list[tuple[int, int]]:
+    """The segments (start, end) of `total` weeks a series' scan compares with its other weeks:
+    a change that lasts, (s, total), with the weeks before s and from s on each holding
+    `SMALL_MIN_EVENTS` events from `SMALL_MIN_QUERIES` questions; and a change that ended,
+    (a, b), with the weeks before a, from a up to b and from b on each holding them."""
+    events = [0] * total
+    asked: list[set[str]] = [set() for _ in range(total)]
+    for q, w in zip(queries, weeks, strict=True):
+        events[w] += 1
+        asked[w].add(q)
+
+    def enough(lo: int, hi: int) -> bool:
+        distinct = set().union(*asked[lo:hi])
+        return sum(events[lo:hi]) >= SMALL_MIN_EVENTS and len(distinct) >= SMALL_MIN_QUERIES
+
+    before = [enough(0, s) for s in range(total)]
+    after = [enough(s, total) for s in range(total)]
+    out = [(s, total) for s in range(1, total) if before[s] and after[s]]
+    out += [(a, b) for a in range(1, total) for b in range(a + 1, total)
+            if before[a] and after[b] and enough(a, b)]  # fmt: skip
+    return out
 
 
 def merge_events(parts: Sequence[Events]) -> Events:
@@ -83,7 +108,7 @@ class SpanWindows:
             and len(cur.window.days) == 7
         )
         self.trend = list(trend) if weekly else []
-        self._cache: dict[int, tuple[WindowData, WindowData]] = {}
+        self._cache: dict[tuple[int, int], tuple[WindowData, WindowData]] = {}
 
     def series(self, group: Group) -> tuple[Events, list[int]]:
         """The group's records of every week, and each record's week (0 the oldest)."""
@@ -91,14 +116,15 @@ class SpanWindows:
         weeks = [i for i, ev in parts for _ in range(len(ev))]
         return merge_events([ev for _, ev in parts]), weeks
 
-    def get(self, split: int, group: Group) -> tuple[WindowData, WindowData]:
-        """(current, baseline): the weekly blocks from `split` on and the ones before it, with
-        the records of `group` only."""
-        halves = (self.trend[split:], self.trend[:split])
-        if split not in self._cache:
-            self._cache[split] = (merge_windows(halves[0], ()), merge_windows(halves[1], ()))
+    def get(self, split: int, group: Group, since: int = 0) -> tuple[WindowData, WindowData]:
+        """(current, baseline): the weekly blocks from `split` on and the ones from `since` up
+        to it, with the records of `group` only."""
+        halves = (self.trend[split:], self.trend[since:split])
+        if (split, since) not in self._cache:
+            both = (merge_windows(halves[0], ()), merge_windows(halves[1], ()))
+            self._cache[split, since] = both
         out = []
-        for merged, parts in zip(self._cache[split], halves, strict=True):
+        for merged, parts in zip(self._cache[split, since], halves, strict=True):
             one = replace(merged, events={})
             if any(group in p.events for p in parts):
                 one.events[group] = merge_events(

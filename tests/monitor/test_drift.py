@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ragmon.core import drift
+from ragmon.report.small_series import segments
 from tests.support.lazy import Lazy
 
 stats = Lazy("scipy.stats")  # the reference implementations, imported when first used
@@ -382,21 +383,45 @@ def test_permutation_under_the_null_holds_its_level() -> None:
 
 def test_changepoint_finds_the_split_and_holds_its_level_over_the_scan() -> None:
     """A drop in the last 5 of 8 weeks is found at its split; with no change, the scan's
-    largest move over every split has p < 0.05 in about 5% of draws (at most 8%), though each
-    draw picks its most extreme split."""
+    largest move over the lasting segments has p < 0.05 in about 5% of draws (more only with a
+    chance under 0.1 %), though each draw picks its most extreme segment."""
     rng = np.random.default_rng(3)
     weeks = np.repeat(np.arange(8), 6)
     clusters = np.arange(48)
-    splits = list(range(1, 8))
+    found = segments([f"q{i}" for i in range(48)], weeks.tolist(), 8)
+    assert (3, 8) in found and (2, 5) in found and (1, 8) not in found  # 6 events before 1
     values = rng.normal(size=48) - 2.0 * (weeks >= 3)
-    split, p = drift.changepoint_pvalue(values, clusters, weeks, splits, reps=999, seed=1)
-    assert split == 3 and p == pytest.approx(1 / (1 + 999 + drift.MORE_REPS))  # refined
+    where, p = drift.changepoint_pvalue(values, clusters, weeks, found, reps=999, seed=1)
+    assert where == (3, 8) and p == pytest.approx(1 / (1 + 999 + drift.MORE_REPS))  # refined
     hits = 0
     for i in range(300):
         values = rng.normal(size=48)
-        _, p = drift.changepoint_pvalue(values, clusters, weeks, splits, 199, i, more=0)
+        _, p = drift.changepoint_pvalue(values, clusters, weeks, found, 199, i, more=0)
         hits += p < 0.05
-    assert hits <= 24
+    assert hits <= stats.binom.isf(0.001, 300, 0.05)
+
+
+def test_changepoint_finds_where_a_drop_ended() -> None:
+    """A drop in weeks 3 to 5 of 8 that has recovered is found as a segment with an end (the
+    weeks since compared with the drop's, not the drop with the weeks before it)."""
+    rng = np.random.default_rng(4)
+    weeks = np.repeat(np.arange(8), 6)
+    values = rng.normal(size=48) - 2.0 * ((weeks >= 3) & (weeks < 6))
+    found = segments([f"q{i}" for i in range(48)], weeks.tolist(), 8)
+    where, p = drift.changepoint_pvalue(values, np.arange(48), weeks, found, reps=999, seed=1)
+    assert where == (3, 6) and p < 0.01  # p: the scan for a lasting change (a change happened)
+    only_lasting = [s for s in found if s[1] == 8]
+    where, _ = drift.changepoint_pvalue(values, np.arange(48), weeks, only_lasting, 999, 1)
+    assert where[0] == 3  # a scan of lasting changes alone compares the drop and its end as one
+
+
+def test_segments_hold_the_small_minimum_on_every_side() -> None:
+    # 4 events a week from 4 questions: a side needs 2 weeks (8 events, 5 questions)
+    queries = [f"q{i % 4}w{w}" for w in range(6) for i in range(4)]
+    weeks = [w for w in range(6) for _ in range(4)]
+    found = segments(queries, weeks, 6)
+    assert [s for s in found if s[1] == 6] == [(2, 6), (3, 6), (4, 6)]
+    assert [s for s in found if s[1] < 6] == [(2, 4)]  # 2 weeks before, in and after
 
 
 def test_changepoint_moves_a_question_of_one_week_as_one_block() -> None:
@@ -405,7 +430,7 @@ def test_changepoint_moves_a_question_of_one_week_as_one_block() -> None:
     values = np.array([0.9, 0.9, 0.9, 0.8, 0.1, 0.1, 0.1, 0.2])
     weeks = np.array([0, 0, 0, 0, 1, 1, 1, 1])
     clusters = np.array([0, 0, 0, 1, 2, 2, 2, 3])
-    _, p = drift.changepoint_pvalue(values, clusters, weeks, [1], reps=2000, seed=0)
+    _, p = drift.changepoint_pvalue(values, clusters, weeks, [(1, 2)], reps=2000, seed=0)
     assert p > 0.25
 
 

@@ -227,3 +227,30 @@ def test_the_primary_measure_holds_its_share_of_the_level_whatever_the_family() 
     assert held == pytest.approx(PRIMARY_SHARE)
     alone = [SimpleNamespace(measure="t")] * 4
     assert family_weights(alone) == [1.0] * 4  # type: ignore[arg-type]
+
+
+def test_a_regression_holds_more_of_its_rows_level_than_an_improvement() -> None:
+    """Each row's level is split between its directions: a change the bad way is tested
+    one-sided at `WORSE_SHARE` of it, the good way at the rest; the split p-values are valid
+    (under no change, each is at most t with chance at most t)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from scipy import stats
+
+    from ragmon.report.family import WORSE_SHARE, directed
+
+    def row(p: float, worse: bool) -> SimpleNamespace:
+        return SimpleNamespace(tested=SimpleNamespace(pvalue=p), worse=worse)
+
+    assert directed(row(0.01, True)) == pytest.approx(0.005 / WORSE_SHARE)  # type: ignore[arg-type]
+    assert directed(row(0.01, False)) == pytest.approx(0.005 / (1 - WORSE_SHARE))  # type: ignore[arg-type]
+    assert directed(row(1.0, False)) == 1.0  # type: ignore[arg-type]
+    # a symmetric test statistic under no change: P(directed <= t) = t, whatever the share
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(200_000)
+    p = 2 * stats.norm.sf(np.abs(z))
+    share = np.where(z < 0, WORSE_SHARE, 1 - WORSE_SHARE)  # z < 0: the bad way
+    split = np.minimum(1.0, p / 2 / share)
+    for t in (0.001, 0.01, 0.05):
+        assert np.mean(split <= t) == pytest.approx(t, rel=0.15)

@@ -1,6 +1,7 @@
 """Small series (issue 34 item 5, issue 46 item 3): a retriever with a few events a week is
-compared over the weeks its records are kept, split where its mean moves most, and gets a
-verdict instead of "too few events to tell"; a drop keeps showing while it lasts."""
+compared over the weeks its records are kept, since its mean last changed against the weeks
+before, and gets a verdict instead of "too few events to tell"; a drop keeps showing while it
+lasts, and not after."""
 
 from __future__ import annotations
 
@@ -24,15 +25,18 @@ def trend(
     noise_after: dict[str, float] | None = None,
     since: int = 4,
     weeks: int = 8,
+    until: int | None = None,
 ) -> list[WindowData]:
     """Weekly blocks, oldest first, the last CUR: retriever -> events a week (each its own
-    question); `noise_after`: the ranking noise of a retriever from week `since` on (a drop)."""
+    question); `noise_after`: the ranking noise of a retriever from week `since` on (a drop),
+    up to week `until` (it recovered) or the last."""
     rng = random.Random(7)
     blocks = []
     for i, w in enumerate(CUR.shifted(back - weeks + 1) for back in range(weeks)):
         events = []
         for r, n in per_week.items():
-            noise = (noise_after or {}).get(r, GOOD) if i >= since else GOOD
+            dropped = since <= i < (weeks if until is None else until)
+            noise = (noise_after or {}).get(r, GOOD) if dropped else GOOD
             events += [(r, ranked_grades(rng, noise)) for _ in range(n)]
         data = window_data(w, events)
         for ev in data.events.values():  # distinct questions in every week
@@ -60,7 +64,7 @@ def test_a_few_events_a_week_get_a_verdict_over_the_trend() -> None:
     assert (APP, INDEX, "big") not in report.spans
     md = to_markdown(build(report, {}))
     assert f"the last {span.weeks} weeks against the {span.base_weeks} before" in md
-    assert any("split where the mean moves most" in n for n in report.notes)
+    assert any("the weeks since the mean last changed" in n for n in report.notes)
 
 
 @pytest.mark.parametrize("since", [3, 5, 6])
@@ -71,6 +75,17 @@ def test_a_big_drop_of_a_small_series_shows_in_every_week_after_it(since: int) -
     assert [r.group[2] for r in report.regressions] == ["tiny"]
     assert report.regressions[0].headline.permutation
     assert report.spans[(APP, INDEX, "tiny")].base_weeks == since
+
+
+def test_a_drop_that_recovered_is_no_longer_a_regression() -> None:
+    """Weeks 3 to 5 of 8 dropped, the last 2 recovered: the weeks since the drop ended are
+    compared with the drop's (they improved), not the drop and its end with the weeks before
+    it (the scan of lasting changes alone called that a regression)."""
+    report = report_of(trend({"tiny": 8}, noise_after={"tiny": 8.0}, since=3, until=6))
+    assert report.regressions == []
+    (row,) = [r for r in report.rows if r.group[2] == "tiny" and r.measure == "ndcg"]
+    assert (row.weeks, row.base.n if row.base else 0) == (2, 3 * 8)
+    assert row.status == "improvement"
 
 
 def test_too_few_even_over_four_weeks_and_without_a_trend() -> None:

@@ -91,24 +91,28 @@ def changepoint_pvalue(
     values: np.ndarray,
     clusters: np.ndarray,
     weeks: np.ndarray,
-    splits: Sequence[int],
+    segments: Sequence[tuple[int, int]],
     reps: int = REPS,
     seed: int = 0,
     weights: np.ndarray | None = None,
     more: int = MORE_REPS,
-) -> tuple[int, float]:
-    """The split where the mean moves most, and the p-value of that largest move over all splits.
+) -> tuple[tuple[int, int], float]:
+    """The segment of weeks whose mean differs most from the other weeks', and the p-value of
+    the scan for a lasting change.
 
-    `weeks`: each event's week (0 the oldest); a split `s` compares the weeks from `s` on with the
-    weeks before it. The statistic of a split is the plain change of means in standard errors of
-    independent events (|mean after - mean before| * sqrt(n_before n_after / n)); the scan takes
-    the largest over `splits`. Under "nothing changed over these weeks" the (question, week)
-    blocks are exchangeable between the weeks, so re-assigning them (each week keeping its number
-    of blocks) and taking the scan's largest each time gives a p-value that holds for the scan as
-    a whole, whichever split it picks (a change-point test; Good 2005, ch. 3); `more` draws
-    refine a p below `REFINE_BELOW`. A baseline of the
-    weeks before the change, found this way, does not hold the changed weeks, so a drop keeps
-    showing until it recovers.
+    `weeks`: each event's week (0 the oldest); a segment (start, end) holds the weeks from
+    `start` up to `end` (exclusive): one reaching past the last week is a change that lasts
+    (the rest: the weeks before it), one ending earlier a change that ended (the rest: the
+    weeks on both sides, an epidemic alternative; Levin and Kline, 1985). A segment's statistic
+    is the plain change of means in standard errors of independent events (|mean in - mean
+    out| * sqrt(n_in n_out / n)). The p-value is that of the largest over the lasting
+    segments: under "nothing changed over these weeks" the (question, week) blocks are
+    exchangeable between the weeks, so re-assigning them (each week keeping its number of
+    blocks) and taking the scan's largest each time gives a p-value that holds for the scan as
+    a whole, whichever segment is picked (Good 2005, ch. 3); `more` draws refine a p below
+    `REFINE_BELOW`. The segment returned is the largest over all of them: a drop is compared
+    with the weeks before it while it lasts, and once it has ended the weeks since are compared
+    with the drop's, so it shows until it recovers, not after.
     """
     w = np.ones(len(values)) if weights is None else weights
     weeks = np.asarray(weeks, dtype=np.int64)
@@ -118,32 +122,44 @@ def changepoint_pvalue(
     block_week = present // (int(codes.max(initial=0)) + 1)
     counts = np.bincount(inverse, weights=w, minlength=len(present))
     sums = np.bincount(inverse, weights=w * values, minlength=len(present))
-    bounds = np.searchsorted(block_week, np.asarray(splits, dtype=np.int64))
-    ok = (bounds > 0) & (bounds < len(present))
+    pairs = np.asarray(segments, dtype=np.int64).reshape(-1, 2)
+    lo = np.searchsorted(block_week, pairs[:, 0])
+    hi = np.searchsorted(block_week, pairs[:, 1])
+    m = len(present)
+    ok = (hi > lo) & (hi - lo < m)  # blocks inside and outside the segment
     if not ok.any():
-        return (int(splits[0]) if len(splits) else 0), 1.0
-    cuts, kept = bounds[ok], np.asarray(splits)[ok]
+        first = tuple(int(x) for x in pairs[0]) if len(pairs) else (0, 0)
+        return (first[0], first[1]), 1.0
+    lo, hi, kept = lo[ok], hi[ok], pairs[ok]
 
     n, total = float(counts.sum()), float(sums.sum())
 
     def scan(c: np.ndarray, s: np.ndarray) -> np.ndarray:
-        # each split's baseline: the blocks placed first
-        nb, sb = np.cumsum(c, axis=-1)[..., cuts - 1], np.cumsum(s, axis=-1)[..., cuts - 1]
+        zero = np.zeros((*c.shape[:-1], 1))
+        cn = np.concatenate([zero, np.cumsum(c, axis=-1)], axis=-1)
+        cs = np.concatenate([zero, np.cumsum(s, axis=-1)], axis=-1)
+        n_in, s_in = cn[..., hi] - cn[..., lo], cs[..., hi] - cs[..., lo]
         with np.errstate(divide="ignore", invalid="ignore"):
-            move = np.abs((total - sb) / (n - nb) - sb / nb) * np.sqrt(nb * (n - nb) / n)
+            move = np.abs(s_in / n_in - (total - s_in) / (n - n_in))
+            move *= np.sqrt(n_in * (n - n_in) / n)
         return np.nan_to_num(move, nan=0.0)
 
     observed = scan(counts, sums)
     best = int(np.argmax(observed))
+    lasting = hi == m
+    if not lasting.any():  # only ended changes to scan: their largest is tested
+        lasting[:] = True
+    top = float(observed[lasting].max())
     drawn = as_large = 0
     for draws, salt in ((reps, 0), (more, 1)):
-        order = _shuffles(len(present), draws, seed, salt)
-        largest = scan(counts[order], sums[order]).max(axis=1)
-        as_large += int(np.count_nonzero(largest >= observed[best] - _TIE))
+        order = _shuffles(m, draws, seed, salt)
+        largest = scan(counts[order], sums[order])[:, lasting].max(axis=1)
+        as_large += int(np.count_nonzero(largest >= top - _TIE))
         drawn += draws
         if (1 + as_large) / (1 + drawn) >= REFINE_BELOW:
             break
-    return int(kept[best]), (1 + as_large) / (1 + drawn)
+    start, stop = (int(x) for x in kept[best])
+    return (start, stop), (1 + as_large) / (1 + drawn)
 
 
 @lru_cache(maxsize=16)
