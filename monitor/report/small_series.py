@@ -22,15 +22,14 @@ Spans apply to a 7-day report against the 7 days before it (the weekly report's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 
 from ragmon.core.window import Window
 from ragmon.report.gather import (
     Events,
     Group,
+    Hists,
     WindowData,
-    merge_counters,
     merge_hists,
 )
 
@@ -81,24 +80,9 @@ def merge_events(parts: Sequence[Events]) -> Events:
     return out
 
 
-def merge_windows(parts: Sequence[WindowData], groups: Iterable[Group] | None = None) -> WindowData:
-    """Consecutive windows as one: their histograms and counters summed, the records of
-    `groups` (default: every group) joined."""
-    window = Window(min(p.window.start for p in parts), max(p.window.end for p in parts))
-    out = WindowData(window, merge_hists(p.hists for p in parts))
-    out.counters = merge_counters(p.counters for p in parts)
-    out.days_with_data = sum(p.days_with_data for p in parts)
-    wanted = {g for p in parts for g in p.events} if groups is None else set(groups)
-    for g in wanted:
-        if any(g in p.events for p in parts):
-            out.events[g] = merge_events([p.events[g] for p in parts if g in p.events])
-    return out
-
-
 class SpanWindows:
-    """The weekly blocks split into a baseline (the weeks before a split) and a current
-    window (the weeks from it on), merged: histograms once per split, one group's records when
-    asked for."""
+    """The weekly blocks split into a baseline (weeks up to a split) and a current window (the
+    weeks from it on), merged for one group at a time: its histograms and records."""
 
     def __init__(self, trend: Sequence[WindowData], cur: WindowData, base: WindowData) -> None:
         weekly = (
@@ -108,7 +92,7 @@ class SpanWindows:
             and len(cur.window.days) == 7
         )
         self.trend = list(trend) if weekly else []
-        self._cache: dict[tuple[int, int], tuple[WindowData, WindowData]] = {}
+        self._hists: dict[Group, list[Hists]] | None = None  # each group's, week by week
 
     def series(self, group: Group) -> tuple[Events, list[int]]:
         """The group's records of every week, and each record's week (0 the oldest)."""
@@ -116,16 +100,29 @@ class SpanWindows:
         weeks = [i for i, ev in parts for _ in range(len(ev))]
         return merge_events([ev for _, ev in parts]), weeks
 
+    def _group_hists(self, group: Group) -> list[Hists]:
+        """The group's histograms in each week (indexed once for every group: a scan compares
+        many spans of weeks, and merging every group's each time was most of its cost)."""
+        if self._hists is None:
+            self._hists = {}
+            for i, week in enumerate(self.trend):
+                for name, series in week.hists.items():
+                    for labels, h in series.items():
+                        g = (labels[0], labels[1], labels[2])
+                        weeks = self._hists.setdefault(g, [{} for _ in self.trend])
+                        weeks[i].setdefault(name, {})[labels] = h
+        return self._hists.get(group, [{} for _ in self.trend])
+
     def get(self, split: int, group: Group, since: int = 0) -> tuple[WindowData, WindowData]:
         """(current, baseline): the weekly blocks from `split` on and the ones from `since` up
-        to it, with the records of `group` only."""
-        halves = (self.trend[split:], self.trend[since:split])
-        if (split, since) not in self._cache:
-            both = (merge_windows(halves[0], ()), merge_windows(halves[1], ()))
-            self._cache[split, since] = both
+        to it, with the histograms and records of `group` only."""
+        hists = self._group_hists(group)
         out = []
-        for merged, parts in zip(self._cache[split, since], halves, strict=True):
-            one = replace(merged, events={})
+        for lo, hi in ((split, len(self.trend)), (since, split)):
+            parts = self.trend[lo:hi]
+            window = Window(parts[0].window.start, parts[-1].window.end)
+            one = WindowData(window, merge_hists(hists[lo:hi]))
+            one.days_with_data = sum(p.days_with_data for p in parts)
             if any(group in p.events for p in parts):
                 one.events[group] = merge_events(
                     [p.events[group] for p in parts if group in p.events]

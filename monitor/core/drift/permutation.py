@@ -134,7 +134,7 @@ def changepoint_pvalue(
 
     n, total = float(counts.sum()), float(sums.sum())
 
-    def scan(c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    def scan(c: np.ndarray, s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         zero = np.zeros((*c.shape[:-1], 1))
         cn = np.concatenate([zero, np.cumsum(c, axis=-1)], axis=-1)
         cs = np.concatenate([zero, np.cumsum(s, axis=-1)], axis=-1)
@@ -144,7 +144,7 @@ def changepoint_pvalue(
             move *= np.sqrt(n_in * (n - n_in) / n)
         return np.nan_to_num(move, nan=0.0)
 
-    observed = scan(counts, sums)
+    observed = scan(counts, sums, lo, hi)
     best = int(np.argmax(observed))
     lasting = hi == m
     if not lasting.any():  # only ended changes to scan: their largest is tested
@@ -153,7 +153,7 @@ def changepoint_pvalue(
     drawn = as_large = 0
     for draws, salt in ((reps, 0), (more, 1)):
         order = _shuffles(m, draws, seed, salt)
-        largest = scan(counts[order], sums[order])[:, lasting].max(axis=1)
+        largest = scan(counts[order], sums[order], lo[lasting], hi[lasting]).max(axis=1)
         as_large += int(np.count_nonzero(largest >= top - _TIE))
         drawn += draws
         if (1 + as_large) / (1 + drawn) >= REFINE_BELOW:
