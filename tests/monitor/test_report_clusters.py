@@ -13,8 +13,8 @@ from ragmon.report.compare import CANNOT_TELL
 from ragmon.report.document import Doc, to_markdown
 from ragmon.report.gather import Dataset
 from ragmon.report.render import measures_section
-from tests.stats.report_sim import BASELINE, CURRENT, _drop
 from tests.stats import traffic
+from tests.stats.report_sim import BASELINE, CURRENT, _drop
 from tests.stats.traffic import window_data
 
 
