@@ -183,6 +183,58 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(mark)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A test module that `-m` cannot select whatever its tests add (its `pytestmark` or its
+    folder's mark rules it out) is not imported: `--unit` and `--quick` processes each skipped
+    importing the frameworks and simulations only their excluded tests use."""
+    name = collection_path.name
+    if not (name.startswith("test_") and name.endswith(".py")) or not config.option.markexpr:
+        return None
+    marks = static_marks(collection_path)
+    return True if marks and never_selected(config.option.markexpr, marks) else None
+
+
+def static_marks(path: Path) -> set[str]:
+    """The marks every test of the module has before it runs: its folder's and its
+    `pytestmark` (a mark or a list of marks, read from the source, not imported)."""
+    import ast
+
+    marks = {mark for folder, mark in FOLDER_MARKS.items() if path.is_relative_to(folder)}
+    for node in ast.parse(path.read_bytes()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            for sub in ast.walk(node.value):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Attribute)
+                    and sub.value.attr == "mark"
+                ):
+                    marks.add(sub.attr)
+    return marks
+
+
+def never_selected(markexpr: str, marks: set[str]) -> bool:
+    """Whether `-m markexpr` is false for a test with `marks` and any others it names."""
+    import itertools
+    import re
+
+    from _pytest.mark.expression import Expression
+
+    if "(" in markexpr:  # marks with arguments: decided per test
+        return False
+    names = set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not"} - marks
+    if len(names) > 8:
+        return False
+    expression = Expression.compile(markexpr)
+    for n in range(len(names) + 1):
+        for extra in itertools.combinations(sorted(names), n):
+            have = marks | set(extra)
+            if expression.evaluate(lambda name, have=have, **_: name in have):
+                return False
+    return True
+
+
 class _Spawns:
     """The child processes started while a test runs (through subprocess, multiprocessing or
     os.fork), from any thread; the session's Redis is allowed."""

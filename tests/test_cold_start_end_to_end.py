@@ -21,6 +21,8 @@ from ragmon.workers.worker import make_worker
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
 
+pytestmark = pytest.mark.slow
+
 MODEL = "gpt-4o-mini"
 PER_S = 100
 OLD_PER_HOUR = 360  # the old series: one event every 10 s, for two days
@@ -37,7 +39,6 @@ def event(retriever: str, tag: str) -> dict:
     }
 
 
-@pytest.mark.slow
 def test_a_new_busy_series_cannot_burn_the_day(redis_url: str) -> None:
     with FakeLLM() as fake:
         base = {

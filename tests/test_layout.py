@@ -485,6 +485,36 @@ def test_importing_the_sdk_loads_no_server_package() -> None:
     assert result.stdout.strip() == "[]", result.stdout
 
 
+# The framework hooks, each installed with its own extra (`ragmon[langchain]`, ...).
+HOOK_EXTRAS = {"monitor/client/langchain.py", "monitor/client/llamaindex.py"}
+
+
+def test_the_server_extra_installs_every_import_of_the_server() -> None:
+    """`pip install '.[server]'` (the README's first command) brings what every module but the
+    framework hooks imports: the walkthrough runs the demo in such an install, this covers the
+    modules the demo does not run (the report's plots among them). A namespace package (`google`,
+    `opentelemetry`) is looked up by its first two names."""
+    from tests.support.distributions import server_install
+
+    installed = set()  # each file's top-level name and its first two names
+    for dist in server_install().values():
+        for line in (dist.read_text("RECORD") or "").splitlines():
+            parts = line.split(",")[0].removesuffix(".py").split("/")
+            installed |= {parts[0], "/".join(parts[:2])}
+    missing = []
+    for path in (p for p in package_files() if rel(p) not in HOOK_EXTRAS):
+        for _, name in imported_modules(parse(path)):
+            parts = name.split(".")
+            if name.startswith(".") or parts[0] in sys.stdlib_module_names or parts[0] == "ragmon":
+                continue
+            namespace = parts[0] in ("google", "opentelemetry")
+            if "/".join(parts[: 2 if namespace else 1]) not in installed:
+                missing.append(f"{rel(path)}: import {name}")
+    assert not missing, "add its distribution to the server extra in pyproject.toml: " + str(
+        missing
+    )
+
+
 # --- 4. the store never names worker code; RQ is spoken to in one adapter ------------------
 
 RQ_ADAPTER = "monitor/store/rq_jobs.py"

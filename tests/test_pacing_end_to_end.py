@@ -25,6 +25,8 @@ from tests.monitor.test_api_sampling import metrics
 from tests.support.api_server import ApiServer
 from tests.support.fake_llm import FakeLLM
 
+pytestmark = pytest.mark.slow
+
 MODEL = "gpt-4o-mini"
 PER_HOUR = (4, 3, 3, 3, 3, 4, 6, 8, 10, 12, 12, 12, 12, 12, 12, 12, 10, 8, 8, 6, 6, 5, 5, 4)
 SERIES = {"bm25": 1.0, "dense": 0.5}  # share of each hour's events (dense: half as many)
@@ -47,7 +49,6 @@ def event(retriever: str, hour: int, i: int) -> dict:
     }
 
 
-@pytest.mark.slow
 def test_a_compressed_day_is_paced_to_its_budget(redis_url: str) -> None:
     with FakeLLM() as fake:
         base = {

@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.stack import Stack, sample_value
 
+pytestmark = pytest.mark.process  # the API and workers as processes
+
 ALPHA = 0.5  # RAGMON_T_ALPHA and RAGMON_F_ALPHA defaults
 RELEVANT = 2  # RAGMON_RELEVANT_GRADE default
 HARM = {1}  # RAGMON_HARM_GRADES default

@@ -25,6 +25,8 @@ import pytest
 from tests.grafana.queries import promql_test
 from tests.support.api_server import ApiServer
 
+pytestmark = pytest.mark.slow
+
 BASELINE_P, OUTAGE_P = 0.02, 0.2  # the share of queries answered empty, and the outage's own
 PER_MINUTE = 60
 OUTAGE = 20  # the minute the outage starts
@@ -89,7 +91,6 @@ def _scrapes(api: ApiServer) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-@pytest.mark.slow
 def test_an_index_outage_fires_the_empty_result_alert_within_two_minutes(
     make_api: Callable[..., ApiServer], tmp_path: Path
 ) -> None:

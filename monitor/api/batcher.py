@@ -4,7 +4,9 @@ Each request hands its validated events to the `IngestWriter` and awaits a futur
 drains everything pending into a single ingest call (`Store.async_ingest`: one Lua round trip
 on redis.asyncio, so the event loop never blocks on Redis and pays no thread hop), and the
 write cost is paid per batch, not per request. While one batch is in flight the next one
-gathers, so batches grow with the load.
+gathers, so batches grow with the load, up to `MAX_FLUSH_EVENTS`. A request of more than
+`SMALL_REQUEST` events is written on its own, in short calls (`ragmon.store.staged`): Redis runs
+one script at a time, and another app's event waits for no long one.
 
 The same call puts the events to judge into their apps' pending sets and refuses a request
 whose app is at RAGMON_QUEUE_LIMIT (`AppAtLimit`); when no drain job waits in RQ's queue, the
@@ -27,9 +29,9 @@ from ragmon.store.ingest import Answer, AppAtLimit, AsyncIngest
 
 log = logging.getLogger("ragmon.api")
 
-MAX_FLUSH_EVENTS = 1000  # one Lua call blocks Redis: keep each write to a few MB
+MAX_FLUSH_EVENTS = 100  # one Lua call blocks Redis: a batch's script stays short
 LINGER_S = 0.002
-SMALL_REQUEST = 50  # events: a request this small goes into the next write before large ones
+SMALL_REQUEST = 50  # events: a larger request is written on its own, staged
 LINGER_BELOW = 8  # events in the previous write
 # The write's deadline in Redis comes this much before the API stops waiting: Redis refuses a
 # write it runs later, so no write the API answered 503 for can land, with clocks up to this far
@@ -88,8 +90,10 @@ class IngestWriter:
         whole request when one of its apps is at RAGMON_QUEUE_LIMIT. Raises on Redis errors
         and after RAGMON_STORE_TIMEOUT_S (TimeoutError): then Redis will refuse the write if it
         ever runs it, so the caller's 503 is true and a retry is never counted twice."""
-        fut = asyncio.get_running_loop().create_future()
         deadline = time.time() + self.timeout_s - DEADLINE_MARGIN_S
+        if len(items) > SMALL_REQUEST and self._ingest is not None:
+            return await asyncio.wait_for(self._write_staged(items, deadline), self.timeout_s)
+        fut = asyncio.get_running_loop().create_future()
         self._pending.append((items, fut, deadline))
         assert self._wake is not None
         self._wake.set()
@@ -136,10 +140,19 @@ class IngestWriter:
                 if batch:
                     await self._write(batch, deadline)
 
+    async def _write_staged(
+        self, items: list[IngestItem], deadline: float
+    ) -> list[Answer] | AppAtLimit:
+        written = await asyncio.to_thread(self.store.ingest_staged, items, deadline)
+        if written.wake:
+            self._drain_wanted.set()
+        return written.request(0, len(items))
+
     def _next(self) -> list[tuple[list[IngestItem], asyncio.Future, float]]:
         """The requests of the next write, up to `MAX_FLUSH_EVENTS` events: small requests
-        first (in order), then large ones, so that one app's flood of large batches does not
-        hold another app's single events for a write each; the rest wait for the next."""
+        first (in order), then large ones (without redis.asyncio, large ones are not staged),
+        so that one app's flood of large batches does not hold another app's single events for
+        a write each; the rest wait for the next."""
         pending = [p for p in self._pending if not p[1].done()]  # done: answered 503 already
         small = [p for p in pending if len(p[0]) <= SMALL_REQUEST]
         large = [p for p in pending if len(p[0]) > SMALL_REQUEST]

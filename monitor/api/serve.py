@@ -8,6 +8,7 @@ import errno
 import ipaddress
 import logging
 import socket
+import sys
 from dataclasses import replace
 
 from ragmon.settings import Settings
@@ -18,6 +19,10 @@ BACKLOG = 2048  # the kernel's queue while the app starts (`guard.LISTEN_BACKLOG
 # open files kept for Redis connections, logs, the listening socket (100), and for the
 # connections accepted past the cap before they are closed (3 turns of the loop)
 FD_RESERVE = 300
+# How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms). The
+# event loop waits for it after every poll; threads (sync store calls, the decoding pool's
+# result thread unpickling a large body's items) must not add that to every request.
+SWITCH_INTERVAL_S = 0.0005
 
 
 class ServeError(Exception):
@@ -45,6 +50,7 @@ def run_api(settings: Settings, sock: socket.socket, host: str, port: int, log_l
     from ragmon.preflight import RedisWatch, warn_memory
 
     release_large_frees()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     app = create_app(settings)
     warn_memory(app.state.store)  # an evicting policy, or maxmemory below the forecast
     watch = RedisWatch(app.state.store).start()

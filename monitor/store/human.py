@@ -90,7 +90,9 @@ class HumanGrades:
         if not records:
             return []
         now = now if now is not None else time.time()
-        while True:  # again when another write changed one of its fields after it was read
+        # Again when another write changed one of its fields after it was read: each round lost
+        # to a write that landed, and past `deadline` Redis refuses, which ends the loop.
+        while True:
             states = self.write_read(records, self.read(records), now, texts, rooms, deadline)
             if states is not None:
                 return states

@@ -137,9 +137,9 @@ def plan_ingest(
             slot = 0 if it.sampled_out else slots.setdefault(it.app, len(slots) + 1)
             group = groups.setdefault((it.series, it.day), len(groups) + 1) if it.signals else 0
             events.append(k.event(it.ref))
-            kept = sampled_result(it.probability) if it.sampled_out else it.payload
-            nbytes = entry_bytes(events[-1], kept, it.status, str(received))
-            tail += [it.ref, kept, it.status, received, slot, group, it.signals, nbytes]
+            body = kept(it)
+            nbytes = entry_bytes(events[-1], body, it.status, str(received))
+            tail += [it.ref, body, it.status, received, slot, group, it.signals, nbytes]
             n += 1
         per_request.append(n)
         start += size
@@ -193,6 +193,11 @@ def signal_setup(keys: Keys, settings: Settings) -> SignalSetup:
             "squares": [int(s.sum_squares) for s in SIGNALS],
         },
     )
+
+
+def kept(item: IngestItem) -> str:
+    """What an event's key keeps: its payload, or a sampled-out event's `sampled_result`."""
+    return sampled_result(item.probability) if item.sampled_out else item.payload
 
 
 def sampled_result(probability: float) -> str:

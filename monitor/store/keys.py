@@ -31,6 +31,11 @@ class Keys:
         """Hash of one event (`ref` from `event_ref`), its fields `fields.Field`."""
         return f"{self.prefix}:ev:{ref}"
 
+    def staged(self, write: str, n: int) -> str:
+        """Event `n` of a large request's write `write` until its commit renames it to its
+        `event` key (`ragmon.store.staged`); expires when the write never commits."""
+        return f"{self.prefix}:stage:{write}:{n}"
+
     @property
     def hist(self) -> str:
         """Hash of lifetime histogram fields `name|labels...|b<i>`, `...|sum`, `...|count`."""

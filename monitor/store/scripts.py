@@ -67,67 +67,48 @@ local function admit(series, app, folded, orphan, budget, counts, n)
 end
 """
 
-# Store the new events of a micro-batch of requests, put the ones to judge into their apps' pending
-# sets, and add every new event's retrieval signals to its series, in the write that answers 202
-# (`ragmon.store.ingest`). KEYS tail: the `n_events` event keys, then the pending keys of the apps
-# they name. ARGV tail: per event its ref, payload (a sampled-out event's result instead: its
-# inclusion probability, all GET shows of it), status, received_at, slot (which of those pending
-# keys, from 1; 0: sampled out, never judged), group (which of the groups below, from 1; 0: none),
-# signals (`records.signal_record`) and the bytes its key takes (charged to the ledger: `LG.idem`
-# for a sampled-out event, kept `idem_ttl` s, else `LG.texts`); then the app of each pending key;
-# then the `n_groups` groups, each a series and a UTC day; then per request its event count
-# (requests are consecutive runs of events). A request is refused whole when one of the apps it adds
-# events to already holds `limit` pending events. The deadline (unix seconds, 0: none) is when the
-# API stops waiting and answers 503: a write that reaches Redis later (a stalled Redis catching up)
-# is refused whole, so a client that retries after the 503 is never counted twice.
-# The signals of a group's new events are summed here and written once per group, as named by
-# the same arguments in every call of a deployment (`ingest.signal_setup`): each signal's
-# histogram (`hists`, by index; `squares` 1 to keep its sum of squares) goes into the lifetime
-# and the day's histograms (`day_hist`, `SLOT.day` the day; kept `day_ttl` s), short results into
-# the lifetime and the day's counters (`day_counters`, as `day_hist`), repeated passages into the
-# counters, the queries' hashes into the day's HyperLogLog (`queries`, also with `SLOT.series`; kept
-# `queries_ttl` s), and the queries of empty results (signal `results`, by index, is 0) into the
-# day's `empty_queries` HyperLogLog (kept as `queries`): `signal_empty_queries` grows by its count's
-# rise; the series passes the series budget first (`admit`: `max_series`, `max_series_per_app`;
-# folded names from `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events).
-# Returns per event 1 (created), its stored status (the id existed) or {-2, app} (its request was
-# refused: that app is at its limit); then 1 when the caller must enqueue a drain job (none waits:
-# `Keys.drain_wanted` was absent), else 0.
-INGEST = Script(
-    "INGEST",
-    ("counters", "apps", "vt", "wake", "series", "series_per_app", "hist",
-     *Ledger.script_keys(INGEST_KINDS)),
-    ("ttl", "idem_ttl", "deadline", "limit", "n_events", "wake_ttl", "n_groups", "day_hist",
-     "day_counters", "queries", "day_ttl", "queries_ttl", "results", "empty_queries",
-     "max_series", "max_series_per_app", "fold_tail", "orphan",
-     *Ledger.script_args(INGEST_KINDS)),
-    _DELIVERY
-    + _ADMIT
-    + LEDGER
-    + """
-local n = tonumber(A.n_events)
-local ttl = tonumber(A.ttl)
-local charges = {[LG.idem] = {}, [LG.texts] = {}}  -- kind -> app -> bytes of events created
-local limit = tonumber(A.limit)
-local now = now_s()
-local deadline = tonumber(A.deadline)
-if deadline > 0 and now > deadline then
-  return redis.error_reply('DEADLINE the API has already answered 503 for this write')
-end
-local function event(i) return KEYS[KEYS_REST + i - 1] end
-local function arg(i, field) return ARGV[ARGV_REST + 8 * (i - 1) + field] end
-local function pending(s) return KEYS[KEYS_REST + n + s - 1] end
-local apps_at = ARGV_REST + 8 * n
-local n_apps = #KEYS - KEYS_REST + 1 - n
-local groups_at = apps_at + n_apps
-local sums = {}
-local results = tonumber(A.results)
-local function observe(g, sig)  -- one new event's signals into its group's sums
-  local a = sums[g]
-  if not a then
-    a = {short = 0, rep = 0, queries = {}, empties = {}, b = {}, s = {}, q = {}, c = {}}
-    sums[g] = a
+# Merging the sums of groups counted in the same series and day (`_SUMS`, `_SUMS_WRITE`).
+_MERGE = """
+local function merge(merged, series, day, a)  -- into `merged`: {order = {at...}, [at] = ...}
+  local at = series .. SEP .. day
+  local into = merged[at]
+  if not into then
+    merged[at] = {series = series, day = day, a = a}
+    merged.order[#merged.order + 1] = at
+    return
   end
+  into = into.a
+  into.short, into.rep = into.short + a.short, into.rep + a.rep
+  for _, q in ipairs(a.queries) do into.queries[#into.queries + 1] = q end
+  for _, q in ipairs(a.empties) do into.empties[#into.empties + 1] = q end
+  for si, buckets in pairs(a.b) do
+    local to = into.b[si] or {}
+    into.b[si] = to
+    for b, c in pairs(buckets) do to[b] = (to[b] or 0) + c end
+    into.s[si] = (into.s[si] or 0) + a.s[si]
+    into.q[si] = (into.q[si] or 0) + a.q[si]
+    into.c[si] = (into.c[si] or 0) + a.c[si]
+  end
+end
+"""
+
+# The retrieval signals of new events (`records.signal_record`), summed by INGEST and STAGE and
+# written by INGEST and COMMIT, as named by the same arguments in every call of a deployment
+# (`ingest.signal_setup`). A group's sums: its events' short results and repeated passages, their
+# query hashes (`queries`; `empties` those whose signal `results`, by index, is 0) and per signal
+# index its buckets' counts (`b`), sum (`s`), sum of squares (`q`) and count (`c`). `admitted`
+# passes each group's series (group g: the series and UTC day at ARGV[at + 2g - 2], ARGV[at + 2g -
+# 1]) through the series budget (`admit`: `max_series`, `max_series_per_app`; folded names from
+# `fold_tail` and `orphan`; the fold counters are FINISH's, for judged events) and merges the groups
+# counted in the same series and day, so a flood of new series writes its fold once. `flat` and
+# `unflat` carry merged sums through Python as scalars (STAGE's reply, COMMIT's arguments).
+_SUMS = """
+local function new_sums()
+  return {short = 0, rep = 0, queries = {}, empties = {}, b = {}, s = {}, q = {}, c = {}}
+end
+local function observe(sums, g, sig)
+  local a = sums[g] or new_sums()
+  sums[g] = a
   local short, rep, qh, rest = string.match(sig, '^(%d+) (%d+) (%S+)(.*)$')
   a.short = a.short + tonumber(short)
   a.rep = a.rep + tonumber(rep)
@@ -138,7 +119,7 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
     local b, v = string.match(slot, '^(%d+):(%S+)$')
     if b then
       local x = tonumber(v)
-      if i == results and x == 0 then a.empties[#a.empties + 1] = qh end
+      if i == tonumber(A.results) and x == 0 then a.empties[#a.empties + 1] = qh end
       local buckets = a.b[i] or {}
       a.b[i] = buckets
       buckets[b] = (buckets[b] or 0) + 1
@@ -148,62 +129,71 @@ local function observe(g, sig)  -- one new event's signals into its group's sums
     end
   end
 end
-local out = {}
-local added = false
-local i = 1
-for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
-  local last = i + tonumber(ARGV[r]) - 1
-  local adding = {}
-  for j = i, last do
-    local stored = redis.call('HGET', event(j), F.status)
-    if stored then
-      out[j] = stored
-    else
-      out[j] = 1
-      local s = tonumber(arg(j, 4))
-      if s > 0 then adding[s] = true end
-    end
-  end
-  local over = nil
-  for s in pairs(adding) do
-    if redis.call('ZCARD', pending(s)) >= limit then over = ARGV[apps_at + s - 1] end
-  end
-  for j = i, last do
-    if over then
-      out[j] = {-2, over}
-    elseif out[j] == 1 then
-      local key, status, s = event(j), arg(j, 2), tonumber(arg(j, 4))
-      local kind = LG.texts
-      if status == S.sampled_out then  -- no payload kept: its result (the probability)
-        redis.call('HSET', key, F.status, status, F.received, arg(j, 3), F.result, arg(j, 1))
-        redis.call('HINCRBY', K.counters, N.events_sampled_out, 1)
-        redis.call('EXPIRE', key, tonumber(A.idem_ttl))
-        kind = LG.idem
-      else
-        redis.call('HSET', key, F.payload, arg(j, 1), F.status, status, F.received, arg(j, 3))
-        redis.call('EXPIRE', key, ttl)
-      end
-      local app = app_of(arg(j, 0))
-      charges[kind][app] = (charges[kind][app] or 0) + tonumber(arg(j, 7))
-      redis.call('HINCRBY', K.counters, N.events_received, 1)
-      if s > 0 then
-        redis.call('ZADD', pending(s), now, arg(j, 0))
-        join(K.apps, K.vt, ARGV[apps_at + s - 1])
-        added = true
-      end
-      local g = tonumber(arg(j, 5))
-      if g > 0 then observe(g, arg(j, 6)) end
-    end
-  end
-  i = last + 1
-end
-if next(sums) then
+local function admitted(sums, n_groups, at, now)
+  local merged = {order = {}}
   local budget = {total = tonumber(A.max_series), per_app = tonumber(A.max_series_per_app),
                   now = now}
-  for g, a in pairs(sums) do
-    local sent, day = ARGV[groups_at + 2 * (g - 1)], ARGV[groups_at + 2 * g - 1]
-    local app = app_of(sent)
-    local series = admit(sent, app, app .. SEP .. A.fold_tail, A.orphan, budget, nil, 0)
+  for g = 1, n_groups do
+    if sums[g] then
+      local sent, day = ARGV[at + 2 * (g - 1)], ARGV[at + 2 * g - 1]
+      local app = app_of(sent)
+      local series = admit(sent, app, app .. SEP .. A.fold_tail, A.orphan, budget, nil, 0)
+      merge(merged, series, day, sums[g])
+    end
+  end
+  return merged
+end
+local function flat(merged, out)  -- appended to `out`; read back by `unflat`
+  local function put(...) for _, x in ipairs({...}) do out[#out + 1] = x end end
+  for _, at in ipairs(merged.order) do
+    local m, a = merged[at], merged[at].a
+    put(m.series, m.day, a.short, a.rep, #a.queries, unpack(a.queries))
+    put(#a.empties, unpack(a.empties))
+    local signals = {}
+    for si in pairs(a.b) do signals[#signals + 1] = si end
+    put(#signals)
+    for _, si in ipairs(signals) do
+      local buckets = {}
+      for b, c in pairs(a.b[si]) do buckets[#buckets + 1] = b; buckets[#buckets + 1] = c end
+      put(si, string.format('%.17g', a.s[si]), string.format('%.17g', a.q[si]), a.c[si],
+          #buckets / 2, unpack(buckets))
+    end
+  end
+  return out
+end
+"""
+
+# Writing merged sums (`_SUMS`) into the series: each signal's histogram (`hists`, by index;
+# `squares` 1 to keep its sum of squares) into the lifetime and the day's histograms (`day_hist`,
+# `SLOT.day` the day; kept `day_ttl` s), short results into the lifetime and the day's counters
+# (`day_counters`, as `day_hist`), repeated passages into the counters, the queries' hashes into the
+# day's HyperLogLog (`queries`, also with `SLOT.series`; kept `queries_ttl` s), and the empty
+# results' into the day's `empty_queries` HyperLogLog (kept as `queries`):
+# `signal_empty_queries` grows by its count's rise.
+_SUMS_WRITE = """
+local function unflat(r, merged)  -- ARGV[r..] as `flat` wrote them, into `merged` (`merge`)
+  local function take() r = r + 1; return ARGV[r - 1] end
+  while r <= #ARGV do
+    local series, day = take(), take()
+    local a = {short = tonumber(take()), rep = tonumber(take()), queries = {}, empties = {},
+               b = {}, s = {}, q = {}, c = {}}
+    for j = 1, tonumber(take()) do a.queries[j] = take() end
+    for j = 1, tonumber(take()) do a.empties[j] = take() end
+    for _ = 1, tonumber(take()) do
+      local si = tonumber(take())
+      a.s[si], a.q[si], a.c[si] = tonumber(take()), tonumber(take()), tonumber(take())
+      a.b[si] = {}
+      for _ = 1, tonumber(take()) do
+        local b = take()
+        a.b[si][b] = tonumber(take())
+      end
+    end
+    merge(merged, series, day, a)
+  end
+end
+local function write_sums(merged)
+  for _, at in ipairs(merged.order) do
+    local series, day, a = merged[at].series, merged[at].day, merged[at].a
     local day_hist = filled(A.day_hist, SLOT.day, day)
     for _, h in ipairs({K.hist, day_hist}) do
       for si, buckets in pairs(a.b) do
@@ -236,23 +226,249 @@ if next(sums) then
       end
       redis.call('EXPIRE', eq, A.queries_ttl)
     end
-    local queries = filled(filled(A.queries, SLOT.day, day), SLOT.series, series)
-    redis.call('PFADD', queries, unpack(a.queries))
-    redis.call('EXPIRE', queries, A.queries_ttl)
+    if #a.queries > 0 then
+      local queries = filled(filled(A.queries, SLOT.day, day), SLOT.series, series)
+      redis.call('PFADD', queries, unpack(a.queries))
+      redis.call('EXPIRE', queries, A.queries_ttl)
+    end
   end
 end
-for app, bytes in pairs(charges[LG.idem]) do
-  charge(LG.idem, K.lg_idem, K.lg_idem_rate, A.lg_idem_ttl, A.lg_idem_rate_ttl, K.lg_since,
-         app, bytes, now)
+"""
+
+# An event's hash as INGEST and STAGE write it, kept `ttl` s (`idem_ttl` when sampled out: no
+# payload kept, its result instead: its inclusion probability, all GET shows of it); returns the
+# ledger kind its bytes are charged to.
+_PUT = """
+local function put_event(key, body, status, received, ttl, idem_ttl)
+  if status == S.sampled_out then
+    redis.call('HSET', key, F.status, status, F.received, received, F.result, body)
+    redis.call('EXPIRE', key, tonumber(idem_ttl))
+    return LG.idem
+  end
+  redis.call('HSET', key, F.payload, body, F.status, status, F.received, received)
+  redis.call('EXPIRE', key, tonumber(ttl))
+  return LG.texts
 end
-for app, bytes in pairs(charges[LG.texts]) do
-  charge(LG.texts, K.lg_texts, K.lg_texts_rate, A.lg_texts_ttl, A.lg_texts_rate_ttl, K.lg_since,
-         app, bytes, now)
+"""
+
+# What INGEST and COMMIT do for the events they create: `totals()` keeps them; `created` counts
+# one, its bytes (`LG.idem` for a sampled-out one, else `LG.texts`) and, when its slot `s` > 0, its
+# place in that app's pending set; `over` names an app of `adding` already holding `limit` pending
+# events (its request is refused whole); `enter` adds the events to judge, one ZADD per app;
+# `settle` writes the counts and the ledger and returns 1 when the caller must enqueue a drain job
+# (none waits: `Keys.drain_wanted` was absent), else 0. `late`: the deadline (unix seconds, 0:
+# none) is when the API stops waiting and answers 503: a write that reaches Redis later (a stalled
+# Redis catching up) is refused whole, so a client that retries after the 503 is never counted
+# twice.
+_CREATE = """
+local function totals()
+  return {received = 0, sampled = 0, added = false, adding = {},
+          charges = {[LG.idem] = {}, [LG.texts] = {}}}
 end
-local wake = 0
-if added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then wake = 1 end
-out[n + 1] = wake
+local function created(t, ref, kind, s, nbytes, now)
+  local app = app_of(ref)
+  t.charges[kind][app] = (t.charges[kind][app] or 0) + nbytes
+  t.received = t.received + 1
+  if kind == LG.idem then t.sampled = t.sampled + 1 end
+  if s > 0 then
+    local members = t.adding[s]
+    members[#members + 1] = now
+    members[#members + 1] = ref
+  end
+end
+local function over(adding, pending, app_at)
+  for s in pairs(adding) do
+    if redis.call('ZCARD', pending(s)) >= tonumber(A.limit) then return app_at(s) end
+  end
+  return nil
+end
+local function enter(t, pending, app_at)
+  for s, members in pairs(t.adding) do
+    if #members > 0 then
+      redis.call('ZADD', pending(s), unpack(members))
+      join(K.apps, K.vt, app_at(s))
+      t.added = true
+    end
+  end
+  t.adding = {}
+end
+local function settle(t, now)
+  if t.received > 0 then redis.call('HINCRBY', K.counters, N.events_received, t.received) end
+  if t.sampled > 0 then redis.call('HINCRBY', K.counters, N.events_sampled_out, t.sampled) end
+  for app, bytes in pairs(t.charges[LG.idem]) do
+    charge(LG.idem, K.lg_idem, K.lg_idem_rate, A.lg_idem_ttl, A.lg_idem_rate_ttl, K.lg_since,
+           app, bytes, now)
+  end
+  for app, bytes in pairs(t.charges[LG.texts]) do
+    charge(LG.texts, K.lg_texts, K.lg_texts_rate, A.lg_texts_ttl, A.lg_texts_rate_ttl,
+           K.lg_since, app, bytes, now)
+  end
+  if t.added and redis.call('SET', K.wake, 1, 'NX', 'EX', tonumber(A.wake_ttl)) then return 1 end
+  return 0
+end
+local function late(now)
+  if tonumber(A.deadline) > 0 and now > tonumber(A.deadline) then
+    return redis.error_reply('DEADLINE the API has already answered 503 for this write')
+  end
+end
+"""
+
+# INGEST, STAGE and COMMIT's named positions: creating events, summing signals, writing them.
+CREATE_KEYS = ("counters", "apps", "vt", "wake", *Ledger.script_keys(INGEST_KINDS))
+CREATE_ARGS = ("ttl", "idem_ttl", "deadline", "limit", "wake_ttl",
+               *Ledger.script_args(INGEST_KINDS))  # fmt: skip
+SUM_KEYS = ("series", "series_per_app", "counters")
+SUM_ARGS = ("results", "max_series", "max_series_per_app", "fold_tail", "orphan")
+WRITE_KEYS = ("hist", "counters")
+WRITE_ARGS = ("day_hist", "day_counters", "queries", "day_ttl", "queries_ttl", "empty_queries")
+
+
+def _names(*parts: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(x for part in parts for x in part))
+
+
+# Store the new events of a micro-batch of requests, put the ones to judge into their apps' pending
+# sets, and add every new event's retrieval signals to its series, in the write that answers 202
+# (`ragmon.store.ingest`). KEYS tail: the `n_events` event keys, then the pending keys of the apps
+# they name. ARGV tail: per event its ref, payload (`put_event`), status, received_at, slot (which
+# of those pending keys, from 1; 0: sampled out, never judged), group (which of the groups below,
+# from 1; 0: none), signals (`records.signal_record`) and the bytes its key takes; then the app of
+# each pending key; then the `n_groups` groups, each a series and a UTC day; then per request its
+# event count (requests are consecutive runs of events). A request is refused whole when one of
+# the apps it adds events to already holds `limit` pending events. Returns per event 1 (created),
+# its stored status (the id existed) or {-2, app} (its request was refused: that app is at its
+# limit); then `settle`'s 1 or 0.
+INGEST = Script(
+    "INGEST",
+    _names(CREATE_KEYS, SUM_KEYS, WRITE_KEYS),
+    _names(CREATE_ARGS, SUM_ARGS, WRITE_ARGS, ("n_events", "n_groups")),
+    _DELIVERY + _ADMIT + LEDGER + _MERGE + _SUMS + _SUMS_WRITE + _PUT + _CREATE
+    + """
+local now = now_s()
+local refused = late(now)
+if refused then return refused end
+local n = tonumber(A.n_events)
+local function event(i) return KEYS[KEYS_REST + i - 1] end
+local function arg(i, field) return ARGV[ARGV_REST + 8 * (i - 1) + field] end
+local function pending(s) return KEYS[KEYS_REST + n + s - 1] end
+local apps_at = ARGV_REST + 8 * n
+local function app_at(s) return ARGV[apps_at + s - 1] end
+local groups_at = apps_at + #KEYS - KEYS_REST + 1 - n
+local sums, t, out, i = {}, totals(), {}, 1
+for r = groups_at + 2 * tonumber(A.n_groups), #ARGV do
+  local last = i + tonumber(ARGV[r]) - 1
+  for j = i, last do
+    local stored = redis.call('HGET', event(j), F.status)
+    if stored then
+      out[j] = stored
+    else
+      out[j] = 1
+      local s = tonumber(arg(j, 4))
+      if s > 0 then t.adding[s] = {} end
+    end
+  end
+  local app = over(t.adding, pending, app_at)
+  for j = i, last do
+    if app then
+      out[j] = {-2, app}
+    elseif out[j] == 1 then
+      local kind = put_event(event(j), arg(j, 1), arg(j, 2), arg(j, 3), A.ttl, A.idem_ttl)
+      created(t, arg(j, 0), kind, tonumber(arg(j, 4)), tonumber(arg(j, 7)), now)
+      local g = tonumber(arg(j, 5))
+      if g > 0 then observe(sums, g, arg(j, 6)) end
+    end
+  end
+  if app then t.adding = {} else enter(t, pending, app_at) end
+  i = last + 1
+end
+write_sums(admitted(sums, tonumber(A.n_groups), groups_at, now))
+out[n + 1] = settle(t, now)
 return out
+""",
+    lists=("hists", "squares"),
+)  # fmt: skip
+
+# A large request is written in short calls (`ragmon.store.staged`), so that no other request waits
+# for one long script: STAGE puts a chunk of its new events into keys of its own, kept `stage_ttl`
+# s, and sums their signals; COMMIT then makes them all events at once, or none. STAGE's KEYS
+# tail: per event its key and its staged key; ARGV tail: per event its payload, status,
+# received_at, group and signals (as INGEST's), then the `n_groups` groups. It admits the groups'
+# series (the budget holds them as if seen) and returns per event 1 (staged) or its stored status
+# (the id exists), then its sums (`flat`).
+STAGE = Script(
+    "STAGE",
+    SUM_KEYS,
+    _names(SUM_ARGS, ("stage_ttl", "n_events", "n_groups")),
+    _DELIVERY + _ADMIT + _MERGE + _SUMS + _PUT
+    + """
+local now = now_s()
+local n = tonumber(A.n_events)
+local function arg(i, field) return ARGV[ARGV_REST + 5 * (i - 1) + field] end
+local sums, out = {}, {}
+for j = 1, n do
+  local stored = redis.call('HGET', KEYS[KEYS_REST + 2 * j - 2], F.status)
+  if stored then
+    out[j] = stored
+  else
+    out[j] = 1
+    put_event(KEYS[KEYS_REST + 2 * j - 1], arg(j, 0), arg(j, 1), arg(j, 2), A.stage_ttl,
+              A.stage_ttl)
+    local g = tonumber(arg(j, 3))
+    if g > 0 then observe(sums, g, arg(j, 4)) end
+  end
+end
+return flat(admitted(sums, tonumber(A.n_groups), ARGV_REST + 5 * n, now), out)
+""",
+)  # fmt: skip
+
+# COMMIT: the staged events of one request become events (renamed to their keys, kept `ttl` s,
+# `idem_ttl` when sampled out), in their apps' pending sets and counts, their sums in their series,
+# in one short call. KEYS tail: per event its key and its staged key, then the pending keys of the
+# apps they name; ARGV tail: per event its ref, slot and bytes (as INGEST's), then the app of each
+# pending key, then STAGE's sums. Refused whole, writing nothing: past the deadline (`late`), with
+# {-2, app} when an app is at its limit, and with a STAGED error when an event was stored meanwhile
+# or a staged one is gone. Returns {1, `settle`'s 1 or 0}.
+COMMIT = Script(
+    "COMMIT",
+    _names(CREATE_KEYS, WRITE_KEYS),
+    _names(CREATE_ARGS, WRITE_ARGS, ("n_events",)),
+    _DELIVERY + LEDGER + _MERGE + _SUMS_WRITE + _CREATE
+    + """
+local now = now_s()
+local refused = late(now)
+if refused then return refused end
+local n = tonumber(A.n_events)
+local events, staged = {}, {}
+for j = 1, n do events[j], staged[j] = KEYS[KEYS_REST + 2 * j - 2], KEYS[KEYS_REST + 2 * j - 1] end
+if redis.call('EXISTS', unpack(events)) > 0 then
+  return redis.error_reply('STAGED an event of this write was stored by another meanwhile')
+end
+if redis.call('EXISTS', unpack(staged)) < n then
+  return redis.error_reply('STAGED a staged event of this write is gone (expired or evicted)')
+end
+local function arg(i, field) return ARGV[ARGV_REST + 3 * (i - 1) + field] end
+local function pending(s) return KEYS[KEYS_REST + 2 * n + s - 1] end
+local apps_at = ARGV_REST + 3 * n
+local function app_at(s) return ARGV[apps_at + s - 1] end
+local t = totals()
+for j = 1, n do
+  local s = tonumber(arg(j, 1))
+  if s > 0 then t.adding[s] = {} end
+end
+local app = over(t.adding, pending, app_at)
+if app then return {-2, app} end
+for j = 1, n do
+  local s, kind, ttl = tonumber(arg(j, 1)), LG.texts, A.ttl
+  if s == 0 then kind, ttl = LG.idem, A.idem_ttl end
+  redis.call('RENAME', staged[j], events[j])
+  redis.call('EXPIRE', events[j], tonumber(ttl))
+  created(t, arg(j, 0), kind, s, tonumber(arg(j, 2)), now)
+end
+enter(t, pending, app_at)
+local merged = {order = {}}
+unflat(apps_at + #KEYS - KEYS_REST + 1 - 2 * n, merged)
+write_sums(merged)
+return {1, settle(t, now)}
 """,
     lists=("hists", "squares"),
 )  # fmt: skip
@@ -872,7 +1088,7 @@ return #L.refs
     lists=("refs", "time_members", "measure_members", "traces"),
 )
 
-ALL = (INGEST, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
+ALL = (INGEST, STAGE, COMMIT, CLAIM, RETRY, PENDING, FINISH, FAIL, FREE_SERIES, EXPLORE_INDEX,
        EXPLORE_TRIM, SUMMARIZE, OVERVIEW)  # fmt: skip
 
 # Store people's grades (`POST /v1/grades`), each once per (event, passage, reviewer), within

@@ -47,6 +47,7 @@ from ragmon.store.sampling_state import SamplingState
 from ragmon.store.sealing import Sealer
 from ragmon.store.second_opinions import SecondOpinions
 from ragmon.store.series import SWEEP_EVERY_S, SeriesBudget
+from ragmon.store.staged import StagedWrite
 
 if TYPE_CHECKING:
     from redis.retry import Retry
@@ -64,6 +65,7 @@ class Store:
         self.keys = keys or Keys()
         self._ingest = client.register_script(scripts.INGEST.source)
         self._signal_setup = signal_setup(self.keys, settings)  # INGEST's, built once
+        self._staged = StagedWrite(client, self.keys, settings, self._signal_setup)
         self._finish = client.register_script(scripts.FINISH.source)
         self._fail = client.register_script(scripts.FAIL.source)
         self.series = SeriesBudget(client, self.keys, settings, self.counters)
@@ -148,6 +150,10 @@ class Store:
         if written.wake and enqueue:
             self.delivery.jobs.enqueue()
         return written
+
+    def ingest_staged(self, items: Sequence[IngestItem], deadline: float = 0.0) -> Written:
+        """`ingest` of one large request in short calls (`ragmon.store.staged`), no enqueue."""
+        return self._staged.write(items, deadline)
 
     def async_ingest(self) -> AsyncIngest | None:
         """`ingest` over redis.asyncio for the running event loop (None without REDIS_URL)."""

@@ -18,6 +18,7 @@ answers by kind and status. Targets: health p99 <= 100 ms, appB's ingest and exp
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import resource
@@ -27,6 +28,9 @@ import threading
 import time
 from collections.abc import Callable
 
+import redis
+
+from ragmon.store import scripts
 from tests.bench.common import cpu_of, exit_on_sigterm, machine, ms, pct
 from tests.reliability.attacks import watch
 from tests.reliability.neighbours import KEY_A, KEYS, Context, _post_one, _traces, answers, prepare
@@ -104,6 +108,20 @@ def measured(stack: Stack, rs: RedisServer, run: Callable[[], dict]) -> tuple[di
     return got, (server_cpu(stack, rs) - cpu0) / (time.monotonic() - t0)
 
 
+def longest_scripts(client: redis.Redis) -> str:
+    """The longest run of each Lua script in Redis' slow log (those over 1 ms since it was
+    reset): what another app's write waited for at most."""
+    names = {hashlib.sha1(x.source.encode()).hexdigest(): x.name for x in scripts.ALL}
+    longest: dict[str, float] = {}
+    for entry in client.slowlog_get(1024):
+        command = entry["command"].split()
+        if command[0] in (b"EVALSHA", b"EVAL"):
+            name = names.get(command[1].decode(), "other") if command[0] == b"EVALSHA" else "EVAL"
+            longest[name] = max(longest.get(name, 0.0), entry["duration"] / 1e6)
+    ranked = sorted(longest.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {ms(d)} ms" for name, d in ranked) or "none over 1 ms"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench.bench_neighbours", description=__doc__)
     p.add_argument("--seconds", type=float, default=30.0, help="per phase (default 30)")
@@ -130,9 +148,15 @@ def main(argv: list[str] | None = None) -> int:
                 stdout=subprocess.PIPE, text=True,
             )  # fmt: skip
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            client = redis.Redis.from_url(rs.url)
+            client.config_set("slowlog-log-slower-than", 1000)
+            client.config_set("slowlog-max-len", 1024)
+            client.slowlog_reset()
             under, under_cpu = measured(
                 stack, rs, lambda: phase(stack, ctx, args.seconds, baseline)
             )
+            scripts_beside = longest_scripts(client)
+            client.close()
             neighbour = json.loads(hostile.communicate(timeout=args.seconds + 600)[0])
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             client_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -161,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"appB routes: {under['rounds']} rounds of every route under the neighbour, "
           f"answers changed: {under['changed'] or 'none'}")  # fmt: skip
+    print(f"longest Lua scripts beside appA (Redis runs one at a time): {scripts_beside}")
     print(f"appA answers: {neighbour}")
     print("targets met" if met else "TARGETS MISSED")
     return 1 if under["changed"] else 0  # a latency missed is a figure; a changed answer a bug

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench
+
 ROOT = Path(__file__).resolve().parents[2]
 NUMBER = r"[\d,]+(?:\.\d+)?"
 
 
-@pytest.mark.bench
 def test_benchmark_short_mode_prints_numbers() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tests.bench.bench_measures", "--short"],

@@ -171,6 +171,20 @@ def test_neighbours_benchmark_prints_each_latency_and_every_answer_held() -> Non
     assert re.search(r"^(targets met|TARGETS MISSED)$", out, re.M), out
 
 
+def test_neighbours_benchmark_names_the_longest_scripts() -> None:
+    out = run("bench_neighbours", 300)
+    assert re.search(r"^longest Lua scripts beside appA \(Redis runs one at a time\): \S", out,
+                     re.M), out  # fmt: skip
+
+
+def test_script_wait_benchmark_prints_each_phase() -> None:
+    out = run("bench_script_wait", 120)
+    for phase in ("quiet", "one INGEST call", "staged"):
+        row = re.search(rf"^{phase} +appB's event p50 {NUM} p99 {NUM} max {NUM} ms \(n=(\d+)\); "
+                        rf"longest script {NUM} ms$", out, re.M)  # fmt: skip
+        assert row and int(row.group(4)) > 0, out
+
+
 def test_capacity_benchmark_prints_cpu_per_event_and_the_fleet_for_each_rate(tmp_path) -> None:
     """The model's processes follow from the CPU per event it measured (issue 49)."""
     import json

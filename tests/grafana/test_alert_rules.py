@@ -159,13 +159,14 @@ def test_grafana_alerts_pass_the_same_unit_tests(
     promtool: str, tmp_path: Path, path: Path, alert: str
 ) -> None:
     """The inlined expression, without any recording rule loaded, fires exactly as the original.
-    The quality alerts' tests are evaluated every 10 minutes, their samples' own interval, not
-    5: each step of the inlined 7-day windows reads the whole week, and their alerts are checked
-    hours after each change, where both intervals agree."""
+    The quality alerts' tests are evaluated every 30 minutes, not 5: each step of the inlined
+    7-day windows (and their hourly subqueries) reads the whole week, and their alerts are
+    checked hours after each change, where both intervals agree (`for: 15m` is two evaluations
+    either way). A guard dropped from the copy, or set to 0, fails it at 30 minutes as at 10."""
     groups = yaml.safe_load(_grafana_as_prometheus_rules(tmp_path).read_text())["groups"]
     test, doc = alert_unit_test(path, alert, groups, tmp_path)
     if path == QUALITY_UNIT_TESTS:
-        doc["evaluation_interval"] = "10m"
+        doc["evaluation_interval"] = "30m"
         test.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     r = run(promtool, "test", "rules", str(test))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -11,6 +11,8 @@ import pytest
 from tests.support.events import make_event, ref, result_url
 from tests.support.waiting import scaled
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 
 def _ts(delta: timedelta) -> str:
     return (datetime.now(UTC) + delta).isoformat()

@@ -13,6 +13,8 @@ from ragmon.workers.worker import make_worker
 from tests.support.events import make_event
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 
 @pytest.mark.process  # a 40-event batch is decoded in the API's child process
 def test_a_fixed_rate_is_each_events_inclusion_probability(make_api):

@@ -20,6 +20,8 @@ from ragmon.client import RetrievalMonitor
 from ragmon.client.langchain import MAX_OPEN_RUNS, RagmonCallbackHandler
 from ragmon.client.llamaindex import RagmonEventHandler
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 TEXTS = [f"passage {i} about password resets" for i in range(6)]
 
 

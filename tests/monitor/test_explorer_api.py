@@ -21,6 +21,8 @@ from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 from tests.support.waiting import scaled
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 ADMIN, SHOP_KEY = "admin-key-0123456789", "shop-key-0123456789"
 KEYS = f"{ADMIN},{SHOP_KEY}:shop"
 NOW = datetime.now(UTC).replace(microsecond=0)

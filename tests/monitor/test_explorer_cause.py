@@ -15,6 +15,8 @@ from ragmon.store.sealing import new_key
 from tests.monitor.test_explorer_api import finish
 from tests.support.api_server import ApiServer
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 
 @pytest.fixture
 def api(make_api: Callable[..., ApiServer]) -> ApiServer:

@@ -16,6 +16,8 @@ from ragmon.store.sampling_state import hour_of
 from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 JUNK = 2_000  # index values of the hostile app (the 20,000, fewer for the test's time)
 
 

@@ -19,12 +19,13 @@ from ragmon.export import metrics_text
 from ragmon.settings import Settings
 from ragmon.store import Store
 
-JUNK = 600  # more than the fleet's budget (max_series 500), six times appA's (100)
+FLEET, PER_APP = 50, 10  # the budgets, small: each series is an event through the store
+JUNK = 6 * PER_APP  # more than the fleet's budget, six times appA's
 
 
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Store]:
-    s = Store.connect(dataclasses.replace(settings, max_series=500, max_series_per_app=100))
+    s = Store.connect(dataclasses.replace(settings, max_series=FLEET, max_series_per_app=PER_APP))
     yield s
     s.client.close()
 
@@ -81,10 +82,10 @@ def test_one_apps_junk_labels_never_take_another_apps_series(store: Store) -> No
     text = metrics_text(store).decode()
     for ret in ("bm25", "dense", "hybrid"):
         assert f'app="appB",index="kb",retriever="{ret}"' in text
-    assert sum(1 for app, index in series if app == "appA" and index != "other") == 100
-    assert series[("appA", "other")] == JUNK - 100  # the rest of appA's, in appA's own other
-    assert folded(store) == {"appA": JUNK - 100}
-    assert len(store.series.rows()) == 103
+    assert sum(1 for app, index in series if app == "appA" and index != "other") == PER_APP
+    assert series[("appA", "other")] == JUNK - PER_APP  # the rest of appA's, in appA's own other
+    assert folded(store) == {"appA": JUNK - PER_APP}
+    assert len(store.series.rows()) == PER_APP + 3
 
 
 def test_the_fleet_budget_folds_an_app_without_series_into_other(settings: Settings) -> None:
@@ -96,16 +97,16 @@ def test_the_fleet_budget_folds_an_app_without_series_into_other(settings: Setti
 
 
 def test_idle_series_are_freed_with_their_histograms(store: Store) -> None:
-    for i in range(100):
+    for i in range(PER_APP):
         record(store, i, labels("appA", f"old-{i}"))
-    record(store, 100, labels("appA", "late"))  # past appA's budget
+    record(store, PER_APP, labels("appA", "late"))  # past appA's budget
     assert ("appA", "late") not in ndcg_apps(store)
     later = time.time() + 31 * 86400
     store.client.zadd(store.keys.series, {"appA|old-0|bm25|all": later})  # seen recently
-    assert store.series.free_idle(later) == 99
+    assert store.series.free_idle(later) == PER_APP - 1
     assert [r.name for r in store.series.rows()] == ["appA|old-0|bm25|all"]
     assert set(ndcg_apps(store)) == {("appA", "old-0"), ("appA", "other")}
-    record(store, 101, labels("appA", "late"))  # the freed slots take new series again
+    record(store, PER_APP + 1, labels("appA", "late"))  # the freed slots take new series again
     assert ndcg_apps(store)[("appA", "late")] == 1
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from tests.reliability.attacks import ATTACKS, attacking, serve, watch
 
+pytestmark = pytest.mark.slow
+
 SECONDS = 6.0
 EXPECTED = {  # the answers each attack must get (any other status fails the test)
     "otlp-gzip-bomb": {"413"},

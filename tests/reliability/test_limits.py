@@ -14,6 +14,8 @@ import redis
 from ragmon.client import RetrievalMonitor
 from tests.support.events import make_event
 
+pytestmark = pytest.mark.server  # the real API over HTTP
+
 KEY = "limits-key-0123456789abcdef"
 
 

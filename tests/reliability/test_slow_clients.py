@@ -23,6 +23,8 @@ import pytest
 
 from tests.support.stack import ragmon_env, start_api
 
+pytestmark = pytest.mark.slow
+
 SLOW = 2000
 DURATION_S = 15.0
 HEADER_TIMEOUT_S = "3"

@@ -6,8 +6,9 @@ import pytest
 
 from tests.reliability.soak import soak
 
+pytestmark = pytest.mark.slow
 
-@pytest.mark.slow
+
 def test_short_soak_counts_everything_and_memory_stays_bounded():
     result = soak(seconds=16, rate=8, interval=2, warmup=6, judge="fake", log=False)
     print(result.report())

@@ -21,6 +21,8 @@ from tests.support.api_server import ApiServer
 from tests.support.events import make_event
 from tests.support.stack import RedisServer
 
+pytestmark = pytest.mark.slow
+
 STALL_S = 10.0
 CLIENTS = 4
 PER_CLIENT = 30
