@@ -128,9 +128,15 @@ def start_demo(command: str, repo: Path, env: dict[str, str]) -> tuple[subproces
 
 
 def stop(demo: subprocess.Popen) -> None:
+    """Ctrl-C, then SIGKILL if the demo has not ended: on Ctrl-C it stops its workers and its
+    Redis, which run in sessions of their own and would outlive a killed process group."""
     if demo.poll() is None:
-        os.killpg(demo.pid, signal.SIGKILL)
-        demo.wait(10)
+        os.killpg(demo.pid, signal.SIGINT)
+        try:
+            demo.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait(10)
 
 
 def test_readme_walkthrough_from_a_fresh_clone(tmp_path):
@@ -195,11 +201,18 @@ def test_the_command_the_demo_prints_writes_the_report_in_a_second_shell(tmp_pat
     options = "--days 8 --per-day 10 --workers 1 --port 0"
     demo, out = start_demo(f"{activate} && ragmon demo {options}", tmp_path, env)
     try:
+        started = psutil.Process(demo.pid).children(recursive=True)
         hint = out[-1].strip()
         assert re.fullmatch(r"REDIS_URL=unix://\S+ ragmon report --out reports/", hint), hint
         report = shell(f"{activate} && {hint}", tmp_path, env)
         assert report.returncode == 0, report.stderr[-2000:]
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C: the demo stops its workers and Redis
+        code = demo.wait(60)
     finally:
         stop(demo)
+    assert code == 0
+    _, alive = psutil.wait_procs(started, timeout=10)
+    left = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [" ".join(p.cmdline()) for p in left]
     assert "bm25" in (tmp_path / "reports" / "report.html").read_text()
     assert "## Biggest regressions" in (tmp_path / "reports" / "report.md").read_text()
