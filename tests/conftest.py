@@ -90,6 +90,12 @@ def trec_dl() -> Path:
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAGMON_TEST", "1")
     _Spawns.install()
+    # Hypothesis' default per-example deadline is a wall-clock assert that fails on a busy
+    # machine; a test that wants a bound on time is a benchmark.
+    import hypothesis
+
+    hypothesis.settings.register_profile("ragmon", deadline=None)
+    hypothesis.settings.load_profile("ragmon")
 
 
 @pytest.fixture
