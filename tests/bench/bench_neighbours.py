@@ -125,12 +125,12 @@ def longest_scripts(client: redis.Redis) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench.bench_neighbours", description=__doc__)
     p.add_argument("--seconds", type=float, default=30.0, help="per phase (default 30)")
-    p.add_argument("--short", action="store_true", help="3 s phases (the test's run)")
+    p.add_argument("--short", action="store_true", help="1.5 s phases (the test's run)")
     p.add_argument("--worker-nice", type=int, default=0,
                    help="the worker's niceness (19: as if on a machine of its own)")  # fmt: skip
     args = p.parse_args(argv)
     if args.short:
-        args.seconds = 3.0
+        args.seconds = 1.5
     exit_on_sigterm()
     print(machine())
     with redis_server() as rs:

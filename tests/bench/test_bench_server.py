@@ -169,10 +169,6 @@ def test_neighbours_benchmark_prints_each_latency_and_every_answer_held() -> Non
                      out, re.M), out  # fmt: skip
     assert re.search(r"^appB routes: \d+ rounds .* answers changed: none$", out, re.M), out
     assert re.search(r"^(targets met|TARGETS MISSED)$", out, re.M), out
-
-
-def test_neighbours_benchmark_names_the_longest_scripts() -> None:
-    out = run("bench_neighbours", 300)
     assert re.search(r"^longest Lua scripts beside appA \(Redis runs one at a time\): \S", out,
                      re.M), out  # fmt: skip
 
